@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Generate the op-suite reference fixtures: tests/fixtures/ops.json.
+
+Run once by hand from the repository root (NOT run in CI; the output is committed):
+
+    python3 scripts/gen_fixtures.py
+
+Needs numpy and torch (CPU build is enough). The output is deterministic (fixed seed).
+
+Every case holds float32 inputs (or i32 / bool / u8 inputs), the forward output computed by
+torch in float64 from those float32 values and rounded back to float32, and, for float outputs
+with at least one differentiable input, the gradients of
+
+    loss = sum(output * upstream)
+
+with respect to every input marked "grad": true, where "upstream" is a fixed random array stored
+in the case.
+
+Case format:
+    {"name": unique case name,
+     "op":   which wgrad operation tests/ops.rs runs (several cases share one op),
+     "args": op parameters (see ARGS CONVENTION below),
+     "atol": optional forward absolute tolerance override (default 1e-6 in tests/ops.rs),
+     "inputs": [{"shape": [...], "dtype": "f32"|"i32"|"bool"|"u8", "data": [flat], "grad": bool}],
+     "output": {"shape": [...], "dtype": ..., "data": [flat]},
+     "upstream": [flat]            (only when some input has grad),
+     "grads": [[flat] or null, ...] (one per input)}
+
+ARGS CONVENTION (inputs are in call order: inputs[0] is `self`):
+    binary ops / comparisons: {"scalar": v} -> rhs is the f64 scalar v (one input), else {} and
+        rhs is inputs[1]
+    where_:        inputs cond, a, b; or {"b": v} -> cond.where_(a, v)
+    elu {"alpha"}, leaky_relu {"slope"}, hardtanh / clip {"min", "max"}, cast {"dtype"},
+    dropout {"p"}
+    sum/mean/max/min/logsumexp: {"axes": null (= Axes::All) | [isize...], "keepdim": bool}
+    var/std: same plus {"correction": f64}
+    softmax/log_softmax: {"axis"}; argmax/argmin: {"axis": null | isize, "keepdim"}
+    reshape/expand {"shape"}, permute {"order"}, transpose {"a", "b"}, flatten {"start_dim"},
+    squeeze {"axis": null | isize}, unsqueeze {"axis"}, pad {"pads": [[before, after]...], "value"},
+    shrink {"ranges": [[start, end]...]}, slice {"axis", "start", "end", "step"}, flip {"axes"},
+    cat/stack {"axis"} (all inputs), split {"sizes", "axis", "piece"}, chunk {"n", "axis", "piece"}
+    (output = returned piece number `piece`), repeat {"repeats"}
+    index: inputs x, idx;  gather {"axis"}: inputs x, index
+    matmul/dot: inputs a, b;  linear: inputs x, w[, b]
+    conv2d {"stride": [sh, sw], "padding": "valid" | "same" | [ph, pw], "dilation": [dh, dw],
+            "groups"}: inputs x, w[, b]
+    max_pool2d/avg_pool2d {"kernel": [kh, kw], "stride": null | [sh, sw]}
+    sparse_categorical_crossentropy {"ignore_index": null | int, "label_smoothing", "reduction"}
+    binary_crossentropy / binary_crossentropy_logits / mse {"reduction": "mean"|"sum"|"none"}
+"""
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+SEED = 1234
+rng = np.random.default_rng(SEED)
+torch.manual_seed(SEED)
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "ops.json")
+
+cases = []
+names = set()
+
+
+# ----------------------------------------------------------------------------- input helpers
+def f32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def uni(shape, lo=-2.0, hi=2.0):
+    return f32(rng.uniform(lo, hi, size=shape))
+
+
+def away(shape, lo, hi, points, margin=0.1):
+    """Uniform in [lo, hi) but at least `margin` away from every point in `points`."""
+    x = rng.uniform(lo, hi, size=shape)
+    for _ in range(1000):
+        bad = np.zeros(x.shape, dtype=bool)
+        for p in points:
+            bad |= np.abs(x - p) < margin
+        if not bad.any():
+            break
+        x[bad] = rng.uniform(lo, hi, size=int(bad.sum()))
+    return f32(x)
+
+
+def distinct(shape, lo=-2.0, hi=2.0):
+    """Values with pairwise gaps (no ties anywhere): a shuffled grid plus small jitter."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    grid = np.linspace(lo, hi, n)
+    step = (hi - lo) / max(n - 1, 1)
+    x = rng.permutation(grid) + rng.uniform(-0.25, 0.25, size=n) * step
+    return f32(x.reshape(shape))
+
+
+def ints(shape, lo, hi):
+    return rng.integers(lo, hi, size=shape).astype(np.int32)
+
+
+def I(arr, dtype=None, grad=None):
+    """An input: (numpy array, dtype name, grad flag). Float inputs default to grad=True."""
+    arr = np.asarray(arr)
+    if dtype is None:
+        dtype = {np.float32: "f32", np.int32: "i32", np.bool_: "bool", np.uint8: "u8"}[arr.dtype.type]
+    if grad is None:
+        grad = dtype == "f32"
+    return (arr, dtype, grad)
+
+
+def dtype_name(t):
+    if t.dtype.is_floating_point:
+        return "f32"
+    if t.dtype == torch.bool:
+        return "bool"
+    if t.dtype == torch.uint8:
+        return "u8"
+    return "i32"
+
+
+def fl(v):
+    """float32-rounded value, written with the shortest repr that round-trips through float32."""
+    v = np.float32(v)
+    assert np.isfinite(v), v
+    s = str(v)
+    f = float(s)
+    return int(f) if f == int(f) and abs(f) < 1e15 else f
+
+
+def flat(arr, dtype):
+    arr = np.asarray(arr).reshape(-1)
+    if dtype == "f32":
+        return [fl(v) for v in arr]
+    if dtype == "bool":
+        return [bool(v) for v in arr]
+    return [int(v) for v in arr]
+
+
+# ----------------------------------------------------------------------------- case builder
+def case(name, op, inputs, fn, args=None, atol=None):
+    assert name not in names, name
+    names.add(name)
+    tins = []
+    for arr, dt, grad in inputs:
+        if dt == "f32":
+            t = torch.tensor(arr.astype(np.float64), dtype=torch.float64, requires_grad=grad)
+        elif dt == "i32":
+            t = torch.tensor(arr.astype(np.int64), dtype=torch.int64)
+        elif dt == "bool":
+            t = torch.tensor(arr.astype(bool))
+        elif dt == "u8":
+            t = torch.tensor(arr.astype(np.uint8))
+        else:
+            raise ValueError(dt)
+        tins.append(t)
+    out = fn(*tins)
+    odt = dtype_name(out)
+    c = {
+        "name": name,
+        "op": op,
+        "args": args or {},
+        "inputs": [
+            {"shape": list(arr.shape), "dtype": dt, "data": flat(arr, dt), "grad": bool(grad)}
+            for arr, dt, grad in inputs
+        ],
+        "output": {"shape": list(out.shape), "dtype": odt, "data": flat(out.detach().numpy(), odt)},
+    }
+    if atol is not None:
+        c["atol"] = atol
+    grads = [None] * len(inputs)
+    if odt == "f32" and any(g for _, _, g in inputs):
+        up = f32(rng.standard_normal(size=tuple(out.shape)))
+        c["upstream"] = flat(up, "f32")
+        loss = (out * torch.tensor(up.astype(np.float64))).sum()
+        loss.backward()
+        for i, (t, (_, _, g)) in enumerate(zip(tins, inputs)):
+            if g:
+                gr = t.grad if t.grad is not None else torch.zeros_like(t)
+                grads[i] = flat(gr.numpy(), "f32")
+    c["grads"] = grads
+    cases.append(c)
+    self_check(c, inputs, fn)
+
+
+def self_check(c, inputs, fn):
+    """Evaluate the case again in float32 torch and check it passes the tolerances tests/ops.rs uses
+    (forward atol 1e-6 or the case's "atol", rtol 1e-3; gradients atol 1e-4, rtol 1e-3)."""
+    tins = []
+    for arr, dt, grad in inputs:
+        if dt == "f32":
+            tins.append(torch.tensor(arr, dtype=torch.float32, requires_grad=grad))
+        elif dt == "i32":
+            tins.append(torch.tensor(arr.astype(np.int64)))
+        elif dt == "bool":
+            tins.append(torch.tensor(arr.astype(bool)))
+        else:
+            tins.append(torch.tensor(arr.astype(np.uint8)))
+    out = fn(*tins)
+
+    def bad(got, want, atol, rtol):
+        got = np.asarray(got, dtype=np.float64).reshape(-1)
+        want = np.asarray(want, dtype=np.float64).reshape(-1)
+        return np.max(np.abs(got - want) - (atol + rtol * np.abs(want)), initial=-1.0)
+
+    b = bad(out.detach().double().numpy(), c["output"]["data"], c.get("atol", 1e-6), 1e-3)
+    if b > 0:
+        print(f"warning: {c['name']}: float32 forward exceeds tolerance by {b:.3g}")
+    if "upstream" in c:
+        (out * torch.tensor(c["upstream"], dtype=out.dtype).reshape(out.shape)).sum().backward()
+        for t, g in zip(tins, c["grads"]):
+            if g is not None:
+                b = bad(t.grad.double().numpy(), g, 1e-4, 1e-3)
+                if b > 0:
+                    print(f"warning: {c['name']}: float32 grad exceeds tolerance by {b:.3g}")
+
+
+# ----------------------------------------------------------------------------- unary
+S = (3, 4)
+case("neg", "neg", [I(uni(S))], lambda x: -x)
+case("exp", "exp", [I(uni(S))], torch.exp)
+case("log", "log", [I(uni(S, 0.2, 4.0))], torch.log)
+case("exp2", "exp2", [I(uni(S))], torch.exp2)
+case("log2", "log2", [I(uni(S, 0.2, 4.0))], torch.log2)
+case("sqrt", "sqrt", [I(uni(S, 0.1, 4.0))], torch.sqrt)
+case("rsqrt", "rsqrt", [I(uni(S, 0.2, 4.0))], torch.rsqrt)
+case("sin", "sin", [I(uni(S, -3, 3))], torch.sin)
+case("cos", "cos", [I(uni(S, -3, 3))], torch.cos)
+case("tan", "tan", [I(uni(S, -1.2, 1.2))], torch.tan)
+case("relu", "relu", [I(away(S, -2, 2, [0]))], torch.relu)
+case("sigmoid", "sigmoid", [I(uni(S, -4, 4))], torch.sigmoid)
+case("tanh", "tanh", [I(uni(S, -3, 3))], torch.tanh)
+case("gelu", "gelu", [I(uni(S, -3, 3))], lambda x: F.gelu(x, approximate="tanh"))
+case("silu", "silu", [I(uni(S, -4, 4))], F.silu)
+case("softplus", "softplus", [I(uni(S, -4, 4))], lambda x: F.softplus(x, beta=1))
+case("abs", "abs", [I(away(S, -2, 2, [0]))], torch.abs)
+case("sign", "sign", [I(away(S, -2, 2, [0]))], torch.sign)
+case("reciprocal", "reciprocal", [I(away(S, -2, 2, [0], 0.3))], torch.reciprocal)
+case("square", "square", [I(uni(S))], torch.square)
+case("elu", "elu", [I(away(S, -3, 3, [0]))], lambda x: F.elu(x, alpha=1.0), {"alpha": 1.0})
+case("relu6", "relu6", [I(away(S, -3, 9, [0, 6], 0.2))], F.relu6)
+case("hardtanh", "hardtanh", [I(away(S, -2, 2, [-1, 1]))], lambda x: F.hardtanh(x, -1.0, 1.0),
+     {"min": -1.0, "max": 1.0})
+case("hardtanh_wide", "hardtanh", [I(away(S, -4, 4, [-2.5, 0.5]))], lambda x: F.hardtanh(x, -2.5, 0.5),
+     {"min": -2.5, "max": 0.5})
+case("hardsigmoid", "hardsigmoid", [I(away(S, -5, 5, [-3, 3], 0.2))], F.hardsigmoid)
+case("hardswish", "hardswish", [I(away(S, -5, 5, [-3, 3], 0.2))], F.hardswish)
+case("mish", "mish", [I(uni(S, -4, 4))], lambda x: x * torch.tanh(F.softplus(x)))
+case("leaky_relu", "leaky_relu", [I(away(S, -2, 2, [0]))], lambda x: F.leaky_relu(x, 0.01), {"slope": 0.01})
+case("leaky_relu_02", "leaky_relu", [I(away(S, -2, 2, [0]))], lambda x: F.leaky_relu(x, 0.2), {"slope": 0.2})
+case("clip", "clip", [I(away(S, -2, 2, [-0.5, 1.0]))], lambda x: torch.clamp(x, -0.5, 1.0),
+     {"min": -0.5, "max": 1.0})
+case("dropout_eval", "dropout", [I(uni(S))], lambda x: x * 1.0, {"p": 0.5})
+case("logical_not", "logical_not", [I(rng.random(S) < 0.5)], torch.logical_not)
+
+# ----------------------------------------------------------------------------- binary
+def binop(name, op, fn, xa, xb):
+    case(name, op, [I(xa), I(xb)], fn)
+
+
+binop("add", "add", torch.add, uni(S), uni(S))
+binop("sub", "sub", torch.sub, uni(S), uni(S))
+binop("mul", "mul", torch.mul, uni(S), uni(S))
+binop("div", "div", torch.div, uni(S), away(S, -2, 2, [0], 0.5))
+binop("pow", "pow", torch.pow, uni(S, 0.5, 2.0), uni(S, -1.5, 1.5))
+xa = distinct(S)
+xb = distinct(S)
+assert not (xa == xb).any()
+binop("maximum", "maximum", torch.maximum, xa, xb)
+binop("minimum", "minimum", torch.minimum, distinct(S), distinct(S))
+binop("add_bcast", "add", torch.add, uni((3, 1)), uni((1, 4)))
+binop("sub_bcast_rank", "sub", torch.sub, uni((2, 3, 4)), uni((4,)))
+binop("mul_bcast", "mul", torch.mul, uni((2, 3, 4)), uni((3, 1)))
+binop("div_bcast", "div", torch.div, uni((2, 3)), away((2, 1), -2, 2, [0], 0.5))
+binop("pow_bcast", "pow", torch.pow, uni((2, 3), 0.5, 2.0), uni((1, 3), -1.5, 1.5))
+binop("maximum_bcast", "maximum", torch.maximum, distinct((2, 3)), distinct((3,)) + f32(0.0371))
+
+
+def scal(name, op, fn, x, s):
+    case(name, op, [I(x)], lambda t: fn(t, s), {"scalar": s})
+
+
+scal("add_scalar", "add", torch.add, uni(S), 1.5)
+scal("sub_scalar", "sub", torch.sub, uni(S), -0.75)
+scal("mul_scalar", "mul", torch.mul, uni(S), 2.5)
+scal("div_scalar", "div", torch.div, uni(S), 4.0)
+scal("pow_scalar", "pow", torch.pow, uni(S, 0.3, 2.0), 2.5)
+scal("pow_scalar_neg", "pow", torch.pow, uni(S, 0.3, 2.0), -0.5)
+scal("maximum_scalar", "maximum", lambda t, v: torch.clamp(t, min=v), away(S, -2, 2, [0.25]), 0.25)
+scal("minimum_scalar", "minimum", lambda t, v: torch.clamp(t, max=v), away(S, -2, 2, [-0.5]), -0.5)
+
+case("add_i32", "add", [I(ints(S, -50, 50)), I(ints(S, -50, 50))], torch.add)
+case("mul_i32", "mul", [I(ints(S, -20, 20)), I(ints(S, -20, 20))], torch.mul)
+case("maximum_i32", "maximum", [I(ints(S, -9, 9)), I(ints((1, 4), -9, 9))], torch.maximum)
+case("add_i32_scalar", "add", [I(ints(S, -50, 50))], lambda t: t + 7, {"scalar": 7.0})
+
+# ----------------------------------------------------------------------------- comparisons
+ca = f32(ints(S, -2, 3))
+cb = f32(ints(S, -2, 3))
+for nm in ["lt", "le", "gt", "ge", "eq", "ne"]:
+    fn = getattr(torch, nm)
+    case(nm, nm, [I(ca, grad=False), I(cb, grad=False)], fn)
+case("lt_scalar", "lt", [I(ca, grad=False)], lambda t: t < 0.5, {"scalar": 0.5})
+case("eq_scalar", "eq", [I(ca, grad=False)], lambda t: t == 1.0, {"scalar": 1.0})
+case("gt_bcast", "gt", [I(ca, grad=False), I(f32([[0.0, 1.0, -1.0, 2.0]]), grad=False)], torch.gt)
+case("eq_i32", "eq", [I(ints(S, 0, 3)), I(ints(S, 0, 3))], torch.eq)
+
+# ----------------------------------------------------------------------------- where / cast
+cond = rng.random(S) < 0.5
+case("where", "where_", [I(cond), I(uni(S)), I(uni(S))], torch.where)
+case("where_bcast", "where_", [I(rng.random((3, 1)) < 0.5), I(uni((1, 4))), I(uni((3, 4)))], torch.where)
+case("where_scalar", "where_", [I(cond), I(uni(S))], lambda c, a: torch.where(c, a, torch.tensor(-1.5, dtype=a.dtype)),
+     {"b": -1.5})
+ct = away(S, -5, 5, [-4, -3, -2, -1, 0, 1, 2, 3, 4], 0.05)
+case("cast_f32_i32", "cast", [I(ct, grad=False)], lambda t: t.to(torch.int32), {"dtype": "i32"})
+case("cast_i32_f32", "cast", [I(ints(S, -100, 100))], lambda t: t.to(torch.float64), {"dtype": "f32"})
+case("cast_bool_f32", "cast", [I(rng.random(S) < 0.5)], lambda t: t.to(torch.float64), {"dtype": "f32"})
+case("cast_u8_f32", "cast", [I(rng.integers(0, 256, size=S).astype(np.uint8))], lambda t: t.to(torch.float64),
+     {"dtype": "f32"})
+case("cast_f32_u8", "cast", [I(away(S, 0, 200, list(range(0, 201)), 0.05), grad=False)],
+     lambda t: t.to(torch.uint8), {"dtype": "u8"})
+cz = uni(S)
+cz[0, 1] = 0.0
+cz[2, 3] = 0.0
+case("cast_f32_bool", "cast", [I(cz, grad=False)], lambda t: t.to(torch.bool), {"dtype": "bool"})
+case("cast_bool_i32", "cast", [I(rng.random(S) < 0.5)], lambda t: t.to(torch.int32), {"dtype": "i32"})
+
+# ----------------------------------------------------------------------------- reductions
+S3 = (2, 3, 4)
+
+
+def red(name, op, fn, x, axes, keepdim, atol=None):
+    dims = tuple(range(x.ndim)) if axes is None else tuple(axes)
+    case(name, op, [I(x)], lambda t: fn(t, dims, keepdim), {"axes": axes, "keepdim": keepdim}, atol)
+
+
+tsum = lambda t, d, k: t.sum(dim=d, keepdim=k)
+tmean = lambda t, d, k: t.mean(dim=d, keepdim=k)
+tmax = lambda t, d, k: t.amax(dim=d, keepdim=k)
+tmin = lambda t, d, k: t.amin(dim=d, keepdim=k)
+tlse = lambda t, d, k: torch.logsumexp(t, dim=d, keepdim=k)
+
+red("sum_axis1", "sum", tsum, uni(S), [1], False)
+red("sum_axis0_keepdim", "sum", tsum, uni(S), [0], True)
+red("sum_axes02", "sum", tsum, uni(S3), [0, 2], False, 1e-5)
+red("sum_neg_keepdim", "sum", tsum, uni(S3), [-1], True)
+red("sum_all", "sum", tsum, uni(S3), None, False, 1e-5)
+red("sum_all_keepdim", "sum", tsum, uni(S), None, True, 1e-5)
+red("mean_axis1", "mean", tmean, uni(S), [1], False)
+red("mean_axes02_keepdim", "mean", tmean, uni(S3), [0, 2], True)
+red("mean_neg", "mean", tmean, uni(S3), [-2], False)
+red("mean_all", "mean", tmean, uni(S3), None, False)
+red("max_axis1", "max", tmax, distinct(S), [1], False)
+red("max_axis0_keepdim", "max", tmax, distinct(S), [0], True)
+red("max_neg_keepdim", "max", tmax, distinct(S3), [-2], True)
+red("max_all", "max", tmax, distinct(S3), None, False)
+red("min_axis1", "min", tmin, distinct(S), [1], False)
+red("min_axes02", "min", tmin, distinct(S3), [0, 2], False)
+red("min_all", "min", tmin, distinct(S), None, False)
+red("logsumexp_axis1", "logsumexp", tlse, uni(S), [1], False)
+red("logsumexp_neg_keepdim", "logsumexp", tlse, uni(S3), [-1], True)
+red("logsumexp_all", "logsumexp", tlse, uni(S3), None, False)
+
+
+def vs(name, op, x, axes, keepdim, corr):
+    dims = tuple(range(x.ndim)) if axes is None else tuple(axes)
+    f = torch.var if op == "var" else torch.std
+    case(name, op, [I(x)], lambda t: f(t, dim=dims, keepdim=keepdim, correction=corr),
+         {"axes": axes, "keepdim": keepdim, "correction": float(corr)}, 1e-5)
+
+
+vs("var_axis1_c1", "var", uni(S), [1], False, 1)
+vs("var_axis1_c0_keepdim", "var", uni(S), [1], True, 0)
+vs("var_axes02_c0", "var", uni(S3), [0, 2], False, 0)
+vs("var_all_c1", "var", uni(S3), None, False, 1)
+vs("std_axis1_c1", "std", uni(S), [1], False, 1)
+vs("std_axis0_c0_keepdim", "std", uni(S), [0], True, 0)
+vs("std_neg_c1", "std", uni(S3), [-1], False, 1)
+vs("std_all_c0", "std", uni(S3), None, False, 0)
+
+case("softmax_axis1", "softmax", [I(uni(S, -3, 3))], lambda t: torch.softmax(t, 1), {"axis": 1})
+case("softmax_axis0", "softmax", [I(uni(S, -3, 3))], lambda t: torch.softmax(t, 0), {"axis": 0})
+case("softmax_neg", "softmax", [I(uni(S3, -3, 3))], lambda t: torch.softmax(t, -1), {"axis": -1})
+case("log_softmax_axis1", "log_softmax", [I(uni(S, -3, 3))], lambda t: torch.log_softmax(t, 1), {"axis": 1})
+case("log_softmax_3d_axis1", "log_softmax", [I(uni(S3, -3, 3))], lambda t: torch.log_softmax(t, 1), {"axis": 1})
+
+case("argmax_none", "argmax", [I(distinct(S))], lambda t: torch.argmax(t), {"axis": None, "keepdim": False})
+case("argmax_axis1", "argmax", [I(distinct(S))], lambda t: torch.argmax(t, 1), {"axis": 1, "keepdim": False})
+case("argmax_neg_keepdim", "argmax", [I(distinct(S3))], lambda t: torch.argmax(t, -1, keepdim=True),
+     {"axis": -1, "keepdim": True})
+tie = f32([[1, 3, 3, 0], [2, 2, 2, 2], [-1, 5, 0, 5]])
+case("argmax_ties", "argmax", [I(tie)], lambda t: torch.from_numpy(np.argmax(t.detach().numpy(), 1)),
+     {"axis": 1, "keepdim": False})
+case("argmin_axis0", "argmin", [I(distinct(S))], lambda t: torch.argmin(t, 0), {"axis": 0, "keepdim": False})
+case("argmin_none", "argmin", [I(distinct(S3))], lambda t: torch.argmin(t), {"axis": None, "keepdim": False})
+case("argmin_ties", "argmin", [I(tie)], lambda t: torch.from_numpy(np.argmin(t.detach().numpy(), 1)),
+     {"axis": 1, "keepdim": False})
+
+# ----------------------------------------------------------------------------- movement
+case("reshape", "reshape", [I(uni(S3))], lambda t: t.reshape(4, -1), {"shape": [4, -1]})
+case("reshape_3d", "reshape", [I(uni(S))], lambda t: t.reshape(2, -1, 3), {"shape": [2, -1, 3]})
+case("permute", "permute", [I(uni(S3))], lambda t: t.permute(2, 0, 1), {"order": [2, 0, 1]})
+case("permute_neg", "permute", [I(uni(S3))], lambda t: t.permute(1, -1, 0), {"order": [1, -1, 0]})
+case("transpose", "transpose", [I(uni(S))], lambda t: t.transpose(0, 1), {"a": 0, "b": 1})
+case("transpose_neg", "transpose", [I(uni(S3))], lambda t: t.transpose(-1, -3), {"a": -1, "b": -3})
+case("expand", "expand", [I(uni((3, 1)))], lambda t: t.expand(3, 4), {"shape": [3, 4]})
+case("expand_keep", "expand", [I(uni((2, 1, 4)))], lambda t: t.expand(-1, 3, -1), {"shape": [-1, 3, -1]})
+case("flatten", "flatten", [I(uni(S3))], lambda t: t.flatten(1), {"start_dim": 1})
+case("flatten_all", "flatten", [I(uni(S3))], lambda t: t.flatten(0), {"start_dim": 0})
+case("flatten_neg", "flatten", [I(uni((2, 3, 2, 2)))], lambda t: t.flatten(-2), {"start_dim": -2})
+case("squeeze_axis", "squeeze", [I(uni((2, 1, 3, 1)))], lambda t: t.squeeze(1), {"axis": 1})
+case("squeeze_all", "squeeze", [I(uni((2, 1, 3, 1)))], lambda t: t.squeeze(), {"axis": None})
+case("squeeze_neg", "squeeze", [I(uni((2, 3, 1)))], lambda t: t.squeeze(-1), {"axis": -1})
+case("unsqueeze", "unsqueeze", [I(uni(S))], lambda t: t.unsqueeze(0), {"axis": 0})
+case("unsqueeze_neg", "unsqueeze", [I(uni(S))], lambda t: t.unsqueeze(-1), {"axis": -1})
+case("unsqueeze_mid", "unsqueeze", [I(uni(S))], lambda t: t.unsqueeze(1), {"axis": 1})
+case("pad", "pad", [I(uni((2, 3)))], lambda t: F.pad(t, (0, 1, 1, 2), value=1.5),
+     {"pads": [[1, 2], [0, 1]], "value": 1.5})
+case("pad_3d", "pad", [I(uni(S3))], lambda t: F.pad(t, (2, 0, 0, 0, 1, 1), value=0.0),
+     {"pads": [[1, 1], [0, 0], [2, 0]], "value": 0.0})
+case("shrink", "shrink", [I(uni((4, 5)))], lambda t: t[1:3, 0:4], {"ranges": [[1, 3], [0, 4]]})
+case("shrink_3d", "shrink", [I(uni(S3))], lambda t: t[1:2, 0:3, 2:4], {"ranges": [[1, 2], [0, 3], [2, 4]]})
+case("slice_step2_negstart", "slice", [I(uni((6, 4)))], lambda t: t[-5:6:2],
+     {"axis": 0, "start": -5, "end": 6, "step": 2})
+case("slice_negend", "slice", [I(uni((3, 5)))], lambda t: t[:, 1:-1], {"axis": 1, "start": 1, "end": -1, "step": 1})
+case("slice_clamp_step3", "slice", [I(uni((2, 3, 7)))], lambda t: t[..., 0:100:3],
+     {"axis": -1, "start": 0, "end": 100, "step": 3})
+case("flip", "flip", [I(uni(S))], lambda t: torch.flip(t, (0,)), {"axes": [0]})
+case("flip_multi", "flip", [I(uni(S3))], lambda t: torch.flip(t, (0, 2)), {"axes": [0, -1]})
+case("cat", "cat", [I(uni((2, 3))), I(uni((2, 1))), I(uni((2, 2)))], lambda *ts: torch.cat(ts, 1), {"axis": 1})
+case("cat_axis0", "cat", [I(uni((1, 4))), I(uni((3, 4)))], lambda *ts: torch.cat(ts, 0), {"axis": 0})
+case("cat_neg", "cat", [I(uni((2, 2, 3))), I(uni((2, 2, 2)))], lambda *ts: torch.cat(ts, -1), {"axis": -1})
+case("stack", "stack", [I(uni((2, 3))), I(uni((2, 3)))], lambda *ts: torch.stack(ts, 0), {"axis": 0})
+case("stack_neg", "stack", [I(uni((2, 3))), I(uni((2, 3))), I(uni((2, 3)))], lambda *ts: torch.stack(ts, -1),
+     {"axis": -1})
+case("stack_mid", "stack", [I(uni((2, 3))), I(uni((2, 3)))], lambda *ts: torch.stack(ts, 1), {"axis": 1})
+case("split_1", "split", [I(uni((3, 6)))], lambda t: torch.split(t, [1, 2, 3], 1)[1],
+     {"sizes": [1, 2, 3], "axis": 1, "piece": 1})
+case("split_axis0_0", "split", [I(uni((5, 2)))], lambda t: torch.split(t, [2, 3], 0)[0],
+     {"sizes": [2, 3], "axis": 0, "piece": 0})
+case("split_neg_2", "split", [I(uni(S3))], lambda t: torch.split(t, [1, 1, 2], -1)[2],
+     {"sizes": [1, 1, 2], "axis": -1, "piece": 2})
+case("chunk_1", "chunk", [I(uni((6, 4)))], lambda t: torch.chunk(t, 3, 0)[1], {"n": 3, "axis": 0, "piece": 1})
+case("chunk_uneven_1", "chunk", [I(uni((3, 5)))], lambda t: torch.chunk(t, 2, 1)[1], {"n": 2, "axis": 1, "piece": 1})
+case("repeat", "repeat", [I(uni((2, 3)))], lambda t: t.repeat(2, 1), {"repeats": [2, 1]})
+case("repeat_both", "repeat", [I(uni((2, 3)))], lambda t: t.repeat(2, 3), {"repeats": [2, 3]})
+case("repeat_3d", "repeat", [I(uni((1, 2, 2)))], lambda t: t.repeat(3, 1, 2), {"repeats": [3, 1, 2]})
+
+# ----------------------------------------------------------------------------- indexing
+case("index", "index", [I(uni((5, 3))), I(np.array([3, 0, 3, 1], dtype=np.int32))], lambda x, i: x[i])
+case("index_2d_idx", "index", [I(uni((5, 3))), I(np.array([[4, 0, 4], [2, 2, 1]], dtype=np.int32))],
+     lambda x, i: x[i])
+case("index_1d", "index", [I(uni((6,))), I(np.array([[5, 1], [1, 0]], dtype=np.int32))], lambda x, i: x[i])
+case("gather_axis1", "gather", [I(uni((3, 4))), I(np.array([[0, 3, 3], [1, 1, 2], [2, 0, 1]], dtype=np.int32))],
+     lambda x, i: torch.gather(x, 1, i), {"axis": 1})
+case("gather_axis0", "gather", [I(uni((3, 4))), I(np.array([[2, 0, 1, 2], [2, 2, 0, 1]], dtype=np.int32))],
+     lambda x, i: torch.gather(x, 0, i), {"axis": 0})
+case("gather_neg", "gather", [I(uni((2, 2, 3))), I(ints((2, 2, 4), 0, 3))],
+     lambda x, i: torch.gather(x, -1, i), {"axis": -1})
+
+# ----------------------------------------------------------------------------- matmul / linear
+MM = 1e-5
+case("matmul_2d", "matmul", [I(uni((3, 4))), I(uni((4, 5)))], torch.matmul, atol=MM)
+case("matmul_batched", "matmul", [I(uni((2, 3, 4))), I(uni((2, 4, 5)))], torch.matmul, atol=MM)
+case("matmul_bcast", "matmul", [I(uni((2, 3, 4))), I(uni((4, 5)))], torch.matmul, atol=MM)
+case("matmul_matvec", "matmul", [I(uni((3, 4))), I(uni((4,)))], torch.matmul, atol=MM)
+case("matmul_vecmat", "matmul", [I(uni((4,))), I(uni((4, 3)))], torch.matmul, atol=MM)
+case("dot_2d", "dot", [I(uni((2, 3))), I(uni((3, 4)))], torch.matmul, atol=MM)
+case("dot_vec", "dot", [I(uni((4,))), I(uni((4,)))], torch.matmul, atol=MM)
+case("linear", "linear", [I(uni((2, 3))), I(uni((3, 4))), I(uni((4,)))], lambda x, w, b: x @ w + b, atol=MM)
+case("linear_nobias", "linear", [I(uni((2, 3, 3))), I(uni((3, 2)))], lambda x, w: x @ w, atol=MM)
+
+# ----------------------------------------------------------------------------- conv / pool
+def conv(name, xs, ws, bias, stride=(1, 1), padding="valid", dilation=(1, 1), groups=1):
+    ins = [I(uni(xs, -1, 1)), I(uni(ws, -1, 1))]
+    if bias:
+        ins.append(I(uni((ws[0],), -1, 1)))
+    tpad = padding if isinstance(padding, str) else tuple(padding)
+
+    def fn(x, w, b=None):
+        return F.conv2d(x, w, b, stride=stride, padding=tpad, dilation=dilation, groups=groups)
+
+    case(name, "conv2d", ins, fn,
+         {"stride": list(stride), "padding": padding if isinstance(padding, str) else list(padding),
+          "dilation": list(dilation), "groups": groups}, atol=1e-5)
+
+
+conv("conv2d_bias", (2, 3, 6, 6), (4, 3, 3, 3), True)
+conv("conv2d_nobias", (1, 2, 5, 5), (3, 2, 2, 2), False)
+conv("conv2d_stride2_pad1", (2, 3, 6, 6), (4, 3, 3, 3), True, stride=(2, 2), padding=[1, 1])
+conv("conv2d_rect", (1, 2, 5, 6), (3, 2, 2, 3), True, stride=(1, 2), padding=[0, 1])
+conv("conv2d_dilation2", (2, 3, 7, 7), (2, 3, 3, 3), True, dilation=(2, 2))
+conv("conv2d_groups2", (2, 4, 6, 6), (4, 2, 3, 3), True, groups=2)
+conv("conv2d_same", (2, 3, 6, 6), (4, 3, 3, 3), True, padding="same")
+conv("conv2d_same_1x3", (1, 2, 4, 5), (2, 2, 1, 3), False, padding="same")
+
+
+def pool(name, op, xs, kernel, stride):
+    x = distinct(xs) if op == "max_pool2d" else uni(xs)
+    f = F.max_pool2d if op == "max_pool2d" else F.avg_pool2d
+    case(name, op, [I(x)], lambda t: f(t, kernel, stride if stride is not None else kernel),
+         {"kernel": list(kernel), "stride": list(stride) if stride is not None else None})
+
+
+pool("max_pool2d_k2", "max_pool2d", (2, 3, 6, 6), (2, 2), None)
+pool("max_pool2d_k3s2", "max_pool2d", (2, 3, 7, 7), (3, 3), (2, 2))
+pool("max_pool2d_k2s1", "max_pool2d", (1, 2, 4, 4), (2, 2), (1, 1))
+pool("max_pool2d_floor", "max_pool2d", (1, 2, 5, 5), (2, 2), None)
+pool("avg_pool2d_k2", "avg_pool2d", (2, 3, 6, 6), (2, 2), None)
+pool("avg_pool2d_k3s2", "avg_pool2d", (2, 3, 7, 7), (3, 3), (2, 2))
+pool("avg_pool2d_rect", "avg_pool2d", (1, 2, 4, 6), (2, 3), (1, 3))
+
+# ----------------------------------------------------------------------------- losses
+def sce(name, labels, ignore_index=None, smoothing=0.0, reduction="mean", classes=5):
+    labels = np.asarray(labels, dtype=np.int32)
+    logits = uni((len(labels), classes), -3, 3)
+
+    def fn(x, y):
+        return F.cross_entropy(x, y, ignore_index=-100 if ignore_index is None else ignore_index,
+                               label_smoothing=smoothing, reduction=reduction)
+
+    case(name, "sparse_categorical_crossentropy", [I(logits), I(labels)], fn,
+         {"ignore_index": ignore_index, "label_smoothing": smoothing, "reduction": reduction}, atol=1e-5)
+
+
+sce("sce", [1, 4, 0, 2])
+sce("sce_smooth", [3, 0, 0, 4], smoothing=0.1)
+sce("sce_ignore", [2, -1, 0, -1, 4], ignore_index=-1)
+sce("sce_ignore_smooth", [2, -1, 1, 3], ignore_index=-1, smoothing=0.1)
+sce("sce_sum", [1, 4, 0, 2], reduction="sum")
+sce("sce_none", [4, 1, 1, 3], reduction="none")
+sce("sce_ignore_none", [0, 3, -1], ignore_index=-1, reduction="none")
+sce("sce_ignore_class", [2, 1, 2, 0], ignore_index=2, classes=3)
+
+for red_ in ["mean", "sum", "none"]:
+    p = uni((2, 3), 0.05, 0.95)
+    y = f32(np.where(rng.random((2, 3)) < 0.5, 1.0, 0.0))
+    y[0, 0] = 0.3  # one soft label
+    case(f"bce_{red_}", "binary_crossentropy", [I(p), I(y, grad=False)],
+         lambda a, b, r=red_: F.binary_cross_entropy(a, b, reduction=r), {"reduction": red_}, atol=1e-5)
+for red_ in ["mean", "none"]:
+    case(f"bce_logits_{red_}", "binary_crossentropy_logits",
+         [I(uni((2, 3), -4, 4)), I(f32(np.where(rng.random((2, 3)) < 0.5, 1.0, 0.0)), grad=False)],
+         lambda a, b, r=red_: F.binary_cross_entropy_with_logits(a, b, reduction=r), {"reduction": red_}, atol=1e-5)
+for red_ in ["mean", "sum", "none"]:
+    case(f"mse_{red_}", "mse", [I(uni((2, 3))), I(uni((2, 3)))],
+         lambda a, b, r=red_: F.mse_loss(a, b, reduction=r), {"reduction": red_}, atol=1e-5)
+
+# ----------------------------------------------------------------------------- write
+os.makedirs(os.path.dirname(OUT), exist_ok=True)
+with open(OUT, "w") as fh:
+    fh.write('{"cases": [\n')
+    fh.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+    fh.write("\n]}\n")
+print(f"wrote {len(cases)} cases, {os.path.getsize(OUT)} bytes -> {os.path.normpath(OUT)}")

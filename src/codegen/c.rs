@@ -1,0 +1,147 @@
+//! The C dialect of the shared printer, for the `cpu` backend. A kernel is
+//! `void NAME(void **bufs, int gstart, int gend)` running the body for `gidx` in
+//! `[gstart, gend)`, so the runtime can split the global range across threads.
+
+use super::linearize::LinearKernel;
+use super::render::Dialect;
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, UnaryOp};
+
+pub struct CDialect;
+
+const PRELUDE: &str = r#"#include <math.h>
+#include <string.h>
+static inline float h2f(unsigned short h) {
+  unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+  if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
+  if (e == 31) x = sign | 0x7f800000u | (m << 13); else x = sign | ((e + 112u) << 23) | (m << 13);
+  float f; memcpy(&f, &x, 4); return f;
+}
+static inline unsigned short f2h(float f) {
+  unsigned int x; memcpy(&x, &f, 4);
+  unsigned int sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+  int exp = (int)((x >> 23) & 0xffu);
+  if (exp == 255) return (unsigned short)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int e = exp - 112;
+  if (e >= 31) return (unsigned short)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (unsigned short)sign;
+    mant |= 0x800000u;
+    unsigned int shift = (unsigned int)(14 - e), h = mant >> shift;
+    unsigned int rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return (unsigned short)(sign | h);
+  }
+  unsigned int h = ((unsigned int)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+  return (unsigned short)(sign | h);
+}
+"#;
+
+fn storage(dt: DType) -> &'static str {
+    match dt {
+        DType::F32 => "float",
+        DType::F16 => "unsigned short",
+        DType::I32 => "int",
+        DType::U32 => "unsigned int",
+        DType::U8 | DType::Bool => "unsigned char",
+    }
+}
+
+impl Dialect for CDialect {
+    fn ty(&self, dt: DType) -> &'static str {
+        match dt {
+            DType::F32 | DType::F16 => "float",
+            DType::I32 => "int",
+            DType::U32 => "unsigned int",
+            DType::U8 => "unsigned char",
+            DType::Bool => "_Bool",
+        }
+    }
+    fn prologue(&self, k: &LinearKernel) -> String {
+        let mut s = String::from(PRELUDE);
+        s.push_str(&format!("void {}(void **bufs, int gstart, int gend) {{\n", k.name));
+        for (i, b) in k.bufs.iter().enumerate() {
+            let c = if b.writes { "" } else { "const " };
+            let t = storage(b.dtype);
+            s.push_str(&format!("  {c}{t} *restrict b{i} = ({c}{t} *)bufs[{i}];\n"));
+        }
+        s.push_str("  for (int gidx = gstart; gidx < gend; gidx++) {\n");
+        s
+    }
+    fn epilogue(&self, _k: &LinearKernel) -> String {
+        "  }\n}\n".into()
+    }
+    fn constant(&self, v: f64, dt: DType) -> String {
+        match dt {
+            DType::F32 | DType::F16 => {
+                if v.is_nan() {
+                    "NAN".into()
+                } else if v.is_infinite() {
+                    if v > 0.0 { "INFINITY".into() } else { "(-INFINITY)".into() }
+                } else {
+                    format!("{:?}f", v as f32)
+                }
+            }
+            DType::I32 if v == i32::MIN as f64 => "(-2147483647-1)".into(),
+            DType::I32 => format!("{}", v as i32),
+            DType::U32 => format!("{}u", v as u32),
+            DType::U8 => format!("(unsigned char){}", v as u8),
+            DType::Bool => format!("{}", (v != 0.0) as u8),
+        }
+    }
+    fn unary(&self, op: UnaryOp, dt: DType, a: &str) -> String {
+        match op {
+            UnaryOp::Neg => format!("(-{a})"),
+            UnaryOp::Exp2 => format!("exp2f({a})"),
+            UnaryOp::Log2 => format!("log2f({a})"),
+            UnaryOp::Sin => format!("sinf({a})"),
+            UnaryOp::Sqrt => format!("sqrtf({a})"),
+            UnaryOp::Recip if dt.is_float() => format!("(1.0f / {a})"),
+            UnaryOp::Recip => format!("({a} != 0 ? 1 / {a} : 0)"),
+            UnaryOp::Trunc if dt.is_float() => format!("truncf({a})"),
+            UnaryOp::Trunc => a.to_string(),
+        }
+    }
+    fn binary(&self, op: BinaryOp, dt: DType, a: &str, b: &str) -> String {
+        let f = dt.is_float();
+        match op {
+            BinaryOp::Add => format!("({a} + {b})"),
+            BinaryOp::Mul => format!("({a} * {b})"),
+            BinaryOp::Div if f => format!("({a} / {b})"),
+            BinaryOp::Div => format!("({b} != 0 ? {a} / {b} : 0)"),
+            BinaryOp::Mod if f => format!("fmodf({a}, {b})"),
+            BinaryOp::Mod => format!("({b} != 0 ? {a} % {b} : 0)"),
+            BinaryOp::Max if f => format!("fmaxf({a}, {b})"),
+            BinaryOp::Max => format!("({a} > {b} ? {a} : {b})"),
+            BinaryOp::CmpLt => format!("({a} < {b})"),
+            BinaryOp::CmpEq => format!("({a} == {b})"),
+            BinaryOp::CmpNe => format!("({a} != {b})"),
+            BinaryOp::And => format!("({a} & {b})"),
+            BinaryOp::Or => format!("({a} | {b})"),
+            BinaryOp::Xor => format!("({a} ^ {b})"),
+            BinaryOp::Shl => format!("({a} << ({b} & 31))"),
+            BinaryOp::Shr => format!("({a} >> ({b} & 31))"),
+        }
+    }
+    fn cast(&self, _from: DType, to: DType, a: &str) -> String {
+        match to {
+            DType::F16 => format!("h2f(f2h((float){a}))"),
+            DType::Bool => format!("({a} != 0)"),
+            _ => format!("({}){a}", self.ty(to)),
+        }
+    }
+    fn load(&self, slot: u32, dt: DType, idx: &str) -> String {
+        match dt {
+            DType::F16 => format!("h2f(b{slot}[{idx}])"),
+            DType::Bool => format!("(b{slot}[{idx}] != 0)"),
+            _ => format!("b{slot}[{idx}]"),
+        }
+    }
+    fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String {
+        match dt {
+            DType::F16 => format!("b{slot}[{idx}] = f2h({val});"),
+            _ => format!("b{slot}[{idx}] = {val};"),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Linearize: order a lowered kernel graph into a flat instruction list with explicit reduce
+//! loops. Work that does not depend on a loop's range is emitted before the loop. This list is
+//! what the renderers print and what the interpreter executes.
+
+use super::lower::Lowered;
+use super::{KGraph, KOp, Ref};
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use std::collections::HashSet;
+
+pub type Reg = u32;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Inst {
+    Const { dst: Reg, bits: u64, dtype: DType },
+    Gidx { dst: Reg },
+    Unary { dst: Reg, op: UnaryOp, dtype: DType, a: Reg },
+    /// `dtype` is the operands' dtype (comparisons produce bool).
+    Binary { dst: Reg, op: BinaryOp, dtype: DType, a: Reg, b: Reg },
+    Where { dst: Reg, dtype: DType, c: Reg, a: Reg, b: Reg },
+    Cast { dst: Reg, from: DType, to: DType, a: Reg },
+    Load { dst: Reg, slot: u32, dtype: DType, idx: Reg, gate: Option<Reg> },
+    DefAcc { dst: Reg, op: ReduceOp, dtype: DType },
+    Loop { dst: Reg, size: u32 },
+    EndLoop,
+    Acc { acc: Reg, op: ReduceOp, dtype: DType, val: Reg },
+    Store { slot: u32, dtype: DType, idx: Reg, val: Reg },
+}
+
+/// A buffer argument of a kernel: element dtype and whether the kernel writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BufArg {
+    pub dtype: DType,
+    pub writes: bool,
+}
+
+/// A kernel ready to render or interpret.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LinearKernel {
+    pub name: String,
+    pub insts: Vec<Inst>,
+    pub bufs: Vec<BufArg>,
+    /// Number of output elements (invocations of the body).
+    pub global_size: usize,
+    pub nregs: usize,
+}
+
+impl LinearKernel {
+    /// Scalar ops per invocation, counting loop bodies by their trip counts (for FLOP counters
+    /// and for deciding whether to split work across threads).
+    pub fn ops_per_item(&self) -> u64 {
+        let mut mult = vec![1u64];
+        let mut total = 0u64;
+        for i in &self.insts {
+            match i {
+                Inst::Loop { size, .. } => {
+                    let m = *mult.last().unwrap_or(&1) * *size as u64;
+                    mult.push(m);
+                }
+                Inst::EndLoop => {
+                    mult.pop();
+                }
+                Inst::Unary { .. } | Inst::Binary { .. } | Inst::Where { .. } | Inst::Acc { .. } => {
+                    total += *mult.last().unwrap_or(&1)
+                }
+                _ => {}
+            }
+        }
+        total
+    }
+}
+
+struct Lin<'a> {
+    g: &'a KGraph,
+    out: Vec<Inst>,
+    done: HashSet<Ref>,
+}
+
+impl Lin<'_> {
+    fn emit(&mut self, r: Ref) {
+        if self.done.contains(&r) {
+            return;
+        }
+        let n = self.g.node(r).clone();
+        if let KOp::Reduce(op) = n.op {
+            self.emit_reduce(r, op, &n.src);
+            self.done.insert(r);
+            return;
+        }
+        for &s in &n.src {
+            self.emit(s);
+        }
+        let src_dt = |i: usize| self.g.node(n.src[i]).dtype;
+        let inst = match n.op {
+            KOp::Gidx => Inst::Gidx { dst: r },
+            KOp::Const(bits) => Inst::Const { dst: r, bits, dtype: n.dtype },
+            KOp::Unary(op) => Inst::Unary { dst: r, op, dtype: n.dtype, a: n.src[0] },
+            KOp::Binary(op) => Inst::Binary { dst: r, op, dtype: src_dt(0), a: n.src[0], b: n.src[1] },
+            KOp::Where => Inst::Where { dst: r, dtype: n.dtype, c: n.src[0], a: n.src[1], b: n.src[2] },
+            KOp::Cast => Inst::Cast { dst: r, from: src_dt(0), to: n.dtype, a: n.src[0] },
+            KOp::Load(slot) => {
+                let gate = (self.g.const_value(n.src[1]) != Some(1.0)).then_some(n.src[1]);
+                Inst::Load { dst: r, slot, dtype: n.dtype, idx: n.src[0], gate }
+            }
+            KOp::Range { .. } => unreachable!("ranges are emitted by their reduce"),
+            KOp::Reduce(_) => unreachable!(),
+        };
+        self.out.push(inst);
+        self.done.insert(r);
+    }
+
+    /// Emit everything `r` needs that does not depend on `mask` ranges (hoisting).
+    fn hoist(&mut self, r: Ref, mask: u64, seen: &mut HashSet<Ref>) {
+        if !seen.insert(r) || self.done.contains(&r) {
+            return;
+        }
+        if self.g.ranges[r as usize] & mask == 0 {
+            self.emit(r);
+            return;
+        }
+        for s in self.g.node(r).src.clone() {
+            self.hoist(s, mask, seen);
+        }
+    }
+
+    fn emit_reduce(&mut self, r: Ref, op: ReduceOp, src: &[Ref]) {
+        let mut mask = 0u64;
+        for &rg in &src[1..] {
+            if let KOp::Range { id, .. } = self.g.node(rg).op {
+                mask |= 1 << id;
+            }
+        }
+        self.hoist(src[0], mask, &mut HashSet::new());
+        let dtype = self.g.node(r).dtype;
+        self.out.push(Inst::DefAcc { dst: r, op, dtype });
+        for &rg in &src[1..] {
+            if let KOp::Range { size, .. } = self.g.node(rg).op {
+                self.out.push(Inst::Loop { dst: rg, size });
+                self.done.insert(rg);
+            }
+        }
+        self.emit(src[0]);
+        self.out.push(Inst::Acc { acc: r, op, dtype, val: src[0] });
+        for _ in &src[1..] {
+            self.out.push(Inst::EndLoop);
+        }
+        // Values computed inside the loop are not visible after it.
+        let inner: Vec<Ref> = self.done.iter().copied().filter(|&d| self.g.ranges[d as usize] & mask != 0).collect();
+        for d in inner {
+            self.done.remove(&d);
+        }
+    }
+}
+
+pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
+    let mut lin = Lin { g: &l.graph, out: vec![], done: HashSet::new() };
+    for &(slot, idx, val) in &l.stores {
+        lin.emit(idx);
+        lin.emit(val);
+        lin.out.push(Inst::Store { slot, dtype: bufs[slot as usize].dtype, idx, val });
+    }
+    LinearKernel { name: name.to_string(), insts: lin.out, bufs, global_size: l.global_size, nregs: l.graph.nodes.len() }
+}

@@ -1,0 +1,111 @@
+//! The shared C-like printer: walks a `LinearKernel` and asks a `Dialect` (C now; WGSL and CUDA
+//! later) for the spelling of types, constants, ops, loads and stores. Registers are SSA
+//! constants, accumulators are mutable, constants are inlined.
+
+use super::linearize::{Inst, LinearKernel, Reg};
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// How one target language spells the pieces of a kernel.
+pub trait Dialect {
+    /// The register type that holds values of `dt` (f16 computes as f32).
+    fn ty(&self, dt: DType) -> &'static str;
+    /// Everything before the body: helpers, signature, buffer bindings, opening of the
+    /// global loop (or the global-id computation on GPUs); defines `gidx`.
+    fn prologue(&self, k: &LinearKernel) -> String;
+    fn epilogue(&self, k: &LinearKernel) -> String;
+    fn constant(&self, v: f64, dt: DType) -> String;
+    fn unary(&self, op: UnaryOp, dt: DType, a: &str) -> String;
+    fn binary(&self, op: BinaryOp, dt: DType, a: &str, b: &str) -> String;
+    fn cast(&self, from: DType, to: DType, a: &str) -> String;
+    fn load(&self, slot: u32, dt: DType, idx: &str) -> String;
+    fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String;
+    fn select(&self, c: &str, a: &str, b: &str) -> String {
+        format!("({c} ? {a} : {b})")
+    }
+    fn let_(&self, ty: &str, name: &str, expr: &str) -> String {
+        format!("const {ty} {name} = {expr};")
+    }
+    fn var(&self, ty: &str, name: &str, expr: &str) -> String {
+        format!("{ty} {name} = {expr};")
+    }
+    fn loop_open(&self, name: &str, size: u32) -> String {
+        format!("for (int {name} = 0; {name} < {size}; {name}++) {{")
+    }
+    fn max(&self, dt: DType, a: &str, b: &str) -> String {
+        self.binary(BinaryOp::Max, dt, a, b)
+    }
+}
+
+pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
+    let mut out = d.prologue(k);
+    let mut names: HashMap<Reg, String> = HashMap::new();
+    let mut depth = 2usize;
+    let name = |names: &HashMap<Reg, String>, r: Reg| names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"));
+    for inst in &k.insts {
+        let pad = "  ".repeat(depth);
+        let line = match inst {
+            Inst::Const { dst, bits, dtype } => {
+                names.insert(*dst, d.constant(f64::from_bits(*bits), *dtype));
+                continue;
+            }
+            Inst::Gidx { dst } => {
+                names.insert(*dst, "gidx".into());
+                continue;
+            }
+            Inst::Unary { dst, op, dtype, a } => {
+                d.let_(d.ty(*dtype), &format!("v{dst}"), &d.unary(*op, *dtype, &name(&names, *a)))
+            }
+            Inst::Binary { dst, op, dtype, a, b } => {
+                let out_dt = if op.is_cmp() { DType::Bool } else { *dtype };
+                let e = d.binary(*op, *dtype, &name(&names, *a), &name(&names, *b));
+                d.let_(d.ty(out_dt), &format!("v{dst}"), &e)
+            }
+            Inst::Where { dst, dtype, c, a, b } => {
+                let e = d.select(&name(&names, *c), &name(&names, *a), &name(&names, *b));
+                d.let_(d.ty(*dtype), &format!("v{dst}"), &e)
+            }
+            Inst::Cast { dst, from, to, a } => d.let_(d.ty(*to), &format!("v{dst}"), &d.cast(*from, *to, &name(&names, *a))),
+            Inst::Load { dst, slot, dtype, idx, gate } => {
+                let e = match gate {
+                    None => d.load(*slot, *dtype, &name(&names, *idx)),
+                    Some(g) => {
+                        let gi = d.select(&name(&names, *g), &name(&names, *idx), "0");
+                        let ld = d.load(*slot, *dtype, &gi);
+                        d.select(&name(&names, *g), &ld, &d.constant(0.0, *dtype))
+                    }
+                };
+                d.let_(d.ty(*dtype), &format!("v{dst}"), &e)
+            }
+            Inst::DefAcc { dst, op, dtype } => {
+                names.insert(*dst, format!("acc{dst}"));
+                d.var(d.ty(*dtype), &format!("acc{dst}"), &d.constant(op.identity(*dtype), *dtype))
+            }
+            Inst::Loop { dst, size } => {
+                names.insert(*dst, format!("r{dst}"));
+                let l = d.loop_open(&format!("r{dst}"), *size);
+                depth += 1;
+                l
+            }
+            Inst::EndLoop => {
+                depth -= 1;
+                let _ = writeln!(out, "{}}}", "  ".repeat(depth));
+                continue;
+            }
+            Inst::Acc { acc, op, dtype, val } => {
+                let a = format!("acc{acc}");
+                let v = name(&names, *val);
+                match op {
+                    ReduceOp::Sum => format!("{a} = {a} + {v};"),
+                    ReduceOp::Max => format!("{a} = {};", d.max(*dtype, &a, &v)),
+                }
+            }
+            Inst::Store { slot, dtype, idx, val } => d.store(*slot, *dtype, &name(&names, *idx), &name(&names, *val)),
+        };
+        let _ = writeln!(out, "{pad}{line}");
+    }
+    out.push_str(&d.epilogue(k));
+    out
+}

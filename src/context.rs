@@ -1,0 +1,162 @@
+//! Knobs, like tinygrad's: `DEBUG`, `TRAINING`, `DEV`, `JIT` from the environment, overridable
+//! for a scope with `Context`; and `GlobalCounters` (kernels launched, FLOPs, bytes, time).
+
+use crate::runtime::Device;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+#[derive(Clone, Default, Debug)]
+struct Frame {
+    debug: Option<u32>,
+    training: Option<bool>,
+    dev: Option<Device>,
+    no_grad: Option<bool>,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+}
+
+fn lookup<T>(f: impl Fn(&Frame) -> Option<T>) -> Option<T> {
+    STACK.with(|s| s.borrow().iter().rev().find_map(&f))
+}
+
+/// Scoped settings: `Context::new().training(true).run(|| step())`. Unset fields inherit.
+#[derive(Clone, Default, Debug)]
+pub struct Context {
+    frame: Frame,
+}
+
+impl Context {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// 1: device chosen; 2: every kernel launched with its time; 3: the schedule; 4: sources.
+    pub fn debug(mut self, level: u32) -> Self {
+        self.frame.debug = Some(level);
+        self
+    }
+    /// Training mode: dropout is active and optimizers may step.
+    pub fn training(mut self, on: bool) -> Self {
+        self.frame.training = Some(on);
+        self
+    }
+    /// The device new tensors are created on.
+    pub fn dev(mut self, d: Device) -> Self {
+        self.frame.dev = Some(d);
+        self
+    }
+    /// Ops created inside do not track gradients.
+    pub fn no_grad(mut self, on: bool) -> Self {
+        self.frame.no_grad = Some(on);
+        self
+    }
+    /// Run `f` with these settings in force on this thread.
+    pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
+        struct Pop;
+        impl Drop for Pop {
+            fn drop(&mut self) {
+                STACK.with(|s| s.borrow_mut().pop());
+            }
+        }
+        STACK.with(|s| s.borrow_mut().push(self.frame));
+        let _pop = Pop;
+        f()
+    }
+}
+
+pub fn debug() -> u32 {
+    static ENV: OnceLock<u32> = OnceLock::new();
+    lookup(|f| f.debug).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("DEBUG").unwrap_or(0)))
+}
+
+pub fn training() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    lookup(|f| f.training).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
+}
+
+pub fn no_grad() -> bool {
+    lookup(|f| f.no_grad).unwrap_or(false)
+}
+
+/// `DEV` from the environment, if set and valid.
+pub fn env_device() -> Option<Device> {
+    static ENV: OnceLock<Option<Device>> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        let v = std::env::var("DEV").ok().filter(|v| !v.trim().is_empty())?;
+        match v.parse::<Device>() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("wgrad: ignoring DEV={v}: {e}");
+                None
+            }
+        }
+    })
+}
+
+pub fn default_device() -> Device {
+    lookup(|f| f.dev).or_else(env_device).unwrap_or_else(Device::best)
+}
+
+/// Write a kernel's source into `$WGRAD_DUMP` (one file per kernel, named by hash) and print it
+/// at `DEBUG>=4`.
+pub fn dump_source(src: &str, ext: &str) {
+    if debug() >= 4 {
+        eprintln!("{src}");
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(dir) = std::env::var("WGRAD_DUMP") {
+        let h = {
+            let mut x = 0xcbf29ce484222325u64;
+            for b in src.bytes() {
+                x ^= b as u64;
+                x = x.wrapping_mul(0x100000001b3);
+            }
+            x
+        };
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{h:016x}.{ext}")), src);
+    }
+}
+
+/// Counters over everything launched since the last `reset`.
+pub struct GlobalCounters;
+
+static KERNELS: AtomicU64 = AtomicU64::new(0);
+static OPS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+static TIME_NS: AtomicU64 = AtomicU64::new(0);
+
+impl GlobalCounters {
+    pub fn reset() {
+        for c in [&KERNELS, &OPS, &BYTES, &TIME_NS] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+    pub fn kernel_count() -> u64 {
+        KERNELS.load(Ordering::Relaxed)
+    }
+    /// Scalar ops executed (FLOPs and integer ops).
+    pub fn global_ops() -> u64 {
+        OPS.load(Ordering::Relaxed)
+    }
+    /// Bytes of buffers bound to launched kernels.
+    pub fn global_mem() -> u64 {
+        BYTES.load(Ordering::Relaxed)
+    }
+    /// Time spent in kernels (measured when timing is on: `DEBUG>=2`), in nanoseconds.
+    pub fn time_ns() -> u64 {
+        TIME_NS.load(Ordering::Relaxed)
+    }
+    pub(crate) fn record(ops: u64, bytes: u64, ns: u64) {
+        KERNELS.fetch_add(1, Ordering::Relaxed);
+        OPS.fetch_add(ops, Ordering::Relaxed);
+        BYTES.fetch_add(bytes, Ordering::Relaxed);
+        TIME_NS.fetch_add(ns, Ordering::Relaxed);
+    }
+}

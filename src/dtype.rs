@@ -1,0 +1,193 @@
+//! Data types of tensors and the host-side element conversions used by `from_vec` / `to_vec`.
+
+use half::f16;
+use std::fmt;
+
+/// The element type of a tensor. `Bool` and `U8` take one byte, `F16` two, the rest four.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    Bool,
+    U8,
+    I32,
+    U32,
+    F16,
+    F32,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 => 1,
+            DType::F16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+        }
+    }
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::F32)
+    }
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::U8 | DType::I32 | DType::U32)
+    }
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U32 | DType::Bool)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "u8",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+        }
+    }
+    /// The dtype two operands are promoted to (numpy-like, restricted to our types).
+    pub fn promote(a: DType, b: DType) -> DType {
+        if a == b {
+            return a;
+        }
+        match (a.is_float(), b.is_float()) {
+            (true, true) => DType::F32,
+            (true, false) => a,
+            (false, true) => b,
+            _ => a.max(b),
+        }
+    }
+    /// Round a value held as f64 to what this dtype can hold (wrapping for integers).
+    pub fn normalize(self, v: f64) -> f64 {
+        match self {
+            DType::Bool => (v != 0.0) as u8 as f64,
+            DType::U8 => (trunc_i64(v) as u8) as f64,
+            DType::I32 => (trunc_i64(v) as i32) as f64,
+            DType::U32 => (trunc_i64(v) as u32) as f64,
+            DType::F16 => f16::from_f64(v).to_f64(),
+            DType::F32 => v as f32 as f64,
+        }
+    }
+    /// Smallest value representable (used as the identity of max reductions).
+    pub fn min_value(self) -> f64 {
+        match self {
+            DType::Bool | DType::U8 | DType::U32 => 0.0,
+            DType::I32 => i32::MIN as f64,
+            DType::F16 | DType::F32 => f64::NEG_INFINITY,
+        }
+    }
+}
+
+fn trunc_i64(v: f64) -> i64 {
+    if v.is_nan() {
+        0
+    } else {
+        v.trunc().clamp(i64::MIN as f64, i64::MAX as f64) as i64
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<DType> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "bool" => DType::Bool,
+            "u8" | "uint8" | "uchar" => DType::U8,
+            "i32" | "int32" | "int" => DType::I32,
+            "u32" | "uint32" => DType::U32,
+            "f16" | "float16" | "half" => DType::F16,
+            "f32" | "float32" | "float" => DType::F32,
+            _ => crate::error::bail!(DType, "unknown dtype '{s}' (expected f32, f16, i32, u32, u8 or bool)"),
+        })
+    }
+}
+
+/// A Rust scalar type that maps to a `DType`.
+pub trait Element: Copy + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+    fn write_le(self, out: &mut Vec<u8>);
+    fn read_le(bytes: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                DType::$d.normalize(v) as $t
+            }
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes())
+            }
+            fn read_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("element width"))
+            }
+        }
+    };
+}
+element!(f32, F32);
+element!(i32, I32);
+element!(u32, U32);
+element!(u8, U8);
+
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes())
+    }
+    fn read_le(b: &[u8]) -> Self {
+        f16::from_le_bytes([b[0], b[1]])
+    }
+}
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.push(self as u8)
+    }
+    fn read_le(b: &[u8]) -> Self {
+        b[0] != 0
+    }
+}
+
+/// Decode one element of `dtype` from little-endian bytes into an f64.
+pub fn read_f64(dtype: DType, b: &[u8]) -> f64 {
+    match dtype {
+        DType::Bool => (b[0] != 0) as u8 as f64,
+        DType::U8 => b[0] as f64,
+        DType::I32 => i32::read_le(&b[..4]) as f64,
+        DType::U32 => u32::read_le(&b[..4]) as f64,
+        DType::F16 => f16::read_le(&b[..2]).to_f64(),
+        DType::F32 => f32::read_le(&b[..4]) as f64,
+    }
+}
+
+/// Encode an f64 as one element of `dtype` into little-endian bytes.
+pub fn write_f64(dtype: DType, v: f64, out: &mut [u8]) {
+    match dtype {
+        DType::Bool => out[0] = (v != 0.0) as u8,
+        DType::U8 => out[0] = DType::U8.normalize(v) as u8,
+        DType::I32 => out[..4].copy_from_slice(&(DType::I32.normalize(v) as i32).to_le_bytes()),
+        DType::U32 => out[..4].copy_from_slice(&(DType::U32.normalize(v) as u32).to_le_bytes()),
+        DType::F16 => out[..2].copy_from_slice(&f16::from_f64(v).to_le_bytes()),
+        DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
+    }
+}

@@ -1,0 +1,321 @@
+//! Neural-network functions on `Tensor`: matmul/linear, conv2d and pooling (as windowed views
+//! plus a reduction), dropout, and the losses.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::tensor::Tensor;
+
+/// Padding of a convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Padding {
+    #[default]
+    Valid,
+    /// Output as large as the input; requires stride 1.
+    Same,
+    /// (rows, columns) of zeros on each side.
+    Explicit(usize, usize),
+}
+
+/// Options of `conv2d`: stride, padding, dilation, groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dOpts {
+    pub stride: (usize, usize),
+    pub padding: Padding,
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl Default for Conv2dOpts {
+    fn default() -> Self {
+        Conv2dOpts { stride: (1, 1), padding: Padding::Valid, dilation: (1, 1), groups: 1 }
+    }
+}
+
+/// How a loss reduces over the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Reduction {
+    None,
+    Sum,
+    #[default]
+    Mean,
+}
+
+/// Options of `sparse_categorical_crossentropy`.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct CrossEntropyOpts {
+    /// Labels equal to this contribute nothing (and are not counted by the mean).
+    pub ignore_index: Option<i64>,
+    pub label_smoothing: f64,
+    pub reduction: Reduction,
+}
+
+fn reduce_loss(x: &Tensor, r: Reduction) -> Result<Tensor> {
+    match r {
+        Reduction::None => Ok(x.clone()),
+        Reduction::Sum => x.sum((), false),
+        Reduction::Mean => x.mean((), false),
+    }
+}
+
+impl Tensor {
+    /// Matrix product with numpy semantics (1-D operands, broadcast batch dims).
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        let (sa, sb) = (self.shape(), rhs.shape());
+        if sa.is_empty() || sb.is_empty() {
+            bail!(Shape, "matmul: operands must have at least one dim, got {sa:?} and {sb:?}");
+        }
+        let a = if sa.len() == 1 { self.unsqueeze(0)? } else { self.clone() };
+        let b = if sb.len() == 1 { rhs.unsqueeze(1)? } else { rhs.clone() };
+        let (ash, bsh) = (a.shape(), b.shape());
+        let k = ash[ash.len() - 1];
+        if bsh[bsh.len() - 2] != k {
+            bail!(Shape, "matmul: shapes {sa:?} and {sb:?} do not match (inner dims {k} and {})", bsh[bsh.len() - 2]);
+        }
+        if a.dtype() != b.dtype() {
+            bail!(DType, "matmul: dtypes {} and {} differ", a.dtype(), b.dtype());
+        }
+        // (..., n, 1, k) * (..., 1, m, k) summed over k.
+        let a = a.unsqueeze(-2)?;
+        let b = b.transpose(-1, -2)?.unsqueeze(-3)?;
+        let mut out = a.mul(&b)?.sum(-1, false)?;
+        if sb.len() == 1 {
+            out = out.squeeze(Some(-1))?;
+        }
+        if sa.len() == 1 {
+            out = out.squeeze(Some(-2))?;
+        }
+        Ok(out)
+    }
+    pub fn dot(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.matmul(rhs)
+    }
+    /// `self @ weight + bias` with weight (in, out).
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let x = self.matmul(weight)?;
+        match bias {
+            Some(b) => x.add(b),
+            None => Ok(x),
+        }
+    }
+
+    /// Sliding windows over the last `k.len()` dims: shape `(..., o_0, o_1, .., k_0, k_1, ..)`.
+    pub(crate) fn pool(&self, k: &[usize], stride: &[usize], dilation: &[usize]) -> Result<Tensor> {
+        let s = self.shape();
+        let nd = k.len();
+        if s.len() < nd {
+            bail!(Shape, "pool: {nd} window dims for a tensor of shape {s:?}");
+        }
+        let lead = s.len() - nd;
+        let noop = s[..lead].to_vec();
+        let i = s[lead..].to_vec();
+        let mut o = vec![];
+        for d in 0..nd {
+            let span = dilation[d] * (k[d] - 1) + 1;
+            if stride[d] == 0 || dilation[d] == 0 || k[d] == 0 || span > i[d] {
+                bail!(Shape, "pool: window {k:?} (dilation {dilation:?}) does not fit input {i:?}");
+            }
+            o.push((i[d] - span) / stride[d] + 1);
+        }
+        let full = |x: &Tensor| -> Vec<(usize, usize)> { x.shape().iter().map(|&d| (0, d)).collect() };
+        // Fit dim `lead + j` (of `x`) to exactly `n` elements by shrinking or zero padding.
+        let fit = |x: Tensor, dim: usize, n: usize| -> Result<Tensor> {
+            let cur = x.shape()[dim];
+            if n <= cur {
+                let mut a = full(&x);
+                a[dim] = (0, n);
+                x.shrink(&a)
+            } else {
+                let mut p = vec![(0, 0); x.ndim()];
+                p[dim] = (0, n - cur);
+                x.pad(&p, 0.0)
+            }
+        };
+        let mut order: Vec<isize> = (0..lead as isize).collect();
+        if (0..nd).all(|d| k[d] <= stride[d] && dilation[d] == 1) {
+            // Non-overlapping windows: (o*s) -> (o, s) -> keep the first k of each s.
+            let mut x = self.clone();
+            for d in 0..nd {
+                x = fit(x, lead + d, o[d] * stride[d])?;
+            }
+            let mut sh = noop.clone();
+            for d in 0..nd {
+                sh.extend([o[d], stride[d]]);
+            }
+            let x = x.reshape_u(&sh)?;
+            let mut a = full(&x);
+            for d in 0..nd {
+                a[lead + 2 * d + 1] = (0, k[d]);
+            }
+            let x = x.shrink(&a)?;
+            order.extend((0..nd).map(|d| (lead + 2 * d) as isize));
+            order.extend((0..nd).map(|d| (lead + 2 * d + 1) as isize));
+            return x.permute(&order);
+        }
+        // Overlapping or dilated windows: repeat the input so that row kk, column m of a
+        // (k, i+d) reshape is element (kk*d + m) mod i, then take columns o*s.
+        let e: Vec<usize> = (0..nd).map(|d| (k[d] * (i[d] + dilation[d])).div_ceil(i[d])).collect();
+        let mut reps = vec![1usize; lead];
+        reps.extend(&e);
+        let mut x = self.repeat(&reps)?;
+        for d in 0..nd {
+            x = fit(x, lead + d, k[d] * (i[d] + dilation[d]))?;
+        }
+        let mut sh = noop.clone();
+        for d in 0..nd {
+            sh.extend([k[d], i[d] + dilation[d]]);
+        }
+        let mut x = x.reshape_u(&sh)?;
+        for d in 0..nd {
+            x = fit(x, lead + 2 * d + 1, o[d] * stride[d])?;
+        }
+        let mut sh = noop.clone();
+        for d in 0..nd {
+            sh.extend([k[d], o[d], stride[d]]);
+        }
+        let x = x.reshape_u(&sh)?;
+        let mut a = full(&x);
+        for d in 0..nd {
+            a[lead + 3 * d + 2] = (0, 1);
+        }
+        let x = x.shrink(&a)?;
+        let mut sh = noop.clone();
+        for d in 0..nd {
+            sh.extend([k[d], o[d]]);
+        }
+        let x = x.reshape_u(&sh)?;
+        order.extend((0..nd).map(|d| (lead + 2 * d + 1) as isize));
+        order.extend((0..nd).map(|d| (lead + 2 * d) as isize));
+        x.permute(&order)
+    }
+
+    /// 2-D convolution of (N, C, H, W) with weight (O, C/groups, kh, kw).
+    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv2dOpts) -> Result<Tensor> {
+        let (xs, ws) = (self.shape(), weight.shape());
+        if xs.len() != 4 || ws.len() != 4 {
+            bail!(Shape, "conv2d: input {xs:?} must be (N, C, H, W) and weight {ws:?} (O, C/groups, kh, kw)");
+        }
+        let g = opts.groups;
+        let (n, cin, cout) = (xs[0], xs[1], ws[0]);
+        if g == 0 || cin % g != 0 || cout % g != 0 || ws[1] != cin / g {
+            bail!(Shape, "conv2d: input {xs:?} and weight {ws:?} do not match for groups={g}");
+        }
+        let (kh, kw) = (ws[2], ws[3]);
+        let (dh, dw) = opts.dilation;
+        let (ph, pw) = match opts.padding {
+            Padding::Valid => ((0, 0), (0, 0)),
+            Padding::Explicit(a, b) => ((a, a), (b, b)),
+            Padding::Same => {
+                if opts.stride != (1, 1) {
+                    bail!(Shape, "conv2d: padding \"same\" requires stride 1, got {:?}", opts.stride);
+                }
+                let (th, tw) = (dh * (kh - 1), dw * (kw - 1));
+                ((th / 2, th - th / 2), (tw / 2, tw - tw / 2))
+            }
+        };
+        let x = self.pad(&[(0, 0), (0, 0), ph, pw], 0.0)?;
+        let win = x.pool(&[kh, kw], &[opts.stride.0, opts.stride.1], &[dh, dw])?; // (N, C, oh, ow, kh, kw)
+        let (oh, ow) = (win.shape()[2], win.shape()[3]);
+        let (cg, rc) = (cin / g, cout / g);
+        let win = win
+            .reshape_u(&[n, g, cg, 1, oh, ow, kh, kw])?
+            .expand_u(&[n, g, cg, rc, oh, ow, kh, kw])?
+            .permute(&[0, 1, 3, 4, 5, 2, 6, 7])?;
+        let w = weight.reshape_u(&[1, g, rc, 1, 1, cg, kh, kw])?;
+        let out = win.mul(&w)?.sum([-1, -2, -3], false)?.reshape_u(&[n, cout, oh, ow])?;
+        match bias {
+            Some(b) => {
+                if b.shape() != [cout] {
+                    bail!(Shape, "conv2d: bias {:?} must be ({cout},)", b.shape());
+                }
+                out.add(&b.reshape_u(&[1, cout, 1, 1])?)
+            }
+            None => Ok(out),
+        }
+    }
+
+    fn windows2d(&self, op: &str, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
+        if self.ndim() < 2 {
+            bail!(Shape, "{op}: input {:?} needs at least 2 dims", self.shape());
+        }
+        let s = stride.unwrap_or(kernel);
+        self.pool(&[kernel.0, kernel.1], &[s.0, s.1], &[1, 1])
+    }
+    pub fn max_pool2d(&self, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
+        self.windows2d("max_pool2d", kernel, stride)?.max([-1, -2], false)
+    }
+    pub fn avg_pool2d(&self, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
+        self.windows2d("avg_pool2d", kernel, stride)?.mean([-1, -2], false)
+    }
+
+    /// Zero elements with probability `p` and scale the rest by 1/(1-p), in training mode only.
+    pub fn dropout(&self, p: f64) -> Result<Tensor> {
+        if !(0.0..=1.0).contains(&p) {
+            bail!(Shape, "dropout: probability {p} is outside [0, 1]");
+        }
+        if !crate::context::training() || p == 0.0 {
+            return Ok(self.clone());
+        }
+        if p == 1.0 {
+            return Ok(self.zeros_like());
+        }
+        let keep = Tensor::rand_on(&self.shape(), self.device())?.ge(p)?;
+        keep.where_(&self.mul(1.0 / (1.0 - p))?, 0.0)
+    }
+
+    /// Cross-entropy of logits (last axis = classes) against integer labels.
+    pub fn sparse_categorical_crossentropy(&self, labels: &Tensor, opts: &CrossEntropyOpts) -> Result<Tensor> {
+        let s = self.shape();
+        let ls = labels.shape();
+        if s.is_empty() || ls != s[..s.len() - 1] {
+            bail!(Shape, "sparse_categorical_crossentropy: labels {ls:?} do not match logits {s:?} (classes on the last axis)");
+        }
+        if labels.dtype().is_float() {
+            bail!(DType, "sparse_categorical_crossentropy: labels must be integers, got {}", labels.dtype());
+        }
+        let c = s[s.len() - 1];
+        let y = labels.cast(DType::I32)?;
+        let logp = self.log_softmax(-1)?;
+        let mut ar_shape = vec![1usize; ls.len()];
+        ar_shape.push(c);
+        let onehot = Tensor::iota(c, self.device()).reshape_u(&ar_shape)?.eq(&y.unsqueeze(-1)?)?;
+        let mask = match opts.ignore_index {
+            Some(ii) => y.ne(ii)?,
+            None => self.const_shaped(1.0, DType::Bool, &ls),
+        };
+        let picked = onehot.where_(&logp, 0.0)?.sum(-1, false)?;
+        let eps = opts.label_smoothing;
+        let smooth = logp.mean(-1, false)?;
+        let per = picked.mul(1.0 - eps)?.add(&smooth.mul(eps)?)?;
+        let per = mask.where_(&per, 0.0)?.neg()?;
+        match opts.reduction {
+            Reduction::None => Ok(per),
+            Reduction::Sum => per.sum((), false),
+            Reduction::Mean => per.sum((), false)?.div(&mask.sum((), false)?.cast(DType::F32)?),
+        }
+    }
+    /// Binary cross-entropy of probabilities (logs clamped at -100, like PyTorch).
+    pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if self.shape() != y.shape() {
+            bail!(Shape, "binary_crossentropy: prediction {:?} and target {:?} differ", self.shape(), y.shape());
+        }
+        let lp = self.log()?.maximum(-100.0)?;
+        let lq = self.neg()?.add(1.0)?.log()?.maximum(-100.0)?;
+        let l = y.mul(&lp)?.add(&y.neg()?.add(1.0)?.mul(&lq)?)?.neg()?;
+        reduce_loss(&l, reduction)
+    }
+    /// Binary cross-entropy on logits, computed stably.
+    pub fn binary_crossentropy_logits(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if self.shape() != y.shape() {
+            bail!(Shape, "binary_crossentropy_logits: logits {:?} and target {:?} differ", self.shape(), y.shape());
+        }
+        let l = self.relu()?.sub(&self.mul(y)?)?.add(&self.abs()?.neg()?.exp()?.add(1.0)?.log()?)?;
+        reduce_loss(&l, reduction)
+    }
+    /// Mean squared error.
+    pub fn mse(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if self.shape() != y.shape() {
+            bail!(Shape, "mse: prediction {:?} and target {:?} differ", self.shape(), y.shape());
+        }
+        reduce_loss(&self.sub(y)?.square()?, reduction)
+    }
+}

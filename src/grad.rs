@@ -1,0 +1,159 @@
+//! Autograd: `backward()` walks the lazy graph from a scalar back to every tensor that requires
+//! gradients, applying one derivative rule per primitive. The gradients are themselves lazy
+//! graphs, so forward, backward and the optimizer update realize as one schedule.
+
+use crate::error::{bail, Result};
+use crate::ops::{BinaryOp, Op, ReduceOp, UOp, UnaryOp};
+use crate::tensor::{grad_tensors, Tensor};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+fn t(n: &Arc<UOp>) -> Tensor {
+    Tensor::from_node(n.clone())
+}
+
+/// Gradients of a node's sources given the gradient `g` of its output (`None`: no gradient).
+fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    let src = n.src();
+    let out = t(n);
+    let x = |i: usize| t(&src[i]);
+    Ok(match &n.op {
+        Op::Unary(u) => vec![Some(match u {
+            UnaryOp::Neg => g.neg()?,
+            UnaryOp::Exp2 => g.mul(&out)?.mul(std::f64::consts::LN_2)?,
+            UnaryOp::Log2 => g.div(&x(0).mul(std::f64::consts::LN_2)?)?,
+            UnaryOp::Sin => g.mul(&x(0).cos()?)?,
+            UnaryOp::Sqrt => g.div(&out.mul(2.0)?)?,
+            UnaryOp::Recip => g.mul(&out.square()?)?.neg()?,
+            UnaryOp::Trunc => return Ok(vec![None]),
+        })],
+        Op::Binary(b) => match b {
+            BinaryOp::Add => vec![Some(g.clone()), Some(g.clone())],
+            BinaryOp::Mul => vec![Some(g.mul(&x(1))?), Some(g.mul(&x(0))?)],
+            BinaryOp::Div if n.dtype.is_float() => {
+                vec![Some(g.div(&x(1))?), Some(g.mul(&x(0))?.div(&x(1).square()?)?.neg()?)]
+            }
+            BinaryOp::Max => {
+                // Ties share the gradient equally.
+                let (a, c) = (x(0), x(1));
+                let half = g.mul(0.5)?;
+                let eq = a.eq(&c)?;
+                let ga = eq.where_(&half, &a.gt(&c)?.where_(g, 0.0)?)?;
+                let gc = eq.where_(&half, &c.gt(&a)?.where_(g, 0.0)?)?;
+                vec![Some(ga), Some(gc)]
+            }
+            _ => vec![None, None],
+        },
+        Op::Where => vec![None, Some(x(0).where_(g, 0.0)?), Some(x(0).where_(0.0, g)?)],
+        Op::Cast(_) => vec![src[0].dtype.is_float().then(|| g.cast(src[0].dtype)).transpose()?],
+        Op::Reduce(ReduceOp::Sum, _) => vec![Some(g.expand_u(&src[0].shape)?)],
+        Op::Reduce(ReduceOp::Max, axes) => {
+            let hit = x(0).eq(&out.expand_u(&src[0].shape)?)?.cast(g.dtype())?;
+            let count = hit.reduce_op(ReduceOp::Sum, axes);
+            vec![Some(hit.mul(&g.div(&count)?.expand_u(&src[0].shape)?)?)]
+        }
+        Op::Reshape => vec![Some(g.reshape_u(&src[0].shape)?)],
+        Op::Permute(p) => {
+            let mut inv = vec![0isize; p.len()];
+            for (i, &a) in p.iter().enumerate() {
+                inv[a] = i as isize;
+            }
+            vec![Some(g.permute(&inv)?)]
+        }
+        Op::Expand => {
+            let axes: Vec<usize> = (0..n.shape.len()).filter(|&i| src[0].shape[i] != n.shape[i]).collect();
+            vec![Some(g.reduce_op(ReduceOp::Sum, &axes))]
+        }
+        Op::Pad(p) => {
+            let arg: Vec<(usize, usize)> = p.iter().zip(&src[0].shape).map(|(&(lo, _), &d)| (lo, lo + d)).collect();
+            vec![Some(g.shrink(&arg)?)]
+        }
+        Op::Shrink(a) => {
+            let pads: Vec<(usize, usize)> = a.iter().zip(&src[0].shape).map(|(&(lo, hi), &d)| (lo, d - hi)).collect();
+            vec![Some(g.pad(&pads, 0.0)?)]
+        }
+        Op::Flip(f) => {
+            let axes: Vec<isize> = f.iter().enumerate().filter(|(_, &b)| b).map(|(i, _)| i as isize).collect();
+            vec![Some(g.flip(&axes)?)]
+        }
+        Op::Contiguous => vec![Some(g.clone())],
+        Op::Copy => vec![Some(g.to(src[0].device)?)],
+        Op::Detach | Op::Assign => vec![None; src.len()],
+        Op::Buffer | Op::Const(_) | Op::Iota => vec![],
+    })
+}
+
+pub fn backward(root: &Tensor) -> Result<()> {
+    let rn = root.node();
+    if rn.numel() != 1 {
+        bail!(Shape, "backward: needs a scalar (one element), got shape {:?}", rn.shape);
+    }
+    if !rn.dtype.is_float() {
+        bail!(DType, "backward: needs a float tensor, got {}", rn.dtype);
+    }
+    // Topological order of the graph (sources first), not through Detach.
+    let mut order: Vec<Arc<UOp>> = vec![];
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut stack = vec![(rn.clone(), false)];
+    while let Some((n, done)) = stack.pop() {
+        if done {
+            order.push(n);
+            continue;
+        }
+        if !seen.insert(n.id) {
+            continue;
+        }
+        stack.push((n.clone(), true));
+        if n.op != Op::Detach {
+            for s in n.src() {
+                stack.push((s, false));
+            }
+        }
+    }
+    let targets: Vec<Tensor> = grad_tensors().into_iter().filter(|t| seen.contains(&t.node().id)).collect();
+    if targets.is_empty() {
+        bail!(Other, "backward: no tensor in this graph requires a gradient (call set_requires_grad(true) on the parameters, before realizing the loss)");
+    }
+    let target_ids: HashSet<u64> = targets.iter().map(|t| t.node().id).collect();
+    // Nodes from which a target is reachable.
+    let mut reaches: HashSet<u64> = HashSet::new();
+    for n in &order {
+        if target_ids.contains(&n.id) || (n.op != Op::Detach && n.src().iter().any(|s| reaches.contains(&s.id))) {
+            reaches.insert(n.id);
+        }
+    }
+    let mut grads: HashMap<u64, Tensor> = HashMap::new();
+    grads.insert(rn.id, root.const_like(1.0).reshape_u(&rn.shape)?);
+    for n in order.iter().rev() {
+        let Some(g) = grads.get(&n.id).cloned() else { continue };
+        if target_ids.contains(&n.id) && n.src().is_empty() {
+            continue;
+        }
+        let src = n.src();
+        if src.iter().all(|s| !reaches.contains(&s.id)) {
+            continue;
+        }
+        let gs = rule(n, &g)?;
+        for (s, gs) in src.iter().zip(gs) {
+            let Some(gs) = gs else { continue };
+            if !reaches.contains(&s.id) {
+                continue;
+            }
+            let acc = match grads.remove(&s.id) {
+                Some(prev) => prev.add(&gs)?,
+                None => gs,
+            };
+            grads.insert(s.id, acc);
+        }
+    }
+    for t in targets {
+        let Some(g) = grads.get(&t.node().id) else { continue };
+        let g = if g.dtype() != t.dtype() { g.cast(t.dtype())? } else { g.clone() };
+        let new = match t.grad() {
+            Some(prev) => prev.add(&g)?,
+            None => g,
+        };
+        t.set_grad(Some(new));
+    }
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! Movement ops on `Tensor` (views: no copy until a kernel boundary) and integer indexing.
+//! The primitives are reshape, permute, expand, pad, shrink and flip; everything else
+//! (transpose, squeeze, slicing, cat, stack, split, repeat) is built from them.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ops::Op;
+use crate::tensor::{check_shape, norm_axis, Tensor};
+
+impl Tensor {
+    pub(crate) fn reshape_u(&self, shape: &[usize]) -> Result<Tensor> {
+        let s = self.shape();
+        if s == shape {
+            return Ok(self.clone());
+        }
+        check_shape("reshape", shape)?;
+        if s.iter().product::<usize>() != shape.iter().product::<usize>() {
+            bail!(Shape, "reshape: cannot reshape {s:?} into {shape:?}");
+        }
+        Ok(Tensor::mk(Op::Reshape, self.dtype(), shape.to_vec(), &[self]))
+    }
+    pub(crate) fn expand_u(&self, shape: &[usize]) -> Result<Tensor> {
+        let s = self.shape();
+        if s == shape {
+            return Ok(self.clone());
+        }
+        check_shape("expand", shape)?;
+        if s.len() != shape.len() || s.iter().zip(shape).any(|(&a, &b)| a != b && a != 1) {
+            bail!(Shape, "expand: cannot expand {s:?} to {shape:?}");
+        }
+        Ok(Tensor::mk(Op::Expand, self.dtype(), shape.to_vec(), &[self]))
+    }
+
+    /// Reshape; one dimension may be -1 (inferred).
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        let n: usize = s.iter().product();
+        let infer = shape.iter().filter(|&&d| d == -1).count();
+        if infer > 1 || shape.iter().any(|&d| d < -1 || d == 0) {
+            bail!(Shape, "reshape: invalid target shape {shape:?} for {s:?}");
+        }
+        let known: usize = shape.iter().filter(|&&d| d > 0).map(|&d| d as usize).product();
+        let out: Vec<usize> = shape
+            .iter()
+            .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
+            .collect();
+        if out.iter().product::<usize>() != n {
+            bail!(Shape, "reshape: cannot reshape {s:?} ({n} elements) into {shape:?}");
+        }
+        self.reshape_u(&out)
+    }
+    pub fn permute(&self, order: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        if order.len() != s.len() {
+            bail!(Shape, "permute: order {order:?} does not match {} dimensions of {s:?}", s.len());
+        }
+        let mut p = vec![];
+        for &o in order {
+            p.push(norm_axis("permute", o, s.len())?);
+        }
+        let mut seen = p.clone();
+        seen.sort();
+        seen.dedup();
+        if seen.len() != p.len() {
+            bail!(Shape, "permute: order {order:?} repeats an axis");
+        }
+        if p.iter().enumerate().all(|(i, &x)| i == x) {
+            return Ok(self.clone());
+        }
+        let shape = p.iter().map(|&i| s[i]).collect();
+        Ok(Tensor::mk(Op::Permute(p), self.dtype(), shape, &[self]))
+    }
+    pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
+        let n = self.ndim();
+        let (a, b) = (norm_axis("transpose", a, n)?, norm_axis("transpose", b, n)?);
+        let mut order: Vec<isize> = (0..n as isize).collect();
+        order.swap(a, b);
+        self.permute(&order)
+    }
+    /// Matrix transpose of the last two dims.
+    pub fn t(&self) -> Result<Tensor> {
+        self.transpose(-2, -1)
+    }
+    /// Expand size-1 dims (and prepend new ones); -1 keeps a dimension.
+    pub fn expand(&self, shape: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        if shape.len() < s.len() {
+            bail!(Shape, "expand: target {shape:?} has fewer dims than {s:?}");
+        }
+        let off = shape.len() - s.len();
+        let mut out = vec![];
+        for (i, &d) in shape.iter().enumerate() {
+            if d == -1 {
+                if i < off {
+                    bail!(Shape, "expand: -1 not allowed for a new dimension in {shape:?}");
+                }
+                out.push(s[i - off]);
+            } else if d < 1 {
+                bail!(Shape, "expand: invalid size {d} in {shape:?}");
+            } else {
+                out.push(d as usize);
+            }
+        }
+        self.broadcast_to(&out)
+    }
+    pub fn flatten(&self, start_dim: isize) -> Result<Tensor> {
+        let s = self.shape();
+        if s.is_empty() {
+            return self.reshape_u(&[1]);
+        }
+        let a = norm_axis("flatten", start_dim, s.len())?;
+        let mut out = s[..a].to_vec();
+        out.push(s[a..].iter().product());
+        self.reshape_u(&out)
+    }
+    /// Remove a size-1 dim (or all of them with `None`).
+    pub fn squeeze(&self, axis: Option<isize>) -> Result<Tensor> {
+        let s = self.shape();
+        match axis {
+            None => {
+                let out: Vec<usize> = s.iter().copied().filter(|&d| d != 1).collect();
+                self.reshape_u(&out)
+            }
+            Some(a) => {
+                let a = norm_axis("squeeze", a, s.len())?;
+                if s[a] != 1 {
+                    return Ok(self.clone());
+                }
+                let mut out = s.clone();
+                out.remove(a);
+                self.reshape_u(&out)
+            }
+        }
+    }
+    pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
+        let s = self.shape();
+        let a = norm_axis("unsqueeze", axis, s.len() + 1)?;
+        let mut out = s.clone();
+        out.insert(a, 1);
+        self.reshape_u(&out)
+    }
+    /// Pad every dim by (before, after) with `value`.
+    pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Result<Tensor> {
+        let s = self.shape();
+        if pads.len() != s.len() {
+            bail!(Shape, "pad: {} (before, after) pairs for {} dims of {s:?}", pads.len(), s.len());
+        }
+        if pads.iter().all(|&(a, b)| a == 0 && b == 0) {
+            return Ok(self.clone());
+        }
+        let shape: Vec<usize> = s.iter().zip(pads).map(|(&d, &(a, b))| d + a + b).collect();
+        check_shape("pad", &shape)?;
+        let p = Tensor::mk(Op::Pad(pads.to_vec()), self.dtype(), shape.clone(), &[self]);
+        if value == 0.0 {
+            return Ok(p);
+        }
+        // Padding is zero-filled; other values go through a mask.
+        let ones = Tensor::from_node(crate::ops::UOp::new(Op::Const(1.0), DType::Bool, s.clone(), self.device(), vec![]));
+        let mask = Tensor::mk(Op::Pad(pads.to_vec()), DType::Bool, shape, &[&ones]);
+        mask.where_(&p, value)
+    }
+    /// Keep [start, end) of every dim.
+    pub fn shrink(&self, arg: &[(usize, usize)]) -> Result<Tensor> {
+        let s = self.shape();
+        if arg.len() != s.len() || arg.iter().zip(&s).any(|(&(a, b), &d)| a >= b || b > d) {
+            bail!(Shape, "shrink: ranges {arg:?} do not fit shape {s:?}");
+        }
+        if arg.iter().zip(&s).all(|(&(a, b), &d)| a == 0 && b == d) {
+            return Ok(self.clone());
+        }
+        let shape = arg.iter().map(|&(a, b)| b - a).collect();
+        Ok(Tensor::mk(Op::Shrink(arg.to_vec()), self.dtype(), shape, &[self]))
+    }
+    /// Python slicing `[start:end:step]` along one axis (negative start/end count from the end).
+    pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
+        let s = self.shape();
+        let a = norm_axis("slice", axis, s.len())?;
+        if step == 0 {
+            bail!(Shape, "slice: step must be at least 1");
+        }
+        let n = s[a] as isize;
+        let clampi = |v: isize| if v < 0 { (v + n).max(0) } else { v.min(n) } as usize;
+        let (lo, hi) = (clampi(start), clampi(end));
+        if lo >= hi {
+            bail!(Shape, "slice: [{start}:{end}] of axis {a} (size {n}) is empty");
+        }
+        let mut arg: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
+        arg[a] = (lo, hi);
+        let t = self.shrink(&arg)?;
+        if step == 1 {
+            return Ok(t);
+        }
+        // Pad to a multiple of step, split into (count, step), keep column 0.
+        let len = hi - lo;
+        let count = len.div_ceil(step);
+        let mut pads = vec![(0, 0); s.len()];
+        pads[a] = (0, count * step - len);
+        let t = t.pad(&pads, 0.0)?;
+        let mut shape = t.shape();
+        shape[a] = count;
+        shape.insert(a + 1, step);
+        let t = t.reshape_u(&shape)?;
+        let mut arg: Vec<(usize, usize)> = shape.iter().map(|&d| (0, d)).collect();
+        arg[a + 1] = (0, 1);
+        let t = t.shrink(&arg)?;
+        shape.remove(a + 1);
+        t.reshape_u(&shape)
+    }
+    pub fn flip(&self, axes: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        let mut f = vec![false; s.len()];
+        for &a in axes {
+            let a = norm_axis("flip", a, s.len())?;
+            f[a] = !f[a];
+        }
+        if !f.iter().any(|&x| x) {
+            return Ok(self.clone());
+        }
+        Ok(Tensor::mk(Op::Flip(f), self.dtype(), s, &[self]))
+    }
+    /// Concatenate along `axis`.
+    pub fn cat(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let Some(first) = ts.first() else { bail!(Shape, "cat: no tensors") };
+        let s0 = first.shape();
+        let a = norm_axis("cat", axis, s0.len())?;
+        for t in ts {
+            let s = t.shape();
+            if s.len() != s0.len() || s.iter().zip(&s0).enumerate().any(|(i, (x, y))| i != a && x != y) {
+                bail!(Shape, "cat: shape {s:?} does not match {s0:?} outside axis {a}");
+            }
+            if t.dtype() != first.dtype() {
+                bail!(DType, "cat: dtypes {} and {} differ", t.dtype(), first.dtype());
+            }
+        }
+        let total: usize = ts.iter().map(|t| t.shape()[a]).sum();
+        let mut off = 0;
+        let mut acc: Option<Tensor> = None;
+        for t in ts {
+            let d = t.shape()[a];
+            let mut pads = vec![(0, 0); s0.len()];
+            pads[a] = (off, total - off - d);
+            off += d;
+            let p = t.pad(&pads, 0.0)?;
+            acc = Some(match acc {
+                None => p,
+                Some(x) if x.dtype() == DType::Bool => x.logical_or(&p)?,
+                Some(x) => x.add(&p)?,
+            });
+        }
+        acc.ok_or_else(|| crate::Error::new(crate::ErrorKind::Shape, "cat: no tensors"))
+    }
+    pub fn stack(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let Some(first) = ts.first() else { bail!(Shape, "stack: no tensors") };
+        let a = norm_axis("stack", axis, first.ndim() + 1)? as isize;
+        let us: Vec<Tensor> = ts.iter().map(|t| t.unsqueeze(a)).collect::<Result<_>>()?;
+        Tensor::cat(&us.iter().collect::<Vec<_>>(), a)
+    }
+    /// Split into pieces of the given sizes along `axis`.
+    pub fn split(&self, sizes: &[usize], axis: isize) -> Result<Vec<Tensor>> {
+        let s = self.shape();
+        let a = norm_axis("split", axis, s.len())?;
+        if sizes.iter().sum::<usize>() != s[a] || sizes.contains(&0) {
+            bail!(Shape, "split: sizes {sizes:?} do not add up to {} (axis {a} of {s:?})", s[a]);
+        }
+        let mut off = 0;
+        let mut out = vec![];
+        for &n in sizes {
+            let mut arg: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
+            arg[a] = (off, off + n);
+            out.push(self.shrink(&arg)?);
+            off += n;
+        }
+        Ok(out)
+    }
+    /// Split into `n` pieces of (at most) equal size, like torch.chunk.
+    pub fn chunk(&self, n: usize, axis: isize) -> Result<Vec<Tensor>> {
+        let s = self.shape();
+        let a = norm_axis("chunk", axis, s.len())?;
+        if n == 0 {
+            bail!(Shape, "chunk: cannot split into 0 pieces");
+        }
+        let size = s[a].div_ceil(n);
+        let mut sizes = vec![];
+        let mut left = s[a];
+        while left > 0 {
+            let k = size.min(left);
+            sizes.push(k);
+            left -= k;
+        }
+        self.split(&sizes, a as isize)
+    }
+    /// Tile the tensor: repeat each dim `reps[i]` times (like torch.Tensor.repeat).
+    pub fn repeat(&self, reps: &[usize]) -> Result<Tensor> {
+        let s = self.shape();
+        if reps.len() < s.len() || reps.contains(&0) {
+            bail!(Shape, "repeat: {reps:?} must have a positive count for each of the {} dims", s.len());
+        }
+        let mut base = vec![1usize; reps.len() - s.len()];
+        base.extend_from_slice(&s);
+        let t = self.reshape_u(&base)?;
+        // (d0, d1, ..) -> (1, d0, 1, d1, ..) -> (r0, d0, r1, d1, ..) -> (r0*d0, r1*d1, ..)
+        let mut inter = vec![];
+        let mut exp = vec![];
+        for (i, &d) in base.iter().enumerate() {
+            inter.extend([1, d]);
+            exp.extend([reps[i], d]);
+        }
+        let out: Vec<usize> = base.iter().zip(reps).map(|(&d, &r)| d * r).collect();
+        t.reshape_u(&inter)?.expand_u(&exp)?.reshape_u(&out)
+    }
+
+    /// `self[idx]` along the first axis: the result has shape `idx.shape ++ self.shape[1..]`.
+    /// Built as a one-hot reduction, which the rewrite rules fold into a direct load.
+    pub fn index(&self, idx: &Tensor) -> Result<Tensor> {
+        let s = self.shape();
+        if s.is_empty() {
+            bail!(Shape, "index: cannot index a 0-dimensional tensor");
+        }
+        if idx.dtype().is_float() {
+            bail!(DType, "index: indices must be integers, got {}", idx.dtype());
+        }
+        let ish = idx.shape();
+        let n = s[0];
+        let rest: Vec<usize> = s[1..].to_vec();
+        // one_hot: idx.shape ++ (n,) ++ (1,)*rest
+        let mut oh_shape = ish.clone();
+        oh_shape.push(n);
+        oh_shape.extend(std::iter::repeat_n(1, rest.len()));
+        let ar_shape: Vec<usize> = std::iter::repeat_n(1, ish.len()).chain([n]).chain(std::iter::repeat_n(1, rest.len())).collect();
+        let ar = Tensor::iota(n, self.device()).reshape_u(&ar_shape)?;
+        let mut ix_shape = ish.clone();
+        ix_shape.push(1);
+        ix_shape.extend(std::iter::repeat_n(1, rest.len()));
+        let ix = idx.cast(DType::I32)?.reshape_u(&ix_shape)?;
+        let mut full = ish.clone();
+        full.push(n);
+        full.extend(&rest);
+        let onehot = ar.broadcast_to(&full)?.eq(&ix.broadcast_to(&full)?)?;
+        let mut x_shape: Vec<usize> = std::iter::repeat_n(1, ish.len()).collect();
+        x_shape.extend(&s);
+        let x = self.reshape_u(&x_shape)?.broadcast_to(&full)?;
+        let z = x.zeros_like();
+        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z]);
+        picked.sum_keep_dtype(ish.len())
+    }
+    /// torch.gather: `out[i][j] = self[i][index[i][j]]` along `axis` (any rank).
+    pub fn gather(&self, axis: isize, index: &Tensor) -> Result<Tensor> {
+        let s = self.shape();
+        let a = norm_axis("gather", axis, s.len())?;
+        let ish = index.shape();
+        if ish.len() != s.len() || ish.iter().zip(&s).enumerate().any(|(i, (x, y))| i != a && x > y) {
+            bail!(Shape, "gather: index shape {ish:?} does not fit {s:?} along axis {a}");
+        }
+        if index.dtype().is_float() {
+            bail!(DType, "gather: indices must be integers, got {}", index.dtype());
+        }
+        let n = s[a];
+        // Work in shape ish ++ (n,): out[.., j, .., k] = self'[.., k, ..] where k == index[..].
+        let mut full = ish.clone();
+        full.push(n);
+        let mut x_arg: Vec<(usize, usize)> = ish.iter().map(|&d| (0, d)).collect();
+        x_arg[a] = (0, n);
+        let x = self.shrink(&x_arg)?; // shape ish with axis a = n
+        let mut order: Vec<isize> = (0..s.len() as isize).collect();
+        order.push(a as isize);
+        order[a] = s.len() as isize;
+        let x = x.unsqueeze(s.len() as isize)?.permute(&order)?; // axis a -> last
+        let x = x.broadcast_to(&full)?;
+        let mut ar_shape = vec![1usize; ish.len()];
+        ar_shape.push(n);
+        let ar = Tensor::iota(n, self.device()).reshape_u(&ar_shape)?.broadcast_to(&full)?;
+        let ix = index.cast(DType::I32)?.unsqueeze(-1)?.broadcast_to(&full)?;
+        let onehot = ar.eq(&ix)?;
+        let z = x.zeros_like();
+        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z]);
+        picked.sum_keep_dtype(ish.len())
+    }
+}

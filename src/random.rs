@@ -1,0 +1,116 @@
+//! Random numbers computed on the device: Threefry-2x32 (20 rounds) over a counter that lives
+//! in a device buffer and is advanced in place by every draw. Because the draw and the counter
+//! update are kernels like any other, a replayed (JIT) step draws fresh numbers.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::runtime::Device;
+use crate::tensor::{check_shape, Tensor};
+use std::sync::Mutex;
+
+struct Rng {
+    seed: u64,
+    counters: Vec<(Device, Tensor)>,
+}
+
+static RNG: Mutex<Rng> = Mutex::new(Rng { seed: 0, counters: Vec::new() });
+
+fn rng() -> std::sync::MutexGuard<'static, Rng> {
+    RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rotl(x: &Tensor, r: u32) -> Result<Tensor> {
+    x.shl(r as i64)?.bitor(&x.shr((32 - r) as i64)?)
+}
+
+/// Threefry-2x32 with 20 rounds on u32 tensors.
+fn threefry(x0: &Tensor, x1: &Tensor, key: (u32, u32)) -> Result<(Tensor, Tensor)> {
+    const R: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
+    let ks = [key.0, key.1, key.0 ^ key.1 ^ 0x1BD1_1BDA];
+    let mut x0 = x0.add(ks[0] as i64)?;
+    let mut x1 = x1.add(ks[1] as i64)?;
+    for i in 0..5 {
+        for r in 0..4 {
+            x0 = x0.add(&x1)?;
+            x1 = rotl(&x1, R[(i % 2) * 4 + r])?.xor(&x0)?;
+        }
+        x0 = x0.add(ks[(i + 1) % 3] as i64)?;
+        x1 = x1.add(ks[(i + 2) % 3].wrapping_add(i as u32 + 1) as i64)?;
+    }
+    Ok((x0, x1))
+}
+
+/// `n` random u32 values on `device`, advancing that device's counter.
+fn random_bits(n: usize, device: Device) -> Result<Tensor> {
+    if n > u32::MAX as usize {
+        bail!(Shape, "rand: {n} values is more than one draw can produce");
+    }
+    let mut st = rng();
+    let seed = st.seed;
+    let counter = match st.counters.iter().find(|(d, _)| *d == device) {
+        Some((_, c)) => c.clone(),
+        None => {
+            let c = crate::context::Context::new().dev(device).run(|| Tensor::from_slice(&[0u32], &[1]))?;
+            st.counters.push((device, c.clone()));
+            c
+        }
+    };
+    drop(st);
+    // Snapshot the counter, then advance it in place; both run now (and are captured by a
+    // JIT), so draws never see a counter that a later draw already advanced.
+    let base = counter.contiguous().realize()?;
+    counter.assign(&counter.add(n as i64)?)?.realize()?;
+    let ctr = Tensor::iota(n, device).cast(DType::U32)?.add(&base)?;
+    let hi = ctr.zeros_like();
+    let (a, _) = threefry(&ctr, &hi, (seed as u32, (seed >> 32) as u32))?;
+    Ok(a)
+}
+
+impl Tensor {
+    /// Seed the generator of every device and restart its counter.
+    pub fn manual_seed(seed: u64) {
+        let counters: Vec<Tensor> = {
+            let mut st = rng();
+            st.seed = seed;
+            st.counters.iter().map(|(_, c)| c.clone()).collect()
+        };
+        for c in counters {
+            // Reset in place, so captured steps keep reading the same buffer.
+            let _ = c.assign(&c.zeros_like()).and_then(|c| c.realize());
+        }
+    }
+    pub(crate) fn rand_on(shape: &[usize], device: Device) -> Result<Tensor> {
+        check_shape("rand", shape)?;
+        let n: usize = shape.iter().product();
+        let bits = random_bits(n, device)?;
+        // 24 random mantissa bits -> [0, 1).
+        let f = bits.shr(8)?.cast(DType::F32)?.mul(1.0 / (1u32 << 24) as f64)?;
+        f.reshape_u(shape)
+    }
+    /// Uniform in [0, 1), f32.
+    pub fn rand(shape: &[usize]) -> Result<Tensor> {
+        Tensor::rand_on(shape, Device::default())
+    }
+    /// Uniform in [low, high), f32.
+    pub fn uniform(shape: &[usize], low: f64, high: f64) -> Result<Tensor> {
+        if !(low < high) {
+            bail!(Shape, "uniform: low {low} must be below high {high}");
+        }
+        Tensor::rand(shape)?.mul(high - low)?.add(low)
+    }
+    /// Standard normal, f32 (Box-Muller).
+    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+        let u1 = Tensor::rand(shape)?;
+        let u2 = Tensor::rand(shape)?;
+        let r = u1.neg()?.add(1.0)?.log()?.mul(-2.0)?.sqrt()?;
+        r.mul(&u2.mul(2.0 * std::f64::consts::PI)?.cos()?)
+    }
+    /// Integers uniform in [low, high), i32.
+    pub fn randint(shape: &[usize], low: i64, high: i64) -> Result<Tensor> {
+        if low >= high || high - low > i32::MAX as i64 {
+            bail!(Shape, "randint: invalid range [{low}, {high})");
+        }
+        let f = Tensor::rand(shape)?.mul((high - low) as f64)?;
+        f.cast(DType::I32)?.add(low)
+    }
+}

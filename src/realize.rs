@@ -1,0 +1,162 @@
+//! The engine: realize target nodes by scheduling them, compiling each kernel once per device
+//! (programs are cached by their linearized form), allocating outputs and launching.
+
+use crate::codegen::{linearize::linearize, linearize::BufArg, lower::lower, Inst, LinearKernel};
+use crate::context::{debug, GlobalCounters};
+use crate::error::{Error, ErrorKind, Result};
+use crate::ops::{Op, UOp};
+use crate::runtime::{block_on, Buffer, Device, Program};
+use crate::schedule::{schedule, KernelAst, ScheduleItem};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
+
+fn cache() -> &'static ProgramCache {
+    static C: OnceLock<ProgramCache> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+/// Lower and linearize a scheduled kernel.
+pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
+    let l = lower(ast);
+    let bufs = ast.bufs.iter().enumerate().map(|(i, (dt, _))| BufArg { dtype: *dt, writes: i == 0 }).collect();
+    let mut lk = linearize(&l, bufs, "");
+    let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) { "r" } else { "E" };
+    let dims: Vec<String> = ast.root.shape.iter().map(|d| d.to_string()).collect();
+    lk.name = format!("{kind}_{}", dims.join("_"));
+    lk
+}
+
+/// Compile (or fetch from the cache) the program for a kernel on `device`.
+pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
+    let lk = linear_kernel(ast);
+    let key = (device, lk);
+    if let Some(p) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(p.clone());
+    }
+    let p = Arc::new(device.backend().compile(&key.1)?);
+    cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+    Ok(p)
+}
+
+/// Nodes whose sources must be kept after realization because a gradient may flow through them.
+fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
+    let roots = crate::tensor::grad_leaf_ids();
+    let mut memo: HashMap<u64, bool> = HashMap::new();
+    fn visit(n: &Arc<UOp>, roots: &HashSet<u64>, memo: &mut HashMap<u64, bool>) -> bool {
+        if let Some(&v) = memo.get(&n.id) {
+            return v;
+        }
+        memo.insert(n.id, false);
+        let mut v = roots.contains(&n.id);
+        if n.op != Op::Detach {
+            for s in n.src() {
+                v |= visit(&s, roots, memo);
+            }
+        }
+        memo.insert(n.id, v);
+        v
+    }
+    if roots.is_empty() {
+        return HashSet::new();
+    }
+    for t in targets {
+        visit(t, &roots, &mut memo);
+    }
+    memo.into_iter().filter(|&(_, v)| v).map(|(k, _)| k).collect()
+}
+
+/// Realize every target node (compute and store its buffer).
+pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
+    let todo: Vec<Arc<UOp>> = targets.iter().filter(|t| !t.is_realized()).cloned().collect();
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let max_bufs = todo.iter().map(|t| t.device.backend().max_buffers()).min().unwrap_or(usize::MAX);
+    let items = schedule(&todo, max_bufs)?;
+    if debug() >= 3 {
+        eprintln!("schedule: {} items", items.len());
+        for (i, it) in items.iter().enumerate() {
+            match it {
+                ScheduleItem::Kernel { ast, .. } => eprintln!("  {i}: kernel {:?} bufs {:?}", ast.root.shape, ast.bufs),
+                ScheduleItem::Copy { out, src } => eprintln!("  {i}: copy {} -> {}", src.device, out.device),
+            }
+        }
+    }
+    let keep = grad_relevant(&todo);
+    for item in &items {
+        run_item(item, &keep)?;
+    }
+    Ok(())
+}
+
+fn input_buffer(n: &UOp) -> Result<Arc<Buffer>> {
+    n.buffer().ok_or_else(|| Error::new(ErrorKind::Other, format!("internal: input {:?} {:?} was not realized", n.op, n.shape)))
+}
+
+fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
+    match item {
+        ScheduleItem::Copy { out, src } => {
+            let sb = input_buffer(src)?;
+            let data = block_on(src.device.backend().copy_out(&sb))?;
+            let be = out.device.backend();
+            let buf = Arc::new(be.alloc(out.numel() * out.dtype.size())?);
+            be.copy_in(&buf, &data)?;
+            out.set_buffer(buf, keep.contains(&out.id));
+        }
+        ScheduleItem::Kernel { ast, out, inputs } => {
+            let dev = out.device;
+            let be = dev.backend();
+            let prog = program(dev, ast)?;
+            let out_buf = if out.op == Op::Assign {
+                input_buffer(&out.src()[0])?
+            } else {
+                Arc::new(be.alloc(out.numel() * out.dtype.size())?)
+            };
+            let mut bufs: Vec<Arc<Buffer>> = vec![out_buf.clone()];
+            for i in inputs {
+                let b = input_buffer(i)?;
+                if b.device != dev {
+                    return Err(Error::new(
+                        ErrorKind::Device,
+                        format!("kernel {} on {dev} reads a buffer on {}; use .to() to move it", prog.name, b.device),
+                    ));
+                }
+                bufs.push(b);
+            }
+            let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+            launch(dev, &prog, &refs)?;
+            out.set_buffer(out_buf, keep.contains(&out.id));
+        }
+    }
+    Ok(())
+}
+
+/// Launch a program and update the counters (timed at `DEBUG>=2`).
+pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
+    let be = dev.backend();
+    let bytes: u64 = bufs.iter().map(|b| b.size as u64).sum();
+    let timed = debug() >= 2;
+    #[cfg(not(target_arch = "wasm32"))]
+    let t0 = std::time::Instant::now();
+    be.launch(prog, bufs)?;
+    let mut ns = 0u64;
+    #[cfg(not(target_arch = "wasm32"))]
+    if timed {
+        be.synchronize()?;
+        ns = t0.elapsed().as_nanos() as u64;
+    }
+    GlobalCounters::record(prog.ops, bytes, ns);
+    if timed {
+        eprintln!(
+            "{:>4} {:<6} {:<28} {:>10} ops {:>9.3} ms",
+            GlobalCounters::kernel_count(),
+            dev.name(),
+            prog.name,
+            prog.ops,
+            ns as f64 / 1e6
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! Reductions on `Tensor`: sum and max are primitives; mean, min, argmax/argmin, var/std,
+//! softmax, log_softmax and logsumexp are built from them.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ops::{Op, ReduceOp};
+use crate::tensor::{norm_axis, Axes, Tensor};
+
+impl Tensor {
+    fn axes_list(&self, op: &str, axes: Axes) -> Result<Vec<usize>> {
+        let n = self.ndim();
+        let mut out = match axes {
+            Axes::All => (0..n).collect(),
+            Axes::Some(v) => v.iter().map(|&a| norm_axis(op, a, n)).collect::<Result<Vec<_>>>()?,
+        };
+        out.sort();
+        let len = out.len();
+        out.dedup();
+        if out.len() != len {
+            bail!(Shape, "{op}: repeated axis in reduction over {:?}", self.shape());
+        }
+        Ok(out)
+    }
+
+    /// The primitive: reduce `axes` to size 1 (keepdim shape).
+    pub(crate) fn reduce_op(&self, op: ReduceOp, axes: &[usize]) -> Tensor {
+        let s = self.shape();
+        let axes: Vec<usize> = axes.iter().copied().filter(|&a| s[a] != 1).collect();
+        if axes.is_empty() {
+            return self.clone();
+        }
+        let mut shape = s.clone();
+        for &a in &axes {
+            shape[a] = 1;
+        }
+        Tensor::mk(Op::Reduce(op, axes), self.dtype(), shape, &[self])
+    }
+
+    fn reduce(&self, op: ReduceOp, name: &str, axes: Axes, keepdim: bool) -> Result<Tensor> {
+        if self.ndim() == 0 {
+            return Ok(self.clone());
+        }
+        let ax = self.axes_list(name, axes)?;
+        let r = self.reduce_op(op, &ax);
+        if keepdim {
+            return Ok(r);
+        }
+        let shape: Vec<usize> = r.shape().iter().enumerate().filter(|(i, _)| !ax.contains(i)).map(|(_, &d)| d).collect();
+        r.reshape_u(&shape)
+    }
+
+    /// Sum over `axes`; bool and u8 sum as i32.
+    pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let x = match self.dtype() {
+            DType::Bool | DType::U8 => self.cast(DType::I32)?,
+            _ => self.clone(),
+        };
+        x.reduce(ReduceOp::Sum, "sum", axes.into(), keepdim)
+    }
+    /// Sum over one axis (removed), keeping the dtype (used by one-hot indexing).
+    pub(crate) fn sum_keep_dtype(&self, axis: usize) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, "sum", Axes::Some(vec![axis as isize]), false)
+    }
+    pub fn mean(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        let ax = self.axes_list("mean", axes.clone())?;
+        let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+        self.float("mean")?.sum(axes, keepdim)?.div(n as f64)
+    }
+    pub fn max(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, "max", axes.into(), keepdim)
+    }
+    pub fn min(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        if self.dtype().is_unsigned() {
+            let dt = self.dtype();
+            return self.cast(DType::I32)?.neg()?.max(axes, keepdim)?.neg()?.cast(dt);
+        }
+        self.neg()?.max(axes, keepdim)?.neg()
+    }
+    /// Index of the first maximum along `axis` (the flattened tensor with `None`), as i32.
+    pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        let Some(axis) = axis else {
+            let r = self.flatten(0)?.argmax(Some(0), false)?;
+            return if keepdim { r.reshape_u(&vec![1; self.ndim()]) } else { Ok(r) };
+        };
+        let s = self.shape();
+        let a = norm_axis("argmax", axis, s.len())?;
+        let n = s[a];
+        let m = self.max(a as isize, true)?;
+        let hit = self.eq(&m)?;
+        let mut ar_shape = vec![1usize; s.len()];
+        ar_shape[a] = n;
+        // n - i is largest for the first hit.
+        let rev = Tensor::iota(n, self.device()).neg()?.add(n as i64)?.reshape_u(&ar_shape)?;
+        let score = hit.where_(&rev, 0)?;
+        let best = score.max(a as isize, keepdim)?;
+        best.neg()?.add(n as i64)
+    }
+    pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        let x = if self.dtype().is_unsigned() { self.cast(DType::I32)? } else { self.clone() };
+        x.neg()?.argmax(axis, keepdim)
+    }
+    /// Variance with `correction` (1 = unbiased).
+    pub fn var(&self, axes: impl Into<Axes>, keepdim: bool, correction: f64) -> Result<Tensor> {
+        let axes = axes.into();
+        let ax = self.axes_list("var", axes.clone())?;
+        let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+        let x = self.float("var")?;
+        let d = x.sub(&x.mean(axes.clone(), true)?)?;
+        d.square()?.sum(axes, keepdim)?.div((n as f64 - correction).max(0.0))
+    }
+    pub fn std(&self, axes: impl Into<Axes>, keepdim: bool, correction: f64) -> Result<Tensor> {
+        self.var(axes, keepdim, correction)?.sqrt()
+    }
+    pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        let x = self.float("softmax")?;
+        let m = x.sub(&x.max(axis, true)?.detach())?;
+        let e = m.exp()?;
+        e.div(&e.sum(axis, true)?)
+    }
+    pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        let x = self.float("log_softmax")?;
+        let m = x.sub(&x.max(axis, true)?.detach())?;
+        m.sub(&m.exp()?.sum(axis, true)?.log()?)
+    }
+    pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        let x = self.float("logsumexp")?;
+        let m = x.max(axes.clone(), true)?.detach();
+        let r = x.sub(&m)?.exp()?.sum(axes.clone(), keepdim)?.log()?;
+        let m = if keepdim { m } else { m.reshape_u(&r.shape())? };
+        r.add(&m)
+    }
+}

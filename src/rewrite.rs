@@ -1,0 +1,376 @@
+//! The rewrite engine: algebraic rules applied to every kernel-graph node as it is built
+//! (constant folding, identities, index arithmetic with value bounds, and folding a one-hot
+//! reduction into a direct load). A rule returns the node to use instead, or `None`.
+
+use crate::codegen::{compute_dtype, exec_binary, exec_cast, exec_unary, KGraph, KOp, Node, Ref};
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+
+/// Value bounds of a node (integers and bools; floats get infinite bounds).
+pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
+    const ANY: (f64, f64) = (f64::NEG_INFINITY, f64::INFINITY);
+    if n.dtype.is_float() {
+        return ANY;
+    }
+    let b = |i: usize| g.bounds[n.src[i] as usize];
+    match &n.op {
+        KOp::Const(bits) => {
+            let v = f64::from_bits(*bits);
+            (v, v)
+        }
+        KOp::Range { size, .. } => (0.0, (*size as f64 - 1.0).max(0.0)),
+        KOp::Gidx => (0.0, f64::INFINITY),
+        KOp::Binary(op) if op.is_cmp() => (0.0, 1.0),
+        KOp::Binary(BinaryOp::Add) => {
+            let (a, c) = (b(0), b(1));
+            (a.0 + c.0, a.1 + c.1)
+        }
+        KOp::Binary(BinaryOp::Mul) => {
+            let (a, c) = (b(0), b(1));
+            let p = [a.0 * c.0, a.0 * c.1, a.1 * c.0, a.1 * c.1];
+            if p.iter().any(|x| x.is_nan()) {
+                return ANY;
+            }
+            (p.iter().cloned().fold(f64::INFINITY, f64::min), p.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+        }
+        KOp::Binary(BinaryOp::Div) => {
+            let (a, c) = (b(0), b(1));
+            if c.0 == c.1 && c.0 > 0.0 && a.0 >= 0.0 {
+                ((a.0 / c.0).floor(), (a.1 / c.0).floor())
+            } else {
+                ANY
+            }
+        }
+        KOp::Binary(BinaryOp::Mod) => {
+            let (a, c) = (b(0), b(1));
+            if c.0 == c.1 && c.0 > 0.0 && a.0 >= 0.0 {
+                (0.0, (c.0 - 1.0).min(a.1))
+            } else {
+                ANY
+            }
+        }
+        KOp::Binary(BinaryOp::Max) => {
+            let (a, c) = (b(0), b(1));
+            (a.0.max(c.0), a.1.max(c.1))
+        }
+        KOp::Binary(BinaryOp::And) | KOp::Binary(BinaryOp::Or) if n.dtype == DType::Bool => (0.0, 1.0),
+        KOp::Where => {
+            let (a, c) = (b(1), b(2));
+            (a.0.min(c.0), a.1.max(c.1))
+        }
+        KOp::Load(_) | KOp::Cast | KOp::Reduce(_) | KOp::Unary(_) | KOp::Binary(_) => match n.dtype {
+            DType::Bool => (0.0, 1.0),
+            DType::U8 => (0.0, 255.0),
+            _ => ANY,
+        },
+    }
+}
+
+/// A sum of `node * coefficient` terms plus a constant: the normal form for index arithmetic.
+fn terms(g: &KGraph, r: Ref, coef: i64, out: &mut Vec<(Ref, i64)>, konst: &mut i64) {
+    let n = g.node(r);
+    match n.op {
+        KOp::Const(bits) => *konst += coef * f64::from_bits(bits) as i64,
+        KOp::Binary(BinaryOp::Add) => {
+            terms(g, n.src[0], coef, out, konst);
+            terms(g, n.src[1], coef, out, konst);
+        }
+        KOp::Binary(BinaryOp::Mul) if g.const_value(n.src[1]).is_some() => {
+            let c = g.const_value(n.src[1]).unwrap_or(0.0) as i64;
+            terms(g, n.src[0], coef * c, out, konst)
+        }
+        _ => out.push((r, coef)),
+    }
+}
+
+fn is_const(g: &KGraph, r: Ref, v: f64) -> bool {
+    g.const_value(r) == Some(v)
+}
+
+fn is_index(dt: DType) -> bool {
+    dt == crate::shape::INDEX
+}
+
+pub fn simplify(g: &mut KGraph, op: &KOp, dtype: DType, src: &[Ref]) -> Option<Ref> {
+    let consts: Option<Vec<f64>> = src.iter().map(|&s| g.const_value(s)).collect();
+    // Constant folding.
+    if let Some(c) = &consts {
+        let v = match op {
+            KOp::Unary(u) => Some(exec_unary(*u, compute_dtype(dtype), c[0])),
+            KOp::Binary(b) => Some(exec_binary(*b, compute_dtype(g.node(src[0]).dtype), c[0], c[1])),
+            KOp::Where => Some(if c[0] != 0.0 { c[1] } else { c[2] }),
+            KOp::Cast => Some(exec_cast(dtype, c[0])),
+            _ => None,
+        };
+        if let Some(v) = v {
+            return Some(g.konst(v, dtype));
+        }
+    }
+    match op {
+        KOp::Cast if g.node(src[0]).dtype == dtype => Some(src[0]),
+        KOp::Where => {
+            if let Some(c) = g.const_value(src[0]) {
+                return Some(if c != 0.0 { src[1] } else { src[2] });
+            }
+            (src[1] == src[2]).then_some(src[1])
+        }
+        KOp::Load(_) => {
+            if is_const(g, src[1], 0.0) {
+                return Some(g.konst(0.0, dtype));
+            }
+            None
+        }
+        KOp::Binary(b) => binary(g, *b, dtype, src[0], src[1]),
+        KOp::Unary(UnaryOp::Neg) => {
+            let n = g.node(src[0]).clone();
+            (n.op == KOp::Unary(UnaryOp::Neg)).then(|| n.src[0])
+        }
+        KOp::Reduce(r) => reduce(g, *r, dtype, src),
+        _ => None,
+    }
+}
+
+fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<Ref> {
+    let int = is_index(dtype) || (op.is_cmp() && is_index(g.node(a).dtype));
+    let (ba, bb) = (g.bounds[a as usize], g.bounds[b as usize]);
+    match op {
+        BinaryOp::Add | BinaryOp::Mul | BinaryOp::And | BinaryOp::Or | BinaryOp::Max
+            if g.const_value(a).is_some() && g.const_value(b).is_none() =>
+        {
+            // Constants go on the right so the rules below see one shape.
+            Some(g.binary(op, b, a))
+        }
+        BinaryOp::Add if is_const(g, b, 0.0) && (int || !dtype.is_float()) => Some(a),
+        BinaryOp::Add if dtype.is_float() && is_const(g, b, 0.0) => Some(a),
+        BinaryOp::Add if int => {
+            let (mut ts, mut k) = (vec![], 0i64);
+            terms(g, a, 1, &mut ts, &mut k);
+            terms(g, b, 1, &mut ts, &mut k);
+            // Fold (x + c1) + c2 and merge equal terms.
+            let mut merged: Vec<(Ref, i64)> = vec![];
+            for (r, c) in ts {
+                match merged.iter_mut().find(|(m, _)| *m == r) {
+                    Some(m) => m.1 += c,
+                    None => merged.push((r, c)),
+                }
+            }
+            let parts = merged.iter().filter(|t| t.1 != 0).count() + (k != 0) as usize;
+            if parts >= count_leaves(g, a) + count_leaves(g, b) {
+                return None;
+            }
+            Some(build_sum(g, &merged, k))
+        }
+        BinaryOp::Mul if is_const(g, b, 1.0) => Some(a),
+        BinaryOp::Mul if int && is_const(g, b, 0.0) => Some(b),
+        BinaryOp::Mul if int && g.const_value(b).is_some() => {
+            let c = g.const_value(b)? as i64;
+            let an = g.node(a).clone();
+            match an.op {
+                // (x * c1) * c2 -> x * (c1 * c2)
+                KOp::Binary(BinaryOp::Mul) if g.const_value(an.src[1]).is_some() => {
+                    let c1 = g.const_value(an.src[1])? as i64;
+                    let k = g.int(c * c1);
+                    Some(g.mul(an.src[0], k))
+                }
+                // (x + y) * c -> x * c + y * c, so that / and % see the terms.
+                KOp::Binary(BinaryOp::Add) => {
+                    let (mut ts, mut k) = (vec![], 0i64);
+                    terms(g, a, c, &mut ts, &mut k);
+                    Some(build_sum(g, &ts, k))
+                }
+                _ => None,
+            }
+        }
+        BinaryOp::Div if is_const(g, b, 1.0) => Some(a),
+        BinaryOp::Div if int && g.const_value(b).is_some_and(|c| c > 0.0) && ba.0 >= 0.0 => {
+            let d = g.const_value(b)? as i64;
+            if ba.1 < d as f64 {
+                return Some(g.int(0));
+            }
+            let an = g.node(a).clone();
+            // (x / c1) / c2 -> x / (c1 * c2)
+            if an.op == KOp::Binary(BinaryOp::Div) {
+                if let Some(c1) = g.const_value(an.src[1]) {
+                    let k = g.int(c1 as i64 * d);
+                    return Some(g.div(an.src[0], k));
+                }
+            }
+            let (mut ts, mut k) = (vec![], 0i64);
+            terms(g, a, 1, &mut ts, &mut k);
+            if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
+                return None;
+            }
+            let quot: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d == 0).map(|&(r, c)| (r, c / d)).collect();
+            let rest: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).cloned().collect();
+            if quot.is_empty() && k < d {
+                return None;
+            }
+            let (qk, rk) = (k / d, k % d);
+            let q = build_sum(g, &quot, qk);
+            let r = build_sum(g, &rest, rk);
+            let rb = g.bounds[r as usize];
+            if rb.0 >= 0.0 && rb.1 < d as f64 {
+                return Some(q);
+            }
+            if rest.is_empty() {
+                return Some(q);
+            }
+            let rd = g.binary(BinaryOp::Div, r, b);
+            Some(g.add(q, rd))
+        }
+        BinaryOp::Mod if int && g.const_value(b).is_some_and(|c| c > 0.0) && ba.0 >= 0.0 => {
+            let d = g.const_value(b)? as i64;
+            if ba.1 < d as f64 {
+                return Some(a);
+            }
+            if d == 1 {
+                return Some(g.int(0));
+            }
+            let (mut ts, mut k) = (vec![], 0i64);
+            terms(g, a, 1, &mut ts, &mut k);
+            if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
+                return None;
+            }
+            let kept: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).cloned().collect();
+            if kept.len() == ts.len() && k < d {
+                // (x % (a*d)) % d -> x % d
+                let an = g.node(a).clone();
+                if an.op == KOp::Binary(BinaryOp::Mod) {
+                    if let Some(c1) = g.const_value(an.src[1]) {
+                        if c1 as i64 % d == 0 {
+                            return Some(g.binary(BinaryOp::Mod, an.src[0], b));
+                        }
+                    }
+                }
+                return None;
+            }
+            let r = build_sum(g, &kept, k % d);
+            Some(g.binary(BinaryOp::Mod, r, b))
+        }
+        BinaryOp::CmpLt if int || !dtype.is_float() => {
+            if ba.1 < bb.0 {
+                Some(g.bool_const(true))
+            } else if ba.0 >= bb.1 {
+                Some(g.bool_const(false))
+            } else {
+                None
+            }
+        }
+        BinaryOp::And if dtype == DType::Bool => {
+            if is_const(g, b, 1.0) || a == b {
+                Some(a)
+            } else if is_const(g, b, 0.0) {
+                Some(b)
+            } else {
+                None
+            }
+        }
+        BinaryOp::Or if dtype == DType::Bool => {
+            if is_const(g, b, 0.0) || a == b {
+                Some(a)
+            } else if is_const(g, b, 1.0) {
+                Some(b)
+            } else {
+                None
+            }
+        }
+        BinaryOp::Max if int => {
+            if ba.0 >= bb.1 {
+                Some(a)
+            } else if bb.0 >= ba.1 {
+                Some(b)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn count_leaves(g: &KGraph, r: Ref) -> usize {
+    let n = g.node(r);
+    match n.op {
+        KOp::Binary(BinaryOp::Add) => count_leaves(g, n.src[0]) + count_leaves(g, n.src[1]),
+        KOp::Binary(BinaryOp::Mul) if g.const_value(n.src[1]).is_some() => count_leaves(g, n.src[0]),
+        _ => 1,
+    }
+}
+
+/// Build `Σ r*c + k` without re-entering the Add rule's term merging.
+fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
+    let mut acc: Option<Ref> = None;
+    for &(r, c) in ts {
+        if c == 0 {
+            continue;
+        }
+        let t = if c == 1 {
+            r
+        } else {
+            let cc = g.int(c);
+            g.intern(Node { op: KOp::Binary(BinaryOp::Mul), dtype: crate::shape::INDEX, src: vec![r, cc] })
+        };
+        acc = Some(match acc {
+            None => t,
+            Some(a) => g.intern(Node { op: KOp::Binary(BinaryOp::Add), dtype: crate::shape::INDEX, src: vec![a, t] }),
+        });
+    }
+    let kc = g.int(k);
+    match acc {
+        None => kc,
+        Some(a) if k == 0 => a,
+        Some(a) => g.intern(Node { op: KOp::Binary(BinaryOp::Add), dtype: crate::shape::INDEX, src: vec![a, kc] }),
+    }
+}
+
+/// `Σ_r where(r == e, v(r), 0)` over a range r, with e independent of r, is `v(e)` when
+/// `0 <= e < size`: one-hot indexing (`x[idx]`, gather) becomes a direct load.
+fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref> {
+    if src.len() == 1 {
+        return Some(src[0]);
+    }
+    // A reduce whose value does not depend on one of its ranges.
+    let value = src[0];
+    if op == ReduceOp::Max {
+        let kept: Vec<Ref> = src[1..].iter().copied().filter(|&r| g.depends_on(value, r)).collect();
+        if kept.len() < src.len() - 1 {
+            return Some(g.reduce(op, value, &kept));
+        }
+        return None;
+    }
+    let w = g.node(value).clone();
+    if w.op != KOp::Where || g.const_value(w.src[2]) != Some(0.0) {
+        return None;
+    }
+    let cond = g.node(w.src[0]).clone();
+    if cond.op != KOp::Binary(BinaryOp::CmpEq) {
+        return None;
+    }
+    for (i, &r) in src[1..].iter().enumerate() {
+        let size = match g.node(r).op {
+            KOp::Range { size, .. } => size as i64,
+            _ => continue,
+        };
+        let e = if cond.src[0] == r && !g.depends_on(cond.src[1], r) {
+            cond.src[1]
+        } else if cond.src[1] == r && !g.depends_on(cond.src[0], r) {
+            cond.src[0]
+        } else {
+            continue;
+        };
+        if !is_index(g.node(e).dtype) {
+            continue;
+        }
+        let zero = g.int(0);
+        let lo = g.le(zero, e);
+        let n = g.int(size);
+        let hi = g.lt(e, n);
+        let inb = g.and(lo, hi);
+        let v = g.substitute(w.src[1], r, e);
+        let z = g.konst(0.0, dtype);
+        let picked = g.where_(inb, v, z);
+        let mut rest: Vec<Ref> = src[1..].to_vec();
+        rest.remove(i);
+        return Some(g.reduce(op, picked, &rest));
+    }
+    None
+}

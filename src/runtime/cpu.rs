@@ -1,0 +1,171 @@
+//! The CPU backend: kernels rendered to C, compiled by the system C compiler (`cc`, or `$CC`)
+//! into a shared object, loaded with dlopen, and run over the global range split across all
+//! cores. Compiled objects are cached on disk by a hash of source and compiler command,
+//! written atomically (compile to a temporary name, then rename).
+
+use super::{host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program, ProgramImpl};
+use crate::codegen::{c::CDialect, render::render, LinearKernel};
+use crate::error::{bail, Error, ErrorKind, Result};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+type KernelFn = unsafe extern "C" fn(*const *mut u8, i32, i32);
+
+pub struct CpuProgram {
+    // Keeps the shared object loaded for as long as `func` may be called.
+    _lib: Arc<libloading::Library>,
+    func: KernelFn,
+}
+
+pub struct Cpu {
+    threads: usize,
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        Cpu { threads }
+    }
+}
+
+fn compiler() -> String {
+    std::env::var("CC").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "cc".into())
+}
+
+const FLAGS: &[&str] = &["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math"];
+
+/// Whether a C compiler can be run.
+pub fn available() -> std::result::Result<(), String> {
+    static OK: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    OK.get_or_init(|| match Command::new(compiler()).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("'{} --version' failed: {}", compiler(), String::from_utf8_lossy(&o.stderr))),
+        Err(e) => Err(format!("no C compiler '{}' ({e}); set CC", compiler())),
+    })
+    .clone()
+}
+
+fn cache_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("WGRAD_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|_| std::env::temp_dir());
+    base.join("wgrad").join("cpu")
+}
+
+/// FNV-1a, 128 bits as two differently seeded 64-bit halves: stable across runs and versions.
+pub fn stable_hash(s: &str) -> String {
+    let mut h = [0xcbf29ce484222325u64, 0x84222325cbf29ce4u64];
+    for b in s.bytes() {
+        for x in h.iter_mut() {
+            *x ^= b as u64;
+            *x = x.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{:016x}{:016x}", h[0], h[1])
+}
+
+fn compile_so(name: &str, src: &str) -> Result<PathBuf> {
+    let cc = compiler();
+    let key = stable_hash(&format!("{cc}\n{}\n{src}", FLAGS.join(" ")));
+    let dir = cache_dir();
+    let so = dir.join(format!("{key}.so"));
+    if so.exists() {
+        return Ok(so);
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cpu: cannot create cache dir {}: {e}", dir.display())))?;
+    let tag = format!("{key}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+    let c_path = dir.join(format!("{tag}.c"));
+    let tmp_so = dir.join(format!("{tag}.so.tmp"));
+    std::fs::write(&c_path, src)?;
+    let out = Command::new(&cc).args(FLAGS).arg("-o").arg(&tmp_so).arg(&c_path).output();
+    let _ = std::fs::remove_file(&c_path);
+    let out = out.map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: cannot run C compiler '{cc}': {e}")))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp_so);
+        bail!(Backend, "cpu: compiling kernel {name} failed:\n{}\n{src}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::rename(&tmp_so, &so)?;
+    Ok(so)
+}
+
+struct SendPtrs(Vec<*mut u8>);
+// SAFETY: the pointers refer to buffers that outlive the launch; threads write disjoint elements.
+unsafe impl Send for SendPtrs {}
+// SAFETY: see above.
+unsafe impl Sync for SendPtrs {}
+
+impl Backend for Cpu {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    fn max_buffers(&self) -> usize {
+        usize::MAX
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        Ok(Buffer { device: Device::Cpu, size: bytes, mem: Mem::Host(HostMem::new(bytes)?) })
+    }
+    fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+        host_copy_in(buf, data)
+    }
+    fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
+        Box::pin(async move { host_copy_out(buf) })
+    }
+    fn compile(&self, k: &LinearKernel) -> Result<Program> {
+        available().map_err(|e| Error::new(ErrorKind::Device, format!("cpu: {e}")))?;
+        let source = render(k, &CDialect);
+        crate::context::dump_source(&source, "c");
+        let so = compile_so(&k.name, &source)?;
+        // SAFETY: the object was produced by our compiler invocation from our own source; its
+        // initialisers are those of a plain C file.
+        let lib = unsafe { libloading::Library::new(&so) }
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: dlopen {}: {e}", so.display())))?;
+        // SAFETY: the symbol is the kernel we rendered, with exactly the `KernelFn` signature.
+        let func: KernelFn = unsafe {
+            *lib.get::<KernelFn>(k.name.as_bytes())
+                .map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: symbol {}: {e}", k.name)))?
+        };
+        Ok(Program {
+            name: k.name.clone(),
+            source,
+            global_size: k.global_size,
+            ops: k.ops_per_item() * k.global_size as u64,
+            imp: ProgramImpl::Cpu(CpuProgram { _lib: Arc::new(lib), func }),
+        })
+    }
+    fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+        let ProgramImpl::Cpu(cp) = &p.imp else { bail!(Backend, "cpu: cannot launch a program compiled for another backend") };
+        let ptrs = SendPtrs(bufs.iter().map(|b| b.host().ptr()).collect());
+        let n = p.global_size;
+        if n > i32::MAX as usize {
+            bail!(Backend, "cpu: kernel {} has {n} invocations, more than 32-bit indexing allows", p.name);
+        }
+        let threads = if p.ops < 200_000 { 1 } else { self.threads.min(n) };
+        let f = cp.func;
+        if threads <= 1 {
+            // SAFETY: the kernel indexes only within the buffers the scheduler sized for it.
+            unsafe { f(ptrs.0.as_ptr(), 0, n as i32) };
+            return Ok(());
+        }
+        let chunk = n.div_ceil(threads);
+        std::thread::scope(|s| {
+            let ptrs = &ptrs;
+            for t in 1..threads {
+                let (lo, hi) = ((t * chunk).min(n), ((t + 1) * chunk).min(n));
+                // SAFETY: as above; each thread writes a disjoint range of output elements.
+                s.spawn(move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) });
+            }
+            // SAFETY: as above.
+            unsafe { f(ptrs.0.as_ptr(), 0, chunk.min(n) as i32) };
+        });
+        Ok(())
+    }
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,186 @@
+//! The interpreter backend: executes a `LinearKernel` directly, a block of output elements at a
+//! time, with the op semantics of `codegen::exec_*`. It is the reference every other backend is
+//! diffed against, and it runs everywhere (wasm included). Loads and stores are bounds-checked:
+//! a bad index is an error, never undefined behaviour.
+
+use super::{host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program, ProgramImpl};
+use crate::codegen::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, Inst, LinearKernel};
+use crate::dtype::{read_f64, write_f64};
+use crate::error::{bail, Result};
+use crate::ops::ReduceOp;
+use std::sync::Arc;
+
+#[derive(Default)]
+pub struct Interp;
+
+impl Backend for Interp {
+    fn device(&self) -> Device {
+        Device::Interp
+    }
+    fn max_buffers(&self) -> usize {
+        usize::MAX
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        Ok(Buffer { device: Device::Interp, size: bytes, mem: Mem::Host(HostMem::new(bytes)?) })
+    }
+    fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+        host_copy_in(buf, data)
+    }
+    fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
+        Box::pin(async move { host_copy_out(buf) })
+    }
+    fn compile(&self, k: &LinearKernel) -> Result<Program> {
+        Ok(Program {
+            name: k.name.clone(),
+            source: String::new(),
+            global_size: k.global_size,
+            ops: k.ops_per_item() * k.global_size as u64,
+            imp: ProgramImpl::Interp(Arc::new(k.clone())),
+        })
+    }
+    fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+        match &p.imp {
+            ProgramImpl::Interp(k) => run(k, bufs),
+            #[allow(unreachable_patterns)]
+            _ => bail!(Backend, "interp: cannot launch a program compiled for another backend"),
+        }
+    }
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+const LANES: usize = 64;
+
+/// Run `k` over host buffers (also used by other host backends as a fallback).
+pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
+    if bufs.len() != k.bufs.len() {
+        bail!(Backend, "kernel {} takes {} buffers, got {}", k.name, k.bufs.len(), bufs.len());
+    }
+    let mem: Vec<(*mut u8, usize)> = bufs.iter().map(|b| (b.host().ptr(), b.size)).collect();
+    // Matching EndLoop of every Loop.
+    let mut ends = vec![0usize; k.insts.len()];
+    let mut stack = vec![];
+    for (i, inst) in k.insts.iter().enumerate() {
+        match inst {
+            Inst::Loop { .. } => stack.push(i),
+            Inst::EndLoop => {
+                let Some(s) = stack.pop() else { bail!(Backend, "kernel {}: unbalanced loops", k.name) };
+                ends[s] = i;
+                ends[i] = s;
+            }
+            _ => {}
+        }
+    }
+    let mut regs = vec![0f64; k.nregs * LANES];
+    let mut start = 0;
+    while start < k.global_size {
+        let lanes = LANES.min(k.global_size - start);
+        block(k, &mem, &ends, &mut regs, start, lanes)?;
+        start += lanes;
+    }
+    Ok(())
+}
+
+fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut [f64], start: usize, n: usize) -> Result<()> {
+    let mut pc = 0;
+    let mut loops: Vec<(usize, u32, u32)> = vec![]; // (pc of Loop, counter, size)
+    let r = |x: u32| x as usize * LANES;
+    while pc < k.insts.len() {
+        match &k.insts[pc] {
+            Inst::Const { dst, bits, .. } => regs[r(*dst)..r(*dst) + n].fill(f64::from_bits(*bits)),
+            Inst::Gidx { dst } => {
+                for l in 0..n {
+                    regs[r(*dst) + l] = (start + l) as f64;
+                }
+            }
+            Inst::Unary { dst, op, dtype, a } => {
+                let dt = compute_dtype(*dtype);
+                for l in 0..n {
+                    regs[r(*dst) + l] = exec_unary(*op, dt, regs[r(*a) + l]);
+                }
+            }
+            Inst::Binary { dst, op, dtype, a, b } => {
+                let dt = compute_dtype(*dtype);
+                for l in 0..n {
+                    regs[r(*dst) + l] = exec_binary(*op, dt, regs[r(*a) + l], regs[r(*b) + l]);
+                }
+            }
+            Inst::Where { dst, c, a, b, .. } => {
+                for l in 0..n {
+                    regs[r(*dst) + l] = if regs[r(*c) + l] != 0.0 { regs[r(*a) + l] } else { regs[r(*b) + l] };
+                }
+            }
+            Inst::Cast { dst, to, a, .. } => {
+                for l in 0..n {
+                    regs[r(*dst) + l] = exec_cast(*to, regs[r(*a) + l]);
+                }
+            }
+            Inst::Load { dst, slot, dtype, idx, gate } => {
+                let (ptr, size) = mem[*slot as usize];
+                let w = dtype.size();
+                for l in 0..n {
+                    if gate.is_some_and(|g| regs[r(g) + l] == 0.0) {
+                        regs[r(*dst) + l] = 0.0;
+                        continue;
+                    }
+                    let i = regs[r(*idx) + l];
+                    if i < 0.0 || (i as usize + 1) * w > size {
+                        bail!(Backend, "kernel {}: load of element {i} out of bounds of buffer {slot} ({size} bytes)", k.name);
+                    }
+                    // SAFETY: bounds checked above; buffers outlive the launch.
+                    let bytes = unsafe { std::slice::from_raw_parts(ptr.add(i as usize * w), w) };
+                    regs[r(*dst) + l] = read_f64(*dtype, bytes);
+                }
+            }
+            Inst::DefAcc { dst, op, dtype } => regs[r(*dst)..r(*dst) + n].fill(op.identity(*dtype)),
+            Inst::Loop { dst, size } => {
+                if *size == 0 {
+                    pc = ends[pc] + 1;
+                    continue;
+                }
+                loops.push((pc, 0, *size));
+                regs[r(*dst)..r(*dst) + n].fill(0.0);
+            }
+            Inst::EndLoop => {
+                let Some(top) = loops.last_mut() else { bail!(Backend, "kernel {}: unbalanced loops", k.name) };
+                top.1 += 1;
+                if top.1 < top.2 {
+                    let (lpc, cnt) = (top.0, top.1);
+                    if let Inst::Loop { dst, .. } = &k.insts[lpc] {
+                        regs[r(*dst)..r(*dst) + n].fill(cnt as f64);
+                    }
+                    pc = lpc + 1;
+                    continue;
+                }
+                loops.pop();
+            }
+            Inst::Acc { acc, op, dtype, val } => {
+                let dt = compute_dtype(*dtype);
+                for l in 0..n {
+                    let (a, v) = (regs[r(*acc) + l], regs[r(*val) + l]);
+                    regs[r(*acc) + l] = match op {
+                        ReduceOp::Sum => round_result(dt, a + v),
+                        ReduceOp::Max => a.max(v),
+                    };
+                }
+            }
+            Inst::Store { slot, dtype, idx, val } => {
+                let (ptr, size) = mem[*slot as usize];
+                let w = dtype.size();
+                let mut tmp = [0u8; 4];
+                for l in 0..n {
+                    let i = regs[r(*idx) + l];
+                    if i < 0.0 || (i as usize + 1) * w > size {
+                        bail!(Backend, "kernel {}: store of element {i} out of bounds of buffer {slot}", k.name);
+                    }
+                    write_f64(*dtype, regs[r(*val) + l], &mut tmp);
+                    // SAFETY: bounds checked above; no Rust reference to this memory is alive.
+                    unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), ptr.add(i as usize * w), w) };
+                }
+            }
+        }
+        pc += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! Backends. `Device` is the single list of them (each behind its cargo feature); a backend
+//! implements `Backend`: allocate, copy in, copy out (async), compile a linearized kernel into a
+//! `Program`, launch it, synchronize. Ops never reach a backend: they live in the IR.
+
+pub mod interp;
+
+#[cfg(feature = "cpu")]
+pub mod cpu;
+
+use crate::codegen::LinearKernel;
+use crate::error::{bail, Result};
+use std::alloc::Layout;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
+
+/// Where tensors live and kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Device {
+    /// Executes the linear IR in Rust: the reference every other backend is compared with.
+    Interp,
+    /// C source compiled by the system C compiler, run on all cores.
+    #[cfg(feature = "cpu")]
+    Cpu,
+}
+
+impl Device {
+    /// Every backend compiled into this build.
+    pub fn all() -> Vec<Device> {
+        vec![
+            Device::Interp,
+            #[cfg(feature = "cpu")]
+            Device::Cpu,
+        ]
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Interp => "INTERP",
+            #[cfg(feature = "cpu")]
+            Device::Cpu => "CPU",
+        }
+    }
+    /// Whether the backend can run here (e.g. a C compiler exists for `Cpu`), with the reason
+    /// when it cannot.
+    pub fn available(self) -> std::result::Result<(), String> {
+        match self {
+            Device::Interp => Ok(()),
+            #[cfg(feature = "cpu")]
+            Device::Cpu => cpu::available(),
+        }
+    }
+    pub(crate) fn backend(self) -> &'static dyn Backend {
+        static INTERP: OnceLock<interp::Interp> = OnceLock::new();
+        #[cfg(feature = "cpu")]
+        static CPU: OnceLock<cpu::Cpu> = OnceLock::new();
+        match self {
+            Device::Interp => INTERP.get_or_init(interp::Interp::default),
+            #[cfg(feature = "cpu")]
+            Device::Cpu => CPU.get_or_init(cpu::Cpu::default),
+        }
+    }
+    /// The best available device (`DEV` overrides it; see `Context`).
+    pub fn best() -> Device {
+        static BEST: OnceLock<Device> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let d = Device::all().into_iter().rev().find(|d| d.available().is_ok()).unwrap_or(Device::Interp);
+            if crate::context::debug() >= 1 {
+                eprintln!("wgrad: default device {}", d.name());
+            }
+            d
+        })
+    }
+}
+
+impl Default for Device {
+    fn default() -> Self {
+        crate::context::default_device()
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Device> {
+        let up = s.trim().to_ascii_uppercase();
+        for d in Device::all() {
+            if d.name() == up {
+                return Ok(d);
+            }
+        }
+        let known: Vec<&str> = Device::all().iter().map(|d| d.name()).collect();
+        bail!(Device, "unknown device '{s}': this build has {}", known.join(", "))
+    }
+}
+
+/// Host memory, 64-byte aligned, shared by the interpreter and the CPU backend.
+pub struct HostMem {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: HostMem owns its allocation; concurrent access is coordinated by the runtime (kernels
+// run one at a time, and threads of one kernel write disjoint output elements).
+unsafe impl Send for HostMem {}
+// SAFETY: see above.
+unsafe impl Sync for HostMem {}
+
+impl HostMem {
+    pub fn new(bytes: usize) -> Result<HostMem> {
+        let layout = match Layout::from_size_align(bytes.max(1), 64) {
+            Ok(l) => l,
+            Err(_) => bail!(Device, "cannot allocate {bytes} bytes"),
+        };
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        match NonNull::new(ptr) {
+            Some(ptr) => Ok(HostMem { ptr, layout }),
+            None => bail!(Device, "out of memory allocating {bytes} bytes"),
+        }
+    }
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// # Safety
+    /// No kernel may be writing this memory while the slice lives.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes; the caller rules out concurrent writes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+    /// # Safety
+    /// No other reference to this memory may be used while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+        // SAFETY: ptr is valid for len bytes; the caller guarantees exclusivity.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for HostMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Device memory. Freed on drop.
+pub struct Buffer {
+    pub device: Device,
+    /// Size in bytes.
+    pub size: usize,
+    pub(crate) mem: Mem,
+}
+
+pub(crate) enum Mem {
+    Host(HostMem),
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Buffer({}, {} bytes)", self.device, self.size)
+    }
+}
+
+impl Buffer {
+    pub(crate) fn host(&self) -> &HostMem {
+        match &self.mem {
+            Mem::Host(h) => h,
+        }
+    }
+}
+
+/// A compiled kernel.
+pub struct Program {
+    pub name: String,
+    /// Rendered source, empty for the interpreter.
+    pub source: String,
+    pub global_size: usize,
+    /// Scalar ops per launch (for `GlobalCounters`).
+    pub ops: u64,
+    pub(crate) imp: ProgramImpl,
+}
+
+pub(crate) enum ProgramImpl {
+    Interp(Arc<LinearKernel>),
+    #[cfg(feature = "cpu")]
+    Cpu(cpu::CpuProgram),
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// What a backend provides. Every method that can fail returns an error, never panics.
+pub trait Backend: Send + Sync {
+    fn device(&self) -> Device;
+    /// The most buffers one kernel may bind (the renderer's limit).
+    fn max_buffers(&self) -> usize;
+    fn alloc(&self, bytes: usize) -> Result<Buffer>;
+    fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
+    fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
+    fn compile(&self, k: &LinearKernel) -> Result<Program>;
+    fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()>;
+    fn synchronize(&self) -> Result<()>;
+}
+
+/// Copy out of host memory (the interpreter and the CPU backend share it).
+pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
+    // SAFETY: kernels run synchronously on host backends; none is running now.
+    Ok(unsafe { buf.host().as_slice() }[..buf.size].to_vec())
+}
+
+pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
+    if data.len() > buf.size {
+        bail!(Device, "copy_in: {} bytes into a buffer of {}", data.len(), buf.size);
+    }
+    // SAFETY: host backends run kernels synchronously; nothing else holds this memory now.
+    unsafe { buf.host().as_mut_slice()[..data.len()].copy_from_slice(data) };
+    Ok(())
+}
+
+/// Drive a future to completion on this thread (native only; the browser awaits instead).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+    fn noop(_: *const ()) {}
+    fn clone(p: *const ()) -> RawWaker {
+        RawWaker::new(p, &VTABLE)
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions do nothing with the data pointer.
+    let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}

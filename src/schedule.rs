@@ -1,0 +1,415 @@
+//! The scheduler: turns the lazy graph behind some target nodes into kernels. Elementwise chains
+//! are inlined into their consumers (through any view), a reduce is fused into the kernel that
+//! consumes it when the consumer reads it element for element, and everything else that must
+//! exist in memory gets its own kernel. A kernel never binds more buffers than the backend
+//! allows: when it would, an inlined subexpression is materialized instead.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ops::{BinaryOp, Op, ReduceOp, UOp, UnaryOp};
+use crate::shape::ShapeTracker;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// A node of a kernel's AST.
+#[derive(Debug)]
+pub struct AstNode {
+    pub op: AstOp,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub src: Vec<Arc<AstNode>>,
+}
+
+#[derive(Debug, Clone)]
+pub enum AstOp {
+    /// Read buffer `slot` through a view whose shape is this node's shape.
+    Load { slot: u32, st: ShapeTracker },
+    Const(f64),
+    Iota,
+    /// Re-address an inlined subexpression (src[0], contiguous in its own shape).
+    View(ShapeTracker),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Where,
+    Cast(DType),
+    Reduce(ReduceOp, Vec<usize>),
+}
+
+impl AstNode {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
+#[derive(Debug)]
+pub struct KernelAst {
+    pub root: Arc<AstNode>,
+    pub bufs: Vec<(DType, usize)>,
+}
+
+/// One step of a schedule.
+#[derive(Debug)]
+pub enum ScheduleItem {
+    /// Run a kernel writing `out`'s buffer (for an `Assign`, its target's buffer).
+    Kernel { ast: KernelAst, out: Arc<UOp>, inputs: Vec<Arc<UOp>> },
+    /// Move a realized buffer to another device.
+    Copy { out: Arc<UOp>, src: Arc<UOp> },
+}
+
+impl ScheduleItem {
+    pub fn out(&self) -> &Arc<UOp> {
+        match self {
+            ScheduleItem::Kernel { out, .. } | ScheduleItem::Copy { out, .. } => out,
+        }
+    }
+}
+
+struct Graph {
+    nodes: HashMap<u64, Arc<UOp>>,
+    placed: HashSet<u64>,
+    order: Vec<u64>,
+    /// Number of edges into each node (from unrealized nodes), plus one per target.
+    uses: HashMap<u64, usize>,
+}
+
+fn toposort(targets: &[Arc<UOp>]) -> Graph {
+    let mut g = Graph { nodes: HashMap::new(), placed: HashSet::new(), order: vec![], uses: HashMap::new() };
+    let mut stack: Vec<(Arc<UOp>, bool)> = targets.iter().map(|t| (t.clone(), false)).collect();
+    for t in targets {
+        *g.uses.entry(t.id).or_default() += 1;
+    }
+    while let Some((n, expanded)) = stack.pop() {
+        if expanded {
+            if g.placed.insert(n.id) {
+                g.order.push(n.id);
+            }
+            continue;
+        }
+        if g.nodes.contains_key(&n.id) {
+            continue;
+        }
+        g.nodes.insert(n.id, n.clone());
+        stack.push((n.clone(), true));
+        if n.is_realized() {
+            continue;
+        }
+        for s in n.src() {
+            *g.uses.entry(s.id).or_default() += 1;
+            if !g.nodes.contains_key(&s.id) {
+                stack.push((s, false));
+            }
+        }
+    }
+    g
+}
+
+/// Follow movement ops down to the node they view, returning it and the view from it.
+fn chain(n: &Arc<UOp>) -> (Arc<UOp>, ShapeTracker) {
+    let mut ops = vec![];
+    let mut cur = n.clone();
+    while cur.op.is_movement() && !cur.is_realized() {
+        let src = cur.src()[0].clone();
+        ops.push(cur);
+        cur = src;
+    }
+    let mut st = ShapeTracker::contiguous(&cur.shape);
+    for m in ops.iter().rev() {
+        st = match &m.op {
+            Op::Reshape => st.reshape(&m.shape),
+            Op::Permute(p) => st.permute(p),
+            Op::Expand => st.expand(&m.shape),
+            Op::Pad(p) => st.pad(p),
+            Op::Shrink(s) => st.shrink(s),
+            Op::Flip(f) => st.flip(f),
+            _ => unreachable!("not a movement op"),
+        };
+    }
+    (cur, st)
+}
+
+struct Builder<'a> {
+    g: &'a Graph,
+    materialize: &'a mut HashSet<u64>,
+    root: u64,
+    /// Buffer identity -> slot; slot 0 is the output.
+    slots: Vec<(BufKey, Arc<UOp>)>,
+    has_reduce: bool,
+    /// Inlined nodes of this kernel with the slots they (transitively) read.
+    inlined: Vec<(u64, HashSet<usize>)>,
+    memo: HashMap<(u64, bool), (Arc<AstNode>, HashSet<usize>)>,
+    /// Loads of the output buffer through a non-identity view (a hazard for in-place writes).
+    reads_out_shifted: bool,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum BufKey {
+    Ptr(usize),
+    Node(u64),
+}
+
+fn buf_key(n: &Arc<UOp>) -> BufKey {
+    match n.buffer() {
+        Some(b) => BufKey::Ptr(Arc::as_ptr(&b) as usize),
+        None => BufKey::Node(n.id),
+    }
+}
+
+impl Builder<'_> {
+    fn slot(&mut self, n: &Arc<UOp>) -> u32 {
+        let key = buf_key(n);
+        if let Some(i) = self.slots.iter().position(|(k, _)| *k == key) {
+            return i as u32;
+        }
+        self.slots.push((key, n.clone()));
+        (self.slots.len() - 1) as u32
+    }
+
+    /// Build the AST of `n` as read by a consumer. `exact` is true while every step from the
+    /// kernel root reads element i of its source for output element i, through nodes used once.
+    fn build(&mut self, n: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
+        let (base, st) = if n.is_realized() { (n.clone(), ShapeTracker::contiguous(&n.shape)) } else { chain(n) };
+        let exact = exact && st.is_identity();
+        let leaf = base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
+        if leaf {
+            let slot = self.slot(&base);
+            if slot == 0 && !st.is_identity() {
+                self.reads_out_shifted = true;
+            }
+            let node = AstNode { op: AstOp::Load { slot, st: st.clone() }, dtype: base.dtype, shape: st.shape().to_vec(), src: vec![] };
+            return (Arc::new(node), HashSet::from([slot as usize]));
+        }
+        let (inner, slots) = self.build_base(&base, exact);
+        if st.is_identity() && st.shape() == base.shape.as_slice() {
+            return (inner, slots);
+        }
+        let node = AstNode { op: AstOp::View(st.clone()), dtype: base.dtype, shape: st.shape().to_vec(), src: vec![inner] };
+        (Arc::new(node), slots)
+    }
+
+    fn build_base(&mut self, b: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
+        if let Some(r) = self.memo.get(&(b.id, exact)) {
+            return r.clone();
+        }
+        let single = self.g.uses.get(&b.id).copied().unwrap_or(0) <= 1 || b.id == self.root;
+        let src = b.src();
+        let mk = |op: AstOp, src: Vec<Arc<AstNode>>| Arc::new(AstNode { op, dtype: b.dtype, shape: b.shape.clone(), src });
+        let mut slots = HashSet::new();
+        let mut sub = |me: &mut Self, s: &Arc<UOp>, exact: bool| {
+            let (a, sl) = me.build(s, exact);
+            slots.extend(sl);
+            a
+        };
+        let node = match &b.op {
+            Op::Const(v) => mk(AstOp::Const(*v), vec![]),
+            Op::Iota => mk(AstOp::Iota, vec![]),
+            Op::Unary(u) => mk(AstOp::Unary(*u), vec![sub(self, &src[0], exact && single)]),
+            Op::Binary(o) => {
+                let a = sub(self, &src[0], exact && single);
+                let c = sub(self, &src[1], exact && single);
+                mk(AstOp::Binary(*o), vec![a, c])
+            }
+            Op::Where => {
+                let v: Vec<_> = src.iter().map(|s| sub(self, s, exact && single)).collect();
+                mk(AstOp::Where, v)
+            }
+            Op::Cast(d) => mk(AstOp::Cast(*d), vec![sub(self, &src[0], exact && single)]),
+            Op::Detach | Op::Contiguous => return self.build(&src[0], exact),
+            Op::Assign => return self.build(&src[1], exact),
+            Op::Reduce(r, axes) => {
+                let fuse = b.id == self.root || (exact && single && !self.has_reduce);
+                if !fuse {
+                    self.materialize.insert(b.id);
+                    return self.build(b, exact);
+                }
+                self.has_reduce = true;
+                mk(AstOp::Reduce(*r, axes.clone()), vec![sub(self, &src[0], false)])
+            }
+            Op::Buffer | Op::Copy | Op::Reshape | Op::Permute(_) | Op::Expand | Op::Pad(_) | Op::Shrink(_) | Op::Flip(_) => {
+                unreachable!("handled by build")
+            }
+        };
+        if b.id != self.root && b.op.is_elementwise() {
+            self.inlined.push((b.id, slots.clone()));
+        }
+        self.memo.insert((b.id, exact), (node.clone(), slots.clone()));
+        (node, slots)
+    }
+}
+
+/// Schedule the computation of `targets`, binding at most `max_bufs` buffers per kernel.
+pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleItem>> {
+    let g = toposort(targets);
+    let mut materialize: HashSet<u64> = HashSet::new();
+    for t in targets {
+        if !t.is_realized() {
+            materialize.insert(t.id);
+        }
+    }
+    for id in &g.order {
+        let n = &g.nodes[id];
+        if n.is_realized() {
+            continue;
+        }
+        match n.op {
+            Op::Assign | Op::Contiguous => {
+                materialize.insert(n.id);
+            }
+            Op::Copy => {
+                materialize.insert(n.id);
+                materialize.insert(n.src()[0].id);
+            }
+            _ => {}
+        }
+    }
+    let mut items: HashMap<u64, ScheduleItem> = HashMap::new();
+    loop {
+        let pending: Vec<u64> =
+            g.order.iter().copied().filter(|id| materialize.contains(id) && !items.contains_key(id)).collect();
+        if pending.is_empty() {
+            break;
+        }
+        for id in pending {
+            let n = g.nodes[&id].clone();
+            if n.op == Op::Copy {
+                items.insert(id, ScheduleItem::Copy { out: n.clone(), src: n.src()[0].clone() });
+                continue;
+            }
+            let item = build_kernel(&g, &n, &mut materialize, max_bufs)?;
+            items.insert(id, item);
+        }
+    }
+    order(&g, items)
+}
+
+fn build_kernel(g: &Graph, n: &Arc<UOp>, materialize: &mut HashSet<u64>, max_bufs: usize) -> Result<ScheduleItem> {
+    loop {
+        let mut b = Builder {
+            g,
+            materialize,
+            root: n.id,
+            slots: vec![],
+            has_reduce: false,
+            inlined: vec![],
+            memo: HashMap::new(),
+            reads_out_shifted: false,
+        };
+        // Slot 0: the output, which for an assign is the target's buffer.
+        let out_key = if n.op == Op::Assign { buf_key(&n.src()[0]) } else { BufKey::Node(n.id) };
+        let out_node = if n.op == Op::Assign { n.src()[0].clone() } else { n.clone() };
+        b.slots.push((out_key, out_node));
+        let (root, _) = if n.op.is_movement() {
+            b.build(n, true)
+        } else {
+            b.build_base(n, true)
+        };
+        if n.op == Op::Assign && b.reads_out_shifted {
+            // Writing in place while reading other elements of the same buffer would race:
+            // compute the value into its own buffer first.
+            let v = n.src()[1].clone();
+            let (vb, _) = chain(&v);
+            materialize.insert(if vb.is_realized() { v.id } else { vb.id });
+            if !g.nodes.contains_key(&vb.id) || vb.is_realized() {
+                bail!(Other, "assign: cannot schedule a copy of the value");
+            }
+            continue;
+        }
+        if b.slots.len() > max_bufs {
+            let total = b.slots.len();
+            let best = b
+                .inlined
+                .iter()
+                .filter(|(_, s)| s.len() > 1 && s.len() < total)
+                .max_by_key(|(_, s)| s.len())
+                .map(|(id, _)| *id);
+            match best {
+                Some(id) => {
+                    materialize.insert(id);
+                    continue;
+                }
+                None => bail!(
+                    Other,
+                    "schedule: a kernel for shape {:?} needs {total} buffers but the device allows {max_bufs}",
+                    n.shape
+                ),
+            }
+        }
+        let bufs: Vec<(DType, usize)> = b.slots.iter().map(|(_, u)| (u.dtype, u.numel())).collect();
+        let mut bufs = bufs;
+        bufs[0] = (n.dtype, n.numel());
+        let inputs: Vec<Arc<UOp>> = b.slots.iter().skip(1).map(|(_, u)| u.clone()).collect();
+        return Ok(ScheduleItem::Kernel { ast: KernelAst { root, bufs }, out: n.clone(), inputs });
+    }
+}
+
+/// Order the kernels so that every kernel runs after the ones producing its inputs, and a
+/// kernel writing a buffer in place runs after every kernel reading its old contents.
+fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<ScheduleItem>> {
+    let ids: Vec<u64> = g.order.iter().copied().filter(|id| items.contains_key(id)).collect();
+    let mut deps: HashMap<u64, Vec<u64>> = HashMap::new();
+    let reads = |item: &ScheduleItem, prev: &Arc<UOp>| -> bool {
+        let inputs = match item {
+            ScheduleItem::Kernel { inputs, .. } => inputs.clone(),
+            ScheduleItem::Copy { src, .. } => vec![src.clone()],
+        };
+        match prev.buffer() {
+            Some(pb) => inputs.iter().any(|i| i.buffer().is_some_and(|b| Arc::ptr_eq(&b, &pb))),
+            None => inputs.iter().any(|i| i.id == prev.id),
+        }
+    };
+    for id in &ids {
+        let d = deps.entry(*id).or_default();
+        match &items[id] {
+            ScheduleItem::Kernel { inputs, .. } => {
+                d.extend(inputs.iter().filter(|i| items.contains_key(&i.id) && !i.is_realized()).map(|i| i.id));
+            }
+            ScheduleItem::Copy { src, .. } => {
+                if items.contains_key(&src.id) {
+                    d.push(src.id);
+                }
+            }
+        }
+        let out = items[id].out().clone();
+        if out.op == Op::Assign {
+            // Runs after the previous version of the buffer exists and after every other
+            // kernel that reads that previous version.
+            let prev = out.src()[0].clone();
+            let mut after: Vec<u64> = ids.iter().copied().filter(|r| r != id && reads(&items[r], &prev)).collect();
+            if items.contains_key(&prev.id) {
+                after.push(prev.id);
+            }
+            let v = &out.src()[1];
+            let (vb, _) = chain(v);
+            after.extend([v.id, vb.id].into_iter().filter(|c| items.contains_key(c) && c != id));
+            deps.entry(*id).or_default().extend(after);
+        }
+    }
+    let mut out = vec![];
+    let mut done: HashSet<u64> = HashSet::new();
+    let mut visiting: HashSet<u64> = HashSet::new();
+    fn visit(
+        id: u64,
+        deps: &HashMap<u64, Vec<u64>>,
+        done: &mut HashSet<u64>,
+        visiting: &mut HashSet<u64>,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        if done.contains(&id) {
+            return Ok(());
+        }
+        if !visiting.insert(id) {
+            bail!(Other, "schedule: an in-place assign is both read and written by the same step in a cycle");
+        }
+        for &d in deps.get(&id).map(|v| v.as_slice()).unwrap_or(&[]) {
+            visit(d, deps, done, visiting, out)?;
+        }
+        visiting.remove(&id);
+        done.insert(id);
+        out.push(id);
+        Ok(())
+    }
+    for id in &ids {
+        visit(*id, &deps, &mut done, &mut visiting, &mut out)?;
+    }
+    Ok(out.into_iter().filter_map(|id| items.remove(&id)).collect())
+}

@@ -1,0 +1,786 @@
+//! `Tensor`: the user-facing lazy handle. Every op checks its arguments (returning an `Err` that
+//! names the op, shapes and dtypes), then adds nodes to the lazy graph of `ops.rs`; nothing runs
+//! until `realize()`, `to_vec()` or `item()` (or their async forms). Handles are cheap clones
+//! sharing one identity, so an optimizer can update the parameters a model holds.
+
+use crate::dtype::{read_f64, DType, Element};
+use crate::error::{bail, Error, ErrorKind, Result};
+use crate::ops::{BinaryOp, Op, UOp, UnaryOp};
+use crate::runtime::Device;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// Largest number of elements a tensor may have (index arithmetic is 32-bit).
+pub const MAX_NUMEL: usize = i32::MAX as usize;
+
+pub(crate) struct Inner {
+    node: Mutex<Arc<UOp>>,
+    requires_grad: AtomicBool,
+    grad: Mutex<Option<Tensor>>,
+}
+
+/// A lazy n-dimensional array on a device.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<Inner>);
+
+static GRAD_TENSORS: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Live tensors that require gradients.
+pub(crate) fn grad_tensors() -> Vec<Tensor> {
+    let mut reg = lock(&GRAD_TENSORS);
+    reg.retain(|w| w.strong_count() > 0);
+    reg.iter().filter_map(|w| w.upgrade()).map(Tensor).filter(|t| t.requires_grad()).collect()
+}
+
+/// Node ids of the live tensors that require gradients.
+pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
+    grad_tensors().iter().map(|t| t.node().id).collect()
+}
+
+/// A right-hand operand: a tensor or a scalar (which takes the tensor's dtype).
+#[derive(Clone)]
+pub enum Operand {
+    Tensor(Tensor),
+    Float(f64),
+    Int(i64),
+}
+
+impl From<&Tensor> for Operand {
+    fn from(t: &Tensor) -> Self {
+        Operand::Tensor(t.clone())
+    }
+}
+impl From<Tensor> for Operand {
+    fn from(t: Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+impl From<f64> for Operand {
+    fn from(v: f64) -> Self {
+        Operand::Float(v)
+    }
+}
+impl From<f32> for Operand {
+    fn from(v: f32) -> Self {
+        Operand::Float(v as f64)
+    }
+}
+impl From<i32> for Operand {
+    fn from(v: i32) -> Self {
+        Operand::Int(v as i64)
+    }
+}
+impl From<i64> for Operand {
+    fn from(v: i64) -> Self {
+        Operand::Int(v)
+    }
+}
+impl From<usize> for Operand {
+    fn from(v: usize) -> Self {
+        Operand::Int(v as i64)
+    }
+}
+impl From<bool> for Operand {
+    fn from(v: bool) -> Self {
+        Operand::Int(v as i64)
+    }
+}
+
+/// Which axes a reduction runs over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Axes {
+    All,
+    Some(Vec<isize>),
+}
+
+impl From<()> for Axes {
+    fn from(_: ()) -> Self {
+        Axes::All
+    }
+}
+impl From<isize> for Axes {
+    fn from(a: isize) -> Self {
+        Axes::Some(vec![a])
+    }
+}
+impl From<i32> for Axes {
+    fn from(a: i32) -> Self {
+        Axes::Some(vec![a as isize])
+    }
+}
+impl From<usize> for Axes {
+    fn from(a: usize) -> Self {
+        Axes::Some(vec![a as isize])
+    }
+}
+impl From<Vec<isize>> for Axes {
+    fn from(a: Vec<isize>) -> Self {
+        Axes::Some(a)
+    }
+}
+impl From<&[isize]> for Axes {
+    fn from(a: &[isize]) -> Self {
+        Axes::Some(a.to_vec())
+    }
+}
+impl<const N: usize> From<[isize; N]> for Axes {
+    fn from(a: [isize; N]) -> Self {
+        Axes::Some(a.to_vec())
+    }
+}
+impl From<Option<isize>> for Axes {
+    fn from(a: Option<isize>) -> Self {
+        a.map_or(Axes::All, |a| Axes::Some(vec![a]))
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.node();
+        write!(f, "Tensor(shape={:?}, dtype={}, device={}, realized={})", n.shape, n.dtype, n.device, n.is_realized())
+    }
+}
+
+pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
+    if shape.contains(&0) {
+        bail!(Shape, "{op}: empty shape {shape:?} (every dimension must be at least 1)");
+    }
+    let mut n: usize = 1;
+    for &d in shape {
+        n = match n.checked_mul(d) {
+            Some(v) if v <= MAX_NUMEL => v,
+            _ => bail!(Shape, "{op}: shape {shape:?} has more than {MAX_NUMEL} elements"),
+        };
+    }
+    Ok(())
+}
+
+pub(crate) fn norm_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
+    let n = ndim as isize;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n.max(1) || (ndim == 0 && a != 0) {
+        bail!(Shape, "{op}: axis {axis} is out of range for a tensor of {ndim} dimensions");
+    }
+    Ok(a as usize)
+}
+
+/// Numpy broadcasting of two shapes.
+pub(crate) fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = match (x, y) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => bail!(Shape, "{op}: shapes {a:?} and {b:?} cannot be broadcast together"),
+        };
+    }
+    Ok(out)
+}
+
+impl Tensor {
+    // ---- handle plumbing -------------------------------------------------------------------
+
+    pub(crate) fn from_node(n: Arc<UOp>) -> Tensor {
+        Tensor(Arc::new(Inner { node: Mutex::new(n), requires_grad: AtomicBool::new(false), grad: Mutex::new(None) }))
+    }
+    pub(crate) fn node(&self) -> Arc<UOp> {
+        lock(&self.0.node).clone()
+    }
+    pub(crate) fn set_node(&self, n: Arc<UOp>) {
+        *lock(&self.0.node) = n;
+    }
+    pub fn shape(&self) -> Vec<usize> {
+        self.node().shape.clone()
+    }
+    pub fn dtype(&self) -> DType {
+        self.node().dtype
+    }
+    pub fn device(&self) -> Device {
+        self.node().device
+    }
+    pub fn numel(&self) -> usize {
+        self.node().numel()
+    }
+    pub fn ndim(&self) -> usize {
+        self.node().shape.len()
+    }
+    /// Whether two handles are the same tensor.
+    pub fn same(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(crate) fn mk(op: Op, dtype: DType, shape: Vec<usize>, src: &[&Tensor]) -> Tensor {
+        let device = src.first().map(|s| s.device()).unwrap_or_else(Device::default);
+        let nodes = src.iter().map(|s| s.node()).collect();
+        Tensor::from_node(UOp::new(op, dtype, shape, device, nodes))
+    }
+
+    // ---- autograd handles ------------------------------------------------------------------
+
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Relaxed)
+    }
+    /// Track gradients for this tensor (a leaf such as a parameter).
+    pub fn set_requires_grad(&self, on: bool) {
+        let was = self.0.requires_grad.swap(on, Ordering::Relaxed);
+        if on && !was {
+            lock(&GRAD_TENSORS).push(Arc::downgrade(&self.0));
+        }
+    }
+    /// The accumulated gradient, after `backward()`.
+    pub fn grad(&self) -> Option<Tensor> {
+        lock(&self.0.grad).clone()
+    }
+    pub fn set_grad(&self, g: Option<Tensor>) {
+        *lock(&self.0.grad) = g;
+    }
+    /// The same values, cut off from autograd.
+    pub fn detach(&self) -> Tensor {
+        let n = self.node();
+        if let Some(b) = n.buffer() {
+            return Tensor::from_node(UOp::from_buffer(b, n.dtype, n.shape.clone()));
+        }
+        Tensor::mk(Op::Detach, n.dtype, n.shape.clone(), &[self])
+    }
+    /// Compute gradients of this (scalar) tensor with respect to every tensor that requires
+    /// them, lazily: the gradients are graphs that realize together with whatever uses them.
+    pub fn backward(&self) -> Result<Tensor> {
+        crate::grad::backward(self)?;
+        Ok(self.clone())
+    }
+
+    // ---- creation -------------------------------------------------------------------------
+
+    fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize], op: &str) -> Result<Tensor> {
+        check_shape(op, shape)?;
+        let device = Device::default();
+        let be = device.backend();
+        let buf = Arc::new(be.alloc(bytes.len())?);
+        be.copy_in(&buf, bytes)?;
+        Ok(Tensor::from_node(UOp::from_buffer(buf, dtype, shape.to_vec())))
+    }
+
+    /// A tensor holding `data` (row-major) with the given shape, on the default device.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            bail!(Shape, "from_slice: {} values do not fill shape {shape:?} ({n} elements)", data.len());
+        }
+        let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.size());
+        for &v in data {
+            v.write_le(&mut bytes);
+        }
+        Tensor::from_bytes(&bytes, T::DTYPE, shape, "from_slice")
+    }
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_slice(&data, shape)
+    }
+    /// Raw little-endian bytes of `dtype` elements (e.g. IDX image data as u8).
+    pub fn from_raw(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if n * dtype.size() != bytes.len() {
+            bail!(Shape, "from_raw: {} bytes do not fill shape {shape:?} of {dtype}", bytes.len());
+        }
+        Tensor::from_bytes(bytes, dtype, shape, "from_raw")
+    }
+    /// A 0-dimensional f32 tensor.
+    pub fn scalar(v: f32) -> Tensor {
+        Tensor::mk(Op::Const(DType::F32.normalize(v as f64)), DType::F32, vec![], &[])
+    }
+    /// `value` broadcast to `shape` with `dtype`, without a buffer.
+    pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
+        check_shape("full", shape)?;
+        Ok(Tensor::mk(Op::Const(dtype.normalize(value)), dtype, shape.to_vec(), &[]))
+    }
+    pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
+        Tensor::full_dtype(shape, value, DType::F32)
+    }
+    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+        Tensor::full(shape, 0.0)
+    }
+    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+        Tensor::full(shape, 1.0)
+    }
+    pub fn zeros_like(&self) -> Tensor {
+        self.const_like(0.0)
+    }
+    pub fn ones_like(&self) -> Tensor {
+        self.const_like(1.0)
+    }
+    pub fn full_like(&self, v: f64) -> Tensor {
+        self.const_like(v)
+    }
+    /// A constant with this tensor's shape, dtype and device.
+    pub(crate) fn const_like(&self, v: f64) -> Tensor {
+        let n = self.node();
+        Tensor::from_node(UOp::new(Op::Const(n.dtype.normalize(v)), n.dtype, n.shape.clone(), n.device, vec![]))
+    }
+    pub(crate) fn const_shaped(&self, v: f64, dtype: DType, shape: &[usize]) -> Tensor {
+        Tensor::from_node(UOp::new(Op::Const(dtype.normalize(v)), dtype, shape.to_vec(), self.device(), vec![]))
+    }
+    /// `0, 1, ..., n-1` as i32 on the default device (no buffer).
+    pub(crate) fn iota(n: usize, device: Device) -> Tensor {
+        Tensor::from_node(UOp::new(Op::Iota, DType::I32, vec![n], device, vec![]))
+    }
+    /// `start, start+step, ...` below `stop`.
+    pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+            bail!(Shape, "arange: invalid start {start}, stop {stop}, step {step}");
+        }
+        let n = ((stop - start) / step).ceil();
+        if n < 1.0 {
+            bail!(Shape, "arange: start {start}, stop {stop}, step {step} give no elements");
+        }
+        check_shape("arange", &[n as usize])?;
+        let i = Tensor::iota(n as usize, Device::default());
+        let ct = if dtype.is_float() { DType::F32 } else { dtype };
+        i.cast(ct)?.mul(step)?.add(start)?.cast(dtype)
+    }
+    /// The n×n identity matrix (f32).
+    pub fn eye(n: usize) -> Result<Tensor> {
+        check_shape("eye", &[n, n])?;
+        let i = Tensor::iota(n, Device::default());
+        let r = i.reshape(&[n as isize, 1])?;
+        let c = i.reshape(&[1, n as isize])?;
+        r.eq(&c)?.cast(DType::F32)
+    }
+
+    // ---- reading back ----------------------------------------------------------------------
+
+    /// Compute this tensor now.
+    pub fn realize(&self) -> Result<Tensor> {
+        Tensor::realize_all(&[self])?;
+        Ok(self.clone())
+    }
+    /// Realize several tensors in one schedule (so shared work is done once).
+    pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
+        let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).collect();
+        crate::realize::realize(&nodes)?;
+        // Assigned tensors now are their (in-place written) buffers.
+        for t in ts {
+            let n = t.node();
+            if n.op == Op::Assign {
+                if let Some(b) = n.buffer() {
+                    t.set_node(UOp::from_buffer(b, n.dtype, n.shape.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+    /// Raw bytes of the realized tensor, awaiting the device.
+    pub async fn bytes_async(&self) -> Result<Vec<u8>> {
+        self.realize()?;
+        let n = self.node();
+        let buf = n.buffer().ok_or_else(|| Error::new(ErrorKind::Other, "internal: realized tensor has no buffer"))?;
+        let mut b = n.device.backend().copy_out(&buf).await?;
+        b.truncate(n.numel() * n.dtype.size());
+        Ok(b)
+    }
+    /// The values as `T`, which must match the dtype (async: works in the browser).
+    pub async fn to_vec_async<T: Element>(&self) -> Result<Vec<T>> {
+        let dt = self.dtype();
+        if T::DTYPE != dt {
+            bail!(DType, "to_vec: tensor has dtype {dt}, asked for {}", T::DTYPE);
+        }
+        let b = self.bytes_async().await?;
+        Ok(b.chunks_exact(dt.size()).map(T::read_le).collect())
+    }
+    /// The values converted to f32, whatever the dtype (async).
+    pub async fn to_f32_vec_async(&self) -> Result<Vec<f32>> {
+        let dt = self.dtype();
+        let b = self.bytes_async().await?;
+        Ok(b.chunks_exact(dt.size()).map(|c| read_f64(dt, c) as f32).collect())
+    }
+    /// Blocking form of `to_vec_async` (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        crate::runtime::block_on(self.to_vec_async())
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
+        crate::runtime::block_on(self.to_f32_vec_async())
+    }
+    /// The single value of a one-element tensor.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn item<T: Element>(&self) -> Result<T> {
+        crate::runtime::block_on(self.item_async())
+    }
+    pub async fn item_async<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            bail!(Shape, "item: tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel());
+        }
+        Ok(self.to_vec_async::<T>().await?[0])
+    }
+    /// Copy to another device.
+    pub fn to(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        device.available().map_err(|e| Error::new(ErrorKind::Device, format!("to: device {device} unavailable: {e}")))?;
+        let n = self.node();
+        Ok(Tensor::from_node(UOp::new(Op::Copy, n.dtype, n.shape.clone(), device, vec![n])))
+    }
+    /// Force this value into its own buffer when realized (breaks fusion here).
+    pub fn contiguous(&self) -> Tensor {
+        Tensor::mk(Op::Contiguous, self.dtype(), self.shape(), &[self])
+    }
+    /// Write `value` into this tensor's buffer in place (same shape and dtype). The tensor keeps
+    /// its identity (and buffer), which is what lets a captured step update parameters.
+    pub fn assign(&self, value: &Tensor) -> Result<Tensor> {
+        let (n, v) = (self.node(), value.node());
+        if n.shape != v.shape || n.dtype != v.dtype || n.device != v.device {
+            bail!(
+                Shape,
+                "assign: value {:?} {} on {} does not match target {:?} {} on {}",
+                v.shape,
+                v.dtype,
+                v.device,
+                n.shape,
+                n.dtype,
+                n.device
+            );
+        }
+        if !n.is_realized() && n.op != Op::Assign {
+            // The target must own a buffer to write into (a pending assign will have one).
+            self.realize()?;
+        }
+        let n = self.node();
+        let a = UOp::new(Op::Assign, n.dtype, n.shape.clone(), n.device, vec![n, v]);
+        self.set_node(a);
+        Ok(self.clone())
+    }
+
+    // ---- primitive builders ----------------------------------------------------------------
+
+    pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
+        Tensor::mk(Op::Unary(op), self.dtype(), self.shape(), &[self])
+    }
+    fn float_unary(&self, name: &str, op: UnaryOp) -> Result<Tensor> {
+        Ok(self.float(name)?.unary(op))
+    }
+    /// This tensor as a float (ints and bools cast to f32).
+    pub(crate) fn float(&self, _op: &str) -> Result<Tensor> {
+        if self.dtype().is_float() {
+            Ok(self.clone())
+        } else {
+            self.cast(DType::F32)
+        }
+    }
+
+    /// Turn an operand into a tensor compatible with `self` (scalars take self's dtype, or f32
+    /// for a float scalar with an integer tensor).
+    pub(crate) fn operand(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        Ok(match rhs.into() {
+            Operand::Tensor(t) => t,
+            Operand::Float(v) => {
+                let dt = if self.dtype().is_float() { self.dtype() } else { DType::F32 };
+                self.const_shaped(v, dt, &[])
+            }
+            Operand::Int(v) => {
+                let dt = if self.dtype() == DType::Bool { DType::I32 } else { self.dtype() };
+                self.const_shaped(v as f64, dt, &[])
+            }
+        })
+    }
+
+    /// Broadcast and promote two operands to a common shape and dtype.
+    pub(crate) fn broadcast_pair(&self, op: &str, rhs: impl Into<Operand>) -> Result<(Tensor, Tensor)> {
+        let b = self.operand(rhs)?;
+        if self.device() != b.device() {
+            bail!(Device, "{op}: operands on different devices ({} and {})", self.device(), b.device());
+        }
+        let shape = broadcast_shape(op, &self.shape(), &b.shape())?;
+        let dt = DType::promote(self.dtype(), b.dtype());
+        let a = self.cast(dt)?.broadcast_to(&shape)?;
+        let b = b.cast(dt)?.broadcast_to(&shape)?;
+        Ok((a, b))
+    }
+
+    pub(crate) fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let s = self.shape();
+        if s == shape {
+            return Ok(self.clone());
+        }
+        if s.len() > shape.len() {
+            bail!(Shape, "expand: cannot broadcast {s:?} to {shape:?}");
+        }
+        let mut padded = vec![1usize; shape.len() - s.len()];
+        padded.extend_from_slice(&s);
+        let t = self.reshape_u(&padded)?;
+        t.expand_u(shape)
+    }
+
+    pub(crate) fn binary(&self, op: BinaryOp, name: &str, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair(name, rhs)?;
+        let dt = if op.is_cmp() { DType::Bool } else { a.dtype() };
+        Ok(Tensor::mk(Op::Binary(op), dt, a.shape(), &[&a, &b]))
+    }
+
+    // ---- elementwise -----------------------------------------------------------------------
+
+    pub fn add(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::Add, "add", rhs)
+    }
+    pub fn sub(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("sub", rhs)?;
+        a.add(&b.neg()?)
+    }
+    pub fn mul(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::Mul, "mul", rhs)
+    }
+    /// True division for floats (integers are promoted to f32); see `idiv` for integers.
+    pub fn div(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("div", rhs)?;
+        a.float("div")?.binary(BinaryOp::Div, "div", &b.float("div")?)
+    }
+    /// Integer division truncating toward zero.
+    pub fn idiv(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("idiv", rhs)?;
+        if a.dtype().is_float() {
+            bail!(DType, "idiv: needs integer operands, got {}", a.dtype());
+        }
+        a.binary(BinaryOp::Div, "idiv", &b)
+    }
+    /// Remainder with the sign of the dividend (C `%`, `fmod` for floats).
+    pub fn rem(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::Mod, "rem", rhs)
+    }
+    pub fn neg(&self) -> Result<Tensor> {
+        if self.dtype() == DType::Bool {
+            return self.logical_not();
+        }
+        Ok(self.unary(UnaryOp::Neg))
+    }
+    pub fn maximum(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::Max, "maximum", rhs)
+    }
+    pub fn minimum(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("minimum", rhs)?;
+        a.neg()?.maximum(&b.neg()?)?.neg()
+    }
+    pub fn lt(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::CmpLt, "lt", rhs)
+    }
+    pub fn gt(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("gt", rhs)?;
+        b.lt(&a)
+    }
+    pub fn le(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.gt(rhs)?.logical_not()
+    }
+    pub fn ge(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.lt(rhs)?.logical_not()
+    }
+    pub fn eq(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::CmpEq, "eq", rhs)
+    }
+    pub fn ne(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::CmpNe, "ne", rhs)
+    }
+    pub fn logical_not(&self) -> Result<Tensor> {
+        if self.dtype() != DType::Bool {
+            bail!(DType, "logical_not: needs a bool tensor, got {}", self.dtype());
+        }
+        self.ne(true)
+    }
+    pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
+            bail!(DType, "logical_and: needs bool tensors, got {} and {}", self.dtype(), rhs.dtype());
+        }
+        self.binary(BinaryOp::And, "logical_and", rhs)
+    }
+    pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
+        if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
+            bail!(DType, "logical_or: needs bool tensors, got {} and {}", self.dtype(), rhs.dtype());
+        }
+        self.binary(BinaryOp::Or, "logical_or", rhs)
+    }
+    /// Bitwise ops on integer tensors.
+    pub fn xor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.int_binary(BinaryOp::Xor, "xor", rhs)
+    }
+    pub fn bitand(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.int_binary(BinaryOp::And, "bitand", rhs)
+    }
+    pub fn bitor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.int_binary(BinaryOp::Or, "bitor", rhs)
+    }
+    pub fn shl(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.int_binary(BinaryOp::Shl, "shl", rhs)
+    }
+    pub fn shr(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.int_binary(BinaryOp::Shr, "shr", rhs)
+    }
+    fn int_binary(&self, op: BinaryOp, name: &str, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let t = self.binary(op, name, rhs)?;
+        if t.dtype().is_float() {
+            bail!(DType, "{name}: needs integer operands, got {}", t.dtype());
+        }
+        Ok(t)
+    }
+    /// `self ? a : b`, elementwise; self is a bool condition.
+    pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Tensor> {
+        let cond = if self.dtype() == DType::Bool { self.clone() } else { self.ne(0)? };
+        let a = cond.operand(a)?;
+        let b = cond.operand(b)?;
+        let (a, b) = match (a.dtype().is_float(), b.dtype().is_float()) {
+            (true, false) => (a.clone(), b.cast(a.dtype())?),
+            (false, true) => (a.cast(b.dtype())?, b.clone()),
+            _ => (a.clone(), b.clone()),
+        };
+        let (a, b) = a.broadcast_pair("where", &b)?;
+        let shape = broadcast_shape("where", &cond.shape(), &a.shape())?;
+        let (c, a, b) = (cond.broadcast_to(&shape)?, a.broadcast_to(&shape)?, b.broadcast_to(&shape)?);
+        if c.device() != a.device() {
+            bail!(Device, "where: operands on different devices");
+        }
+        Ok(Tensor::mk(Op::Where, a.dtype(), shape, &[&c, &a, &b]))
+    }
+    pub fn cast(&self, dtype: DType) -> Result<Tensor> {
+        if self.dtype() == dtype {
+            return Ok(self.clone());
+        }
+        Ok(Tensor::mk(Op::Cast(dtype), dtype, self.shape(), &[self]))
+    }
+
+    pub fn exp2(&self) -> Result<Tensor> {
+        self.float_unary("exp2", UnaryOp::Exp2)
+    }
+    pub fn log2(&self) -> Result<Tensor> {
+        self.float_unary("log2", UnaryOp::Log2)
+    }
+    pub fn exp(&self) -> Result<Tensor> {
+        self.float("exp")?.mul(std::f64::consts::LOG2_E)?.exp2()
+    }
+    pub fn log(&self) -> Result<Tensor> {
+        self.log2()?.mul(std::f64::consts::LN_2)
+    }
+    pub fn sqrt(&self) -> Result<Tensor> {
+        self.float_unary("sqrt", UnaryOp::Sqrt)
+    }
+    pub fn rsqrt(&self) -> Result<Tensor> {
+        self.sqrt()?.reciprocal()
+    }
+    pub fn reciprocal(&self) -> Result<Tensor> {
+        self.float_unary("reciprocal", UnaryOp::Recip)
+    }
+    pub fn sin(&self) -> Result<Tensor> {
+        self.float_unary("sin", UnaryOp::Sin)
+    }
+    pub fn cos(&self) -> Result<Tensor> {
+        self.float("cos")?.neg()?.add(std::f64::consts::FRAC_PI_2)?.sin()
+    }
+    pub fn tan(&self) -> Result<Tensor> {
+        self.sin()?.div(&self.cos()?)
+    }
+    pub fn trunc(&self) -> Result<Tensor> {
+        self.float_unary("trunc", UnaryOp::Trunc)
+    }
+    pub fn floor(&self) -> Result<Tensor> {
+        let t = self.trunc()?;
+        let adj = t.gt(self)?.where_(1.0, 0.0)?;
+        t.sub(&adj)
+    }
+    pub fn ceil(&self) -> Result<Tensor> {
+        let t = self.trunc()?;
+        let adj = t.lt(self)?.where_(1.0, 0.0)?;
+        t.add(&adj)
+    }
+    pub fn round(&self) -> Result<Tensor> {
+        // Half to even, like numpy.
+        let f = self.floor()?;
+        let d = self.sub(&f)?;
+        let even = f.rem(2.0)?.eq(0.0)?;
+        let up = d.gt(0.5)?.logical_or(&d.eq(0.5)?.logical_and(&even.logical_not()?)?)?;
+        f.add(&up.where_(1.0, 0.0)?)
+    }
+    pub fn square(&self) -> Result<Tensor> {
+        self.mul(self)
+    }
+    pub fn abs(&self) -> Result<Tensor> {
+        self.lt(0)?.where_(&self.neg()?, self)
+    }
+    pub fn sign(&self) -> Result<Tensor> {
+        let neg = self.lt(0)?.where_(-1.0, 1.0)?.cast(self.dtype())?;
+        self.eq(0)?.where_(&self.zeros_like(), &neg)
+    }
+    /// `self ** rhs`. Negative bases work for integer exponents.
+    pub fn pow(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("pow", rhs)?;
+        let (a, b) = (a.float("pow")?, b.float("pow")?);
+        let mag = a.abs()?.log2()?.mul(&b)?.exp2()?;
+        // Negative base: the sign flips for odd integer exponents (NaN for non-integers).
+        let b_int = b.trunc()?.eq(&b)?;
+        let odd = b.rem(2.0)?.abs()?.eq(1.0)?;
+        let neg = a.lt(0.0)?;
+        let sign = neg.logical_and(&odd)?.where_(-1.0, 1.0)?;
+        let nan = neg.logical_and(&b_int.logical_not()?)?;
+        let r = mag.mul(&sign)?;
+        let r = nan.where_(f64::NAN, &r)?;
+        b.eq(0.0)?.where_(1.0, &r)
+    }
+    pub fn relu(&self) -> Result<Tensor> {
+        self.gt(0)?.where_(self, 0)
+    }
+    pub fn relu6(&self) -> Result<Tensor> {
+        self.relu()?.minimum(6.0)
+    }
+    pub fn leaky_relu(&self, neg_slope: f64) -> Result<Tensor> {
+        self.lt(0)?.where_(&self.mul(neg_slope)?, self)
+    }
+    pub fn elu(&self, alpha: f64) -> Result<Tensor> {
+        let e = self.exp()?.sub(1.0)?.mul(alpha)?;
+        self.gt(0)?.where_(self, &e)
+    }
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        self.float("sigmoid")?.neg()?.exp()?.add(1.0)?.reciprocal()
+    }
+    pub fn tanh(&self) -> Result<Tensor> {
+        self.mul(2.0)?.sigmoid()?.mul(2.0)?.sub(1.0)
+    }
+    /// GELU, tanh approximation.
+    pub fn gelu(&self) -> Result<Tensor> {
+        let x = self.float("gelu")?;
+        let inner = x.mul(&x.square()?.mul(0.044715)?.add(1.0)?)?.mul((2.0 / std::f64::consts::PI).sqrt())?;
+        x.mul(0.5)?.mul(&inner.tanh()?.add(1.0)?)
+    }
+    pub fn silu(&self) -> Result<Tensor> {
+        self.mul(&self.sigmoid()?)
+    }
+    pub fn swish(&self) -> Result<Tensor> {
+        self.silu()
+    }
+    /// log(1 + exp(x)), computed stably.
+    pub fn softplus(&self) -> Result<Tensor> {
+        let x = self.float("softplus")?;
+        x.relu()?.add(&x.abs()?.neg()?.exp()?.add(1.0)?.log()?)
+    }
+    pub fn mish(&self) -> Result<Tensor> {
+        self.mul(&self.softplus()?.tanh()?)
+    }
+    pub fn hardtanh(&self, min: f64, max: f64) -> Result<Tensor> {
+        self.clip(min, max)
+    }
+    pub fn hardsigmoid(&self) -> Result<Tensor> {
+        self.div(6.0)?.add(0.5)?.clip(0.0, 1.0)
+    }
+    pub fn hardswish(&self) -> Result<Tensor> {
+        self.mul(&self.add(3.0)?.relu6()?)?.div(6.0)
+    }
+    pub fn clip(&self, min: f64, max: f64) -> Result<Tensor> {
+        if min > max {
+            bail!(Shape, "clip: min {min} is greater than max {max}");
+        }
+        self.maximum(min)?.minimum(max)
+    }
+}

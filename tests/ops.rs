@@ -1,0 +1,765 @@
+//! Op suite: every tensor operation checked against torch reference values.
+//!
+//! The cases live in `tests/fixtures/ops.json`, written once by hand with
+//! `python3 scripts/gen_fixtures.py` (see that script for the case format and the `args` convention).
+//! For each case the inputs are built (differentiable ones get `set_requires_grad(true)`), the op
+//! named by the case's `op` field runs with the case's `args`, the forward output is compared with
+//! the reference, then `loss = sum(out * upstream)` is backpropagated and every input gradient is
+//! compared with the reference gradient.
+//!
+//! * `op_suite_interp` / `op_suite_cpu`: all cases on `Device::Interp` / `Device::Cpu`; every failure
+//!   is collected and reported (case name + worst mismatch) at the end.
+//! * `finite_difference_grads_interp`: autograd against central finite differences of the forward.
+//! * `f16_ops`: a few cases with inputs cast to f16, compared with the f32 reference loosely.
+//!
+//! Tolerances (tinygrad-like): `|got - want| <= atol + rtol * |want|`, forward atol 1e-6 (or the
+//! case's `atol`, 1e-5 for sums of many products) and rtol 1e-3; gradients atol 1e-4, rtol 1e-3.
+//! Integer and bool outputs must match exactly.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use serde_json::Value;
+use wgrad::{
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Padding, Reduction, Tensor,
+};
+
+const FIXTURE: &str = include_str!("fixtures/ops.json");
+
+const FWD_ATOL: f64 = 1e-6;
+const FWD_RTOL: f64 = 1e-3;
+const GRAD_ATOL: f64 = 1e-4;
+const GRAD_RTOL: f64 = 1e-3;
+const MIN_CASES: usize = 80;
+
+/// Test-side result: errors are human-readable messages.
+type R<T> = std::result::Result<T, String>;
+
+/// Attach a description to a wgrad error.
+trait Ctx<T> {
+    fn ctx(self, what: &str) -> R<T>;
+}
+
+impl<T> Ctx<T> for wgrad::Result<T> {
+    fn ctx(self, what: &str) -> R<T> {
+        self.map_err(|e| format!("{what}: {e}"))
+    }
+}
+
+// ------------------------------------------------------------------------------------ fixture
+
+struct Input {
+    shape: Vec<usize>,
+    dtype: String,
+    data: Vec<f64>,
+    grad: bool,
+}
+
+struct Case {
+    name: String,
+    op: String,
+    args: Value,
+    atol: f64,
+    inputs: Vec<Input>,
+    out_shape: Vec<usize>,
+    out_dtype: String,
+    out_data: Vec<f64>,
+    upstream: Option<Vec<f32>>,
+    grads: Vec<Option<Vec<f64>>>,
+}
+
+fn num(v: &Value) -> f64 {
+    match v {
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        _ => v
+            .as_f64()
+            .unwrap_or_else(|| panic!("fixture: not a number: {v}")),
+    }
+}
+
+fn nums(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("fixture: not an array: {v}"))
+        .iter()
+        .map(num)
+        .collect()
+}
+
+fn usizes(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("fixture: not an array: {v}"))
+        .iter()
+        .map(|x| {
+            x.as_u64()
+                .unwrap_or_else(|| panic!("fixture: not a usize: {x}")) as usize
+        })
+        .collect()
+}
+
+fn isizes(v: &Value) -> Vec<isize> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("fixture: not an array: {v}"))
+        .iter()
+        .map(|x| {
+            x.as_i64()
+                .unwrap_or_else(|| panic!("fixture: not an integer: {x}")) as isize
+        })
+        .collect()
+}
+
+fn load_cases() -> Vec<Case> {
+    let root: Value = serde_json::from_str(FIXTURE).expect("tests/fixtures/ops.json parses");
+    let cases = root["cases"]
+        .as_array()
+        .expect("fixture has a \"cases\" array");
+    cases
+        .iter()
+        .map(|c| {
+            let inputs = c["inputs"]
+                .as_array()
+                .expect("inputs")
+                .iter()
+                .map(|i| Input {
+                    shape: usizes(&i["shape"]),
+                    dtype: i["dtype"].as_str().expect("input dtype").to_string(),
+                    data: nums(&i["data"]),
+                    grad: i["grad"].as_bool().unwrap_or(false),
+                })
+                .collect();
+            let out = &c["output"];
+            Case {
+                name: c["name"].as_str().expect("name").to_string(),
+                op: c["op"].as_str().expect("op").to_string(),
+                args: c["args"].clone(),
+                atol: c["atol"].as_f64().unwrap_or(FWD_ATOL),
+                inputs,
+                out_shape: usizes(&out["shape"]),
+                out_dtype: out["dtype"].as_str().expect("output dtype").to_string(),
+                out_data: nums(&out["data"]),
+                upstream: c
+                    .get("upstream")
+                    .filter(|u| !u.is_null())
+                    .map(|u| nums(u).into_iter().map(|v| v as f32).collect()),
+                grads: c["grads"]
+                    .as_array()
+                    .expect("grads")
+                    .iter()
+                    .map(|g| if g.is_null() { None } else { Some(nums(g)) })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn case_by_name<'a>(cases: &'a [Case], name: &str) -> &'a Case {
+    cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no fixture case named {name}"))
+}
+
+fn dtype_of(name: &str) -> DType {
+    match name {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "i32" => DType::I32,
+        "u32" => DType::U32,
+        "u8" => DType::U8,
+        "bool" => DType::Bool,
+        other => panic!("fixture: unknown dtype {other}"),
+    }
+}
+
+/// Build a tensor of the given fixture dtype from flat values (on the context's device).
+fn make_tensor(shape: &[usize], dtype: &str, data: &[f64]) -> wgrad::Result<Tensor> {
+    match dtype {
+        "f32" => Tensor::from_vec(data.iter().map(|&v| v as f32).collect::<Vec<f32>>(), shape),
+        "i32" => Tensor::from_vec(data.iter().map(|&v| v as i32).collect::<Vec<i32>>(), shape),
+        "u8" => Tensor::from_vec(data.iter().map(|&v| v as u8).collect::<Vec<u8>>(), shape),
+        "bool" => Tensor::from_vec(data.iter().map(|&v| v != 0.0).collect::<Vec<bool>>(), shape),
+        other => panic!("fixture: unknown input dtype {other}"),
+    }
+}
+
+// ------------------------------------------------------------------------------------ args
+
+fn arg_f(a: &Value, k: &str) -> f64 {
+    a[k].as_f64()
+        .unwrap_or_else(|| panic!("fixture: missing float arg {k} in {a}"))
+}
+
+fn arg_i(a: &Value, k: &str) -> isize {
+    a[k].as_i64()
+        .unwrap_or_else(|| panic!("fixture: missing int arg {k} in {a}")) as isize
+}
+
+fn arg_u(a: &Value, k: &str) -> usize {
+    a[k].as_u64()
+        .unwrap_or_else(|| panic!("fixture: missing usize arg {k} in {a}")) as usize
+}
+
+/// `null` -> None.
+fn arg_opt_i(a: &Value, k: &str) -> Option<isize> {
+    a[k].as_i64().map(|v| v as isize)
+}
+
+fn arg_keepdim(a: &Value) -> bool {
+    a["keepdim"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("fixture: missing keepdim in {a}"))
+}
+
+/// `"axes": null` is `Axes::All`, else a list of (possibly negative) axes.
+fn arg_axes(a: &Value) -> Axes {
+    if a["axes"].is_null() {
+        Axes::All
+    } else {
+        isizes(&a["axes"]).into()
+    }
+}
+
+fn arg_pair(v: &Value) -> (usize, usize) {
+    let p = usizes(v);
+    assert_eq!(p.len(), 2, "fixture: expected a pair, got {v}");
+    (p[0], p[1])
+}
+
+fn arg_pairs(v: &Value) -> Vec<(usize, usize)> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("fixture: not an array: {v}"))
+        .iter()
+        .map(arg_pair)
+        .collect()
+}
+
+fn arg_reduction(a: &Value) -> Reduction {
+    match a["reduction"].as_str() {
+        Some("mean") => Reduction::Mean,
+        Some("sum") => Reduction::Sum,
+        Some("none") => Reduction::None,
+        other => panic!("fixture: bad reduction {other:?}"),
+    }
+}
+
+fn arg_conv(a: &Value) -> Conv2dOpts {
+    let padding = match &a["padding"] {
+        Value::String(s) if s == "valid" => Padding::Valid,
+        Value::String(s) if s == "same" => Padding::Same,
+        v => {
+            let (ph, pw) = arg_pair(v);
+            Padding::Explicit(ph, pw)
+        }
+    };
+    Conv2dOpts {
+        stride: arg_pair(&a["stride"]),
+        padding,
+        dilation: arg_pair(&a["dilation"]),
+        groups: arg_u(a, "groups"),
+    }
+}
+
+// ------------------------------------------------------------------------------------ op table
+
+/// Run the case's op on `x` (inputs in fixture order; `x[0]` is `self`).
+fn apply(op: &str, a: &Value, x: &[Tensor]) -> wgrad::Result<Tensor> {
+    let t = &x[0];
+    // Binary ops: rhs is `inputs[1]`, or the scalar `args.scalar` (as i32 for integer tensors).
+    macro_rules! binary {
+        ($m:ident) => {{
+            if a["scalar"].is_null() {
+                t.$m(&x[1])
+            } else {
+                let s = num(&a["scalar"]);
+                if t.dtype() == DType::I32 {
+                    t.$m(s as i32)
+                } else {
+                    t.$m(s)
+                }
+            }
+        }};
+    }
+    match op {
+        // unary
+        "neg" => t.neg(),
+        "exp" => t.exp(),
+        "log" => t.log(),
+        "exp2" => t.exp2(),
+        "log2" => t.log2(),
+        "sqrt" => t.sqrt(),
+        "rsqrt" => t.rsqrt(),
+        "sin" => t.sin(),
+        "cos" => t.cos(),
+        "tan" => t.tan(),
+        "relu" => t.relu(),
+        "sigmoid" => t.sigmoid(),
+        "tanh" => t.tanh(),
+        "gelu" => t.gelu(),
+        "silu" => t.silu(),
+        "softplus" => t.softplus(),
+        "abs" => t.abs(),
+        "sign" => t.sign(),
+        "reciprocal" => t.reciprocal(),
+        "square" => t.square(),
+        "relu6" => t.relu6(),
+        "hardsigmoid" => t.hardsigmoid(),
+        "hardswish" => t.hardswish(),
+        "mish" => t.mish(),
+        "logical_not" => t.logical_not(),
+        "elu" => t.elu(arg_f(a, "alpha")),
+        "leaky_relu" => t.leaky_relu(arg_f(a, "slope")),
+        "hardtanh" => t.hardtanh(arg_f(a, "min"), arg_f(a, "max")),
+        "clip" => t.clip(arg_f(a, "min"), arg_f(a, "max")),
+        "dropout" => t.dropout(arg_f(a, "p")),
+        "cast" => t.cast(dtype_of(a["dtype"].as_str().expect("cast dtype"))),
+        // binary
+        "add" => binary!(add),
+        "sub" => binary!(sub),
+        "mul" => binary!(mul),
+        "div" => binary!(div),
+        "pow" => binary!(pow),
+        "maximum" => binary!(maximum),
+        "minimum" => binary!(minimum),
+        "lt" => binary!(lt),
+        "le" => binary!(le),
+        "gt" => binary!(gt),
+        "ge" => binary!(ge),
+        "eq" => binary!(eq),
+        "ne" => binary!(ne),
+        "where_" => {
+            if a["b"].is_null() {
+                t.where_(&x[1], &x[2])
+            } else {
+                t.where_(&x[1], arg_f(a, "b"))
+            }
+        }
+        // reductions
+        "sum" => t.sum(arg_axes(a), arg_keepdim(a)),
+        "mean" => t.mean(arg_axes(a), arg_keepdim(a)),
+        "max" => t.max(arg_axes(a), arg_keepdim(a)),
+        "min" => t.min(arg_axes(a), arg_keepdim(a)),
+        "logsumexp" => t.logsumexp(arg_axes(a), arg_keepdim(a)),
+        "var" => t.var(arg_axes(a), arg_keepdim(a), arg_f(a, "correction")),
+        "std" => t.std(arg_axes(a), arg_keepdim(a), arg_f(a, "correction")),
+        "softmax" => t.softmax(arg_i(a, "axis")),
+        "log_softmax" => t.log_softmax(arg_i(a, "axis")),
+        "argmax" => t.argmax(arg_opt_i(a, "axis"), arg_keepdim(a)),
+        "argmin" => t.argmin(arg_opt_i(a, "axis"), arg_keepdim(a)),
+        // movement
+        "reshape" => t.reshape(&isizes(&a["shape"])),
+        "expand" => t.expand(&isizes(&a["shape"])),
+        "permute" => t.permute(&isizes(&a["order"])),
+        "transpose" => t.transpose(arg_i(a, "a"), arg_i(a, "b")),
+        "flatten" => t.flatten(arg_i(a, "start_dim")),
+        "squeeze" => t.squeeze(arg_opt_i(a, "axis")),
+        "unsqueeze" => t.unsqueeze(arg_i(a, "axis")),
+        "pad" => t.pad(&arg_pairs(&a["pads"]), arg_f(a, "value")),
+        "shrink" => t.shrink(&arg_pairs(&a["ranges"])),
+        "slice" => t.slice(
+            arg_i(a, "axis"),
+            arg_i(a, "start"),
+            arg_i(a, "end"),
+            arg_u(a, "step"),
+        ),
+        "flip" => t.flip(&isizes(&a["axes"])),
+        "cat" => {
+            let refs: Vec<&Tensor> = x.iter().collect();
+            Tensor::cat(&refs, arg_i(a, "axis"))
+        }
+        "stack" => {
+            let refs: Vec<&Tensor> = x.iter().collect();
+            Tensor::stack(&refs, arg_i(a, "axis"))
+        }
+        "split" => {
+            let piece = arg_u(a, "piece");
+            t.split(&usizes(&a["sizes"]), arg_i(a, "axis")).map(|v| {
+                v.into_iter()
+                    .nth(piece)
+                    .expect("split returned too few pieces")
+            })
+        }
+        "chunk" => {
+            let piece = arg_u(a, "piece");
+            t.chunk(arg_u(a, "n"), arg_i(a, "axis")).map(|v| {
+                v.into_iter()
+                    .nth(piece)
+                    .expect("chunk returned too few pieces")
+            })
+        }
+        "repeat" => t.repeat(&usizes(&a["repeats"])),
+        // indexing
+        "index" => t.index(&x[1]),
+        "gather" => t.gather(arg_i(a, "axis"), &x[1]),
+        // nn
+        "matmul" => t.matmul(&x[1]),
+        "dot" => t.dot(&x[1]),
+        "linear" => t.linear(&x[1], x.get(2)),
+        "conv2d" => t.conv2d(&x[1], x.get(2), &arg_conv(a)),
+        "max_pool2d" => t.max_pool2d(
+            arg_pair(&a["kernel"]),
+            (!a["stride"].is_null()).then(|| arg_pair(&a["stride"])),
+        ),
+        "avg_pool2d" => t.avg_pool2d(
+            arg_pair(&a["kernel"]),
+            (!a["stride"].is_null()).then(|| arg_pair(&a["stride"])),
+        ),
+        // losses
+        "sparse_categorical_crossentropy" => t.sparse_categorical_crossentropy(
+            &x[1],
+            &CrossEntropyOpts {
+                ignore_index: a["ignore_index"].as_i64(),
+                label_smoothing: arg_f(a, "label_smoothing"),
+                reduction: arg_reduction(a),
+            },
+        ),
+        "binary_crossentropy" => t.binary_crossentropy(&x[1], arg_reduction(a)),
+        "binary_crossentropy_logits" => t.binary_crossentropy_logits(&x[1], arg_reduction(a)),
+        "mse" => t.mse(&x[1], arg_reduction(a)),
+        other => panic!("op suite: no table entry for op {other:?}"),
+    }
+}
+
+// ------------------------------------------------------------------------------------ checking
+
+/// Err describing the worst element when any `|got - want| > atol + rtol * |want|` (NaN fails).
+fn compare(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64) -> R<()> {
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} values, want {}", got.len(), want.len()));
+    }
+    let mut worst: Option<(usize, f64)> = None;
+    let mut bad = 0usize;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let g = f64::from(g);
+        let excess = if g.is_nan() {
+            f64::INFINITY
+        } else {
+            (g - w).abs() - (atol + rtol * w.abs())
+        };
+        if excess > 0.0 {
+            bad += 1;
+            match worst {
+                Some((_, e)) if e >= excess => {}
+                _ => worst = Some((i, excess)),
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, _)) => Err(format!(
+            "{what}: {bad}/{} values out of tolerance (atol {atol:e}, rtol {rtol:e}); worst at flat index {i}: \
+             got {} want {} (|diff| {:.3e})",
+            want.len(),
+            got[i],
+            want[i],
+            (f64::from(got[i]) - want[i]).abs()
+        )),
+    }
+}
+
+/// Build the case's inputs, marking the differentiable ones.
+fn build_inputs(c: &Case) -> R<Vec<Tensor>> {
+    let mut xs = Vec::with_capacity(c.inputs.len());
+    for (k, inp) in c.inputs.iter().enumerate() {
+        xs.push(
+            make_tensor(&inp.shape, &inp.dtype, &inp.data).ctx(&format!("creating input {k}"))?,
+        );
+        if inp.grad {
+            xs[k].set_requires_grad(true);
+        }
+    }
+    Ok(xs)
+}
+
+/// Forward against the reference; then backward of sum(out * upstream) against the reference grads.
+fn check_case(c: &Case) -> R<()> {
+    let xs = build_inputs(c)?;
+    let out = apply(&c.op, &c.args, &xs).ctx("forward")?;
+    if out.shape() != c.out_shape {
+        return Err(format!(
+            "forward: shape {:?}, want {:?}",
+            out.shape(),
+            c.out_shape
+        ));
+    }
+    let want_dtype = dtype_of(&c.out_dtype);
+    if out.dtype() != want_dtype {
+        return Err(format!(
+            "forward: dtype {:?}, want {:?}",
+            out.dtype(),
+            want_dtype
+        ));
+    }
+    let got = out.to_vec_f32().ctx("reading forward output")?;
+    let (atol, rtol) = if c.out_dtype == "f32" {
+        (c.atol, FWD_RTOL)
+    } else {
+        (0.0, 0.0)
+    };
+    compare("forward", &got, &c.out_data, atol, rtol)?;
+
+    let Some(up) = &c.upstream else { return Ok(()) };
+    let up = Tensor::from_vec(up.clone(), &c.out_shape).ctx("creating upstream")?;
+    out.mul(&up)
+        .ctx("loss mul")?
+        .sum(Axes::All, false)
+        .ctx("loss sum")?
+        .backward()
+        .ctx("backward")?;
+    for (k, want) in c.grads.iter().enumerate() {
+        let Some(want) = want else { continue };
+        let g = xs[k]
+            .grad()
+            .ok_or_else(|| format!("input {k}: no gradient after backward"))?;
+        if g.shape() != c.inputs[k].shape {
+            return Err(format!(
+                "grad of input {k}: shape {:?}, want {:?}",
+                g.shape(),
+                c.inputs[k].shape
+            ));
+        }
+        let got = g.to_vec_f32().ctx(&format!("reading grad of input {k}"))?;
+        compare(
+            &format!("grad of input {k}"),
+            &got,
+            want,
+            GRAD_ATOL,
+            GRAD_RTOL,
+        )?;
+    }
+    Ok(())
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Run `f` on `dev`, turning a panic into an Err so one broken case cannot hide the others.
+fn on_device(dev: Device, f: impl FnOnce() -> R<()>) -> R<()> {
+    match catch_unwind(AssertUnwindSafe(|| Context::new().dev(dev).run(f))) {
+        Ok(r) => r,
+        Err(p) => Err(format!("panicked: {}", panic_message(p))),
+    }
+}
+
+fn run_suite(dev: Device) {
+    let cases = load_cases();
+    assert!(
+        cases.len() >= MIN_CASES,
+        "only {} fixture cases, want >= {MIN_CASES}",
+        cases.len()
+    );
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| {
+            on_device(dev, || check_case(c))
+                .err()
+                .map(|e| format!("  {} ({}): {e}", c.name, c.op))
+        })
+        .collect();
+    if !failures.is_empty() {
+        panic!(
+            "{} of {} op-suite cases failed on {dev:?}:\n{}",
+            failures.len(),
+            cases.len(),
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn op_suite_interp() {
+    run_suite(Device::Interp);
+}
+
+#[test]
+fn op_suite_cpu() {
+    run_suite(Device::Cpu);
+}
+
+// ------------------------------------------------------------------------------------ finite differences
+
+const FD_CASES: [&str; 10] = [
+    "exp",
+    "sigmoid",
+    "tanh",
+    "log_softmax_axis1",
+    "matmul_2d",
+    "conv2d_bias",
+    "softplus",
+    "div",
+    "mean_axis1",
+    "logsumexp_axis1",
+];
+const FD_EPS: f32 = 1e-2;
+const FD_TOL: f64 = 2e-2;
+
+/// `sum(op(inputs) * upstream)`, forward only, accumulated on the host in f64.
+fn host_loss(c: &Case, data: &[Vec<f64>]) -> R<f64> {
+    let xs = c
+        .inputs
+        .iter()
+        .zip(data)
+        .map(|(inp, d)| make_tensor(&inp.shape, &inp.dtype, d))
+        .collect::<wgrad::Result<Vec<Tensor>>>()
+        .ctx("creating inputs")?;
+    let out = apply(&c.op, &c.args, &xs)
+        .ctx("forward")?
+        .to_vec_f32()
+        .ctx("reading output")?;
+    let up = c.upstream.as_ref().ok_or("case has no upstream")?;
+    Ok(out
+        .iter()
+        .zip(up)
+        .map(|(&o, &u)| f64::from(o) * f64::from(u))
+        .sum())
+}
+
+fn check_finite_differences(c: &Case) -> R<()> {
+    let xs = build_inputs(c)?;
+    let out = apply(&c.op, &c.args, &xs).ctx("forward")?;
+    let up = Tensor::from_vec(
+        c.upstream.clone().ok_or("case has no upstream")?,
+        &c.out_shape,
+    )
+    .ctx("upstream")?;
+    out.mul(&up)
+        .ctx("loss mul")?
+        .sum(Axes::All, false)
+        .ctx("loss sum")?
+        .backward()
+        .ctx("backward")?;
+    let base: Vec<Vec<f64>> = c.inputs.iter().map(|i| i.data.clone()).collect();
+    for (k, inp) in c.inputs.iter().enumerate() {
+        if !inp.grad {
+            continue;
+        }
+        let g = xs[k]
+            .grad()
+            .ok_or_else(|| format!("input {k}: no gradient"))?;
+        let g = g.to_vec_f32().ctx("reading grad")?;
+        let n = inp.data.len();
+        let mut picks = vec![0, n / 3, (2 * n) / 3, n - 1];
+        picks.dedup();
+        for j in picks {
+            let x0 = inp.data[j] as f32;
+            let (xp, xm) = (x0 + FD_EPS, x0 - FD_EPS);
+            let mut plus = base.clone();
+            plus[k][j] = f64::from(xp);
+            let mut minus = base.clone();
+            minus[k][j] = f64::from(xm);
+            let fd =
+                (host_loss(c, &plus)? - host_loss(c, &minus)?) / (f64::from(xp) - f64::from(xm));
+            let ag = f64::from(g[j]);
+            let ok = (fd - ag).abs() <= FD_TOL + FD_TOL * ag.abs(); // false for NaN
+            if !ok {
+                return Err(format!(
+                    "input {k} element {j}: autograd {ag} vs finite difference {fd}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn finite_difference_grads_interp() {
+    let cases = load_cases();
+    let failures: Vec<String> = FD_CASES
+        .iter()
+        .filter_map(|name| {
+            let c = case_by_name(&cases, name);
+            on_device(Device::Interp, || check_finite_differences(c))
+                .err()
+                .map(|e| format!("  {name}: {e}"))
+        })
+        .collect();
+    if !failures.is_empty() {
+        panic!(
+            "finite-difference gradient checks failed:\n{}",
+            failures.join("\n")
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------------ f16
+
+const F16_CASES: [&str; 6] = [
+    "add",
+    "mul",
+    "exp",
+    "sum_axis1",
+    "matmul_2d",
+    "softmax_axis1",
+];
+const F16_TOL: f64 = 1e-2;
+
+/// The case with its float inputs cast to f16; the output must be f16 and match the f32 reference loosely.
+fn check_f16(c: &Case) -> R<()> {
+    let xs = build_inputs(c)?
+        .iter()
+        .map(|x| x.detach().cast(DType::F16))
+        .collect::<wgrad::Result<Vec<Tensor>>>()
+        .ctx("cast to f16")?;
+    let out = apply(&c.op, &c.args, &xs).ctx("forward")?;
+    if out.dtype() != DType::F16 {
+        return Err(format!("output dtype {:?}, want F16", out.dtype()));
+    }
+    if out.shape() != c.out_shape {
+        return Err(format!("shape {:?}, want {:?}", out.shape(), c.out_shape));
+    }
+    let got = out
+        .cast(DType::F32)
+        .ctx("cast back to f32")?
+        .to_vec_f32()
+        .ctx("reading output")?;
+    compare("f16 forward", &got, &c.out_data, F16_TOL, F16_TOL)
+}
+
+/// f16 tensors built directly from `half::f16` values.
+fn check_f16_direct() -> R<()> {
+    let a: Vec<half::f16> = [0.5f32, -1.25, 2.0, 3.5]
+        .iter()
+        .map(|&v| half::f16::from_f32(v))
+        .collect();
+    let b: Vec<half::f16> = [1.5f32, 0.25, -2.0, 0.5]
+        .iter()
+        .map(|&v| half::f16::from_f32(v))
+        .collect();
+    let ta = Tensor::from_vec(a, &[2, 2]).ctx("from_vec f16")?;
+    let tb = Tensor::from_slice(&b, &[2, 2]).ctx("from_slice f16")?;
+    let s = ta.mul(&tb).ctx("mul")?.add(1.0f32).ctx("add")?;
+    if s.dtype() != DType::F16 {
+        return Err(format!("f16 * f16 + 1.0 has dtype {:?}", s.dtype()));
+    }
+    let got: Vec<f32> = s
+        .to_vec::<half::f16>()
+        .ctx("to_vec f16")?
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    compare("f16 direct", &got, &[1.75, 0.6875, -3.0, 2.75], 0.0, 0.0)
+}
+
+#[test]
+fn f16_ops() {
+    let cases = load_cases();
+    let mut failures = Vec::new();
+    for dev in [Device::Interp, Device::Cpu] {
+        for name in F16_CASES {
+            let c = case_by_name(&cases, name);
+            if let Err(e) = on_device(dev, || check_f16(c)) {
+                failures.push(format!("  {name} on {dev:?}: {e}"));
+            }
+        }
+        if let Err(e) = on_device(dev, check_f16_direct) {
+            failures.push(format!("  direct f16 on {dev:?}: {e}"));
+        }
+    }
+    if !failures.is_empty() {
+        panic!("f16 checks failed:\n{}", failures.join("\n"));
+    }
+}
