@@ -78,11 +78,11 @@ impl Tensor {
         let a = a.unsqueeze(-2)?;
         let b = b.transpose(-1, -2)?.unsqueeze(-3)?;
         let mut out = a.mul(&b)?.sum(-1, false)?;
-        if sb.len() == 1 {
-            out = out.squeeze(Some(-1))?;
-        }
         if sa.len() == 1 {
             out = out.squeeze(Some(-2))?;
+        }
+        if sb.len() == 1 {
+            out = out.squeeze(Some(-1))?;
         }
         Ok(out)
     }

@@ -147,7 +147,15 @@ pub fn backward(root: &Tensor) -> Result<()> {
         }
     }
     for t in targets {
-        let Some(g) = grads.get(&t.node().id) else { continue };
+        // In the graph but with no differentiable path (e.g. only through comparisons): zero.
+        let zero;
+        let g = match grads.get(&t.node().id) {
+            Some(g) => g,
+            None => {
+                zero = t.zeros_like();
+                &zero
+            }
+        };
         let g = if g.dtype() != t.dtype() { g.cast(t.dtype())? } else { g.clone() };
         let new = match t.grad() {
             Some(prev) => prev.add(&g)?,
