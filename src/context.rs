@@ -16,6 +16,7 @@ struct Frame {
     training: Option<bool>,
     dev: Option<Device>,
     no_grad: Option<bool>,
+    max_buffers: Option<usize>,
 }
 
 thread_local! {
@@ -56,6 +57,12 @@ impl Context {
         self.frame.no_grad = Some(on);
         self
     }
+    /// Cap the buffers one kernel may bind below the device's own limit (for testing the
+    /// scheduler's splitting as a device with few storage buffers would need it).
+    pub fn max_buffers(mut self, n: usize) -> Self {
+        self.frame.max_buffers = Some(n);
+        self
+    }
     /// Run `f` with these settings in force on this thread.
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         struct Pop;
@@ -78,6 +85,16 @@ pub fn debug() -> u32 {
 pub fn training() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
     lookup(|f| f.training).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
+}
+
+/// `NOOPT=1` turns off kernel optimizations (upcasting), for debugging.
+pub fn upcast_enabled() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("NOOPT").unwrap_or(0) == 0)
+}
+
+pub fn max_buffers() -> Option<usize> {
+    lookup(|f| f.max_buffers)
 }
 
 pub fn no_grad() -> bool {
@@ -124,39 +141,42 @@ pub fn dump_source(src: &str, ext: &str) {
     }
 }
 
-/// Counters over everything launched since the last `reset`.
+/// Counters over everything this thread launched since the last `reset`.
 pub struct GlobalCounters;
 
-static KERNELS: AtomicU64 = AtomicU64::new(0);
-static OPS: AtomicU64 = AtomicU64::new(0);
-static BYTES: AtomicU64 = AtomicU64::new(0);
-static TIME_NS: AtomicU64 = AtomicU64::new(0);
+// Per thread: work is launched from the thread that realizes it, and tests run in parallel.
+thread_local! {
+    static KERNELS: AtomicU64 = const { AtomicU64::new(0) };
+    static OPS: AtomicU64 = const { AtomicU64::new(0) };
+    static BYTES: AtomicU64 = const { AtomicU64::new(0) };
+    static TIME_NS: AtomicU64 = const { AtomicU64::new(0) };
+}
 
 impl GlobalCounters {
     pub fn reset() {
         for c in [&KERNELS, &OPS, &BYTES, &TIME_NS] {
-            c.store(0, Ordering::Relaxed);
+            c.with(|c| c.store(0, Ordering::Relaxed));
         }
     }
     pub fn kernel_count() -> u64 {
-        KERNELS.load(Ordering::Relaxed)
+        KERNELS.with(|c| c.load(Ordering::Relaxed))
     }
     /// Scalar ops executed (FLOPs and integer ops).
     pub fn global_ops() -> u64 {
-        OPS.load(Ordering::Relaxed)
+        OPS.with(|c| c.load(Ordering::Relaxed))
     }
     /// Bytes of buffers bound to launched kernels.
     pub fn global_mem() -> u64 {
-        BYTES.load(Ordering::Relaxed)
+        BYTES.with(|c| c.load(Ordering::Relaxed))
     }
     /// Time spent in kernels (measured when timing is on: `DEBUG>=2`), in nanoseconds.
     pub fn time_ns() -> u64 {
-        TIME_NS.load(Ordering::Relaxed)
+        TIME_NS.with(|c| c.load(Ordering::Relaxed))
     }
     pub(crate) fn record(ops: u64, bytes: u64, ns: u64) {
-        KERNELS.fetch_add(1, Ordering::Relaxed);
-        OPS.fetch_add(ops, Ordering::Relaxed);
-        BYTES.fetch_add(bytes, Ordering::Relaxed);
-        TIME_NS.fetch_add(ns, Ordering::Relaxed);
+        KERNELS.with(|c| c.fetch_add(1, Ordering::Relaxed));
+        OPS.with(|c| c.fetch_add(ops, Ordering::Relaxed));
+        BYTES.with(|c| c.fetch_add(bytes, Ordering::Relaxed));
+        TIME_NS.with(|c| c.fetch_add(ns, Ordering::Relaxed));
     }
 }

@@ -278,14 +278,13 @@ impl Tensor {
         let mut ar_shape = vec![1usize; ls.len()];
         ar_shape.push(c);
         let onehot = Tensor::iota(c, self.device()).reshape_u(&ar_shape)?.eq(&y.unsqueeze(-1)?)?;
-        let mask = match opts.ignore_index {
-            Some(ii) => y.ne(ii)?,
-            None => self.const_shaped(1.0, DType::Bool, &ls),
-        };
         let picked = onehot.where_(&logp, 0.0)?.sum(-1, false)?;
         let eps = opts.label_smoothing;
-        let smooth = logp.mean(-1, false)?;
-        let per = picked.mul(1.0 - eps)?.add(&smooth.mul(eps)?)?;
+        let per = if eps == 0.0 { picked } else { picked.mul(1.0 - eps)?.add(&logp.mean(-1, false)?.mul(eps)?)? };
+        let Some(ii) = opts.ignore_index else {
+            return reduce_loss(&per.neg()?, opts.reduction);
+        };
+        let mask = y.ne(ii)?;
         let per = mask.where_(&per, 0.0)?.neg()?;
         match opts.reduction {
             Reduction::None => Ok(per),

@@ -14,6 +14,7 @@ pub mod error;
 mod functional;
 pub mod grad;
 mod movement;
+pub mod nn;
 pub mod ops;
 mod random;
 pub mod realize;

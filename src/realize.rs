@@ -19,13 +19,38 @@ fn cache() -> &'static ProgramCache {
 
 /// Lower and linearize a scheduled kernel.
 pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
-    let l = lower(ast);
+    let l = optimize(ast);
     let bufs = ast.bufs.iter().enumerate().map(|(i, (dt, _))| BufArg { dtype: *dt, writes: i == 0 }).collect();
     let mut lk = linearize(&l, bufs, "");
     let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) { "r" } else { "E" };
     let dims: Vec<String> = ast.root.shape.iter().map(|d| d.to_string()).collect();
     lk.name = format!("{kind}_{}", dims.join("_"));
     lk
+}
+
+/// Lower a kernel, choosing the output axis to upcast (if any) that needs the fewest loads per
+/// output element. Only kernels with a reduce loop benefit.
+fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
+    use crate::codegen::lower::{loads_per_output, Upcast};
+    let plain = lower(ast, None);
+    let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
+    if !has_loop || !crate::context::upcast_enabled() {
+        return plain;
+    }
+    let mut best = (loads_per_output(&plain), plain);
+    for (axis, &size) in ast.root.shape.iter().enumerate() {
+        for amount in [8, 4, 2] {
+            if size % amount == 0 && size >= amount {
+                let l = lower(ast, Some(Upcast { axis, amount }));
+                let cost = loads_per_output(&l);
+                if cost < best.0 * 0.999 {
+                    best = (cost, l);
+                }
+                break;
+            }
+        }
+    }
+    best.1
 }
 
 /// Compile (or fetch from the cache) the program for a kernel on `device`.
@@ -67,13 +92,30 @@ fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
     memo.into_iter().filter(|&(_, v)| v).map(|(k, _)| k).collect()
 }
 
+/// The schedule that realizing `ts` would run (nothing is launched).
+pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
+    let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).filter(|n| !n.is_realized()).collect();
+    let max_bufs = nodes
+        .iter()
+        .map(|t| t.device.backend().max_buffers())
+        .chain(crate::context::max_buffers())
+        .min()
+        .unwrap_or(usize::MAX);
+    schedule(&nodes, max_bufs)
+}
+
 /// Realize every target node (compute and store its buffer).
 pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
     let todo: Vec<Arc<UOp>> = targets.iter().filter(|t| !t.is_realized()).cloned().collect();
     if todo.is_empty() {
         return Ok(());
     }
-    let max_bufs = todo.iter().map(|t| t.device.backend().max_buffers()).min().unwrap_or(usize::MAX);
+    let max_bufs = todo
+        .iter()
+        .map(|t| t.device.backend().max_buffers())
+        .chain(crate::context::max_buffers())
+        .min()
+        .unwrap_or(usize::MAX);
     let items = schedule(&todo, max_bufs)?;
     if debug() >= 3 {
         eprintln!("schedule: {} items", items.len());

@@ -200,8 +200,9 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
                 return None;
             }
-            let quot: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d == 0).map(|&(r, c)| (r, c / d)).collect();
-            let rest: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).cloned().collect();
+            // Split every coefficient c = q*d + r: the q parts leave the division exactly.
+            let quot: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 >= d).map(|&(r, c)| (r, c / d)).collect();
+            let rest: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).map(|&(r, c)| (r, c % d)).collect();
             if quot.is_empty() && k < d {
                 return None;
             }
@@ -210,9 +211,6 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             let r = build_sum(g, &rest, rk);
             let rb = g.bounds[r as usize];
             if rb.0 >= 0.0 && rb.1 < d as f64 {
-                return Some(q);
-            }
-            if rest.is_empty() {
                 return Some(q);
             }
             let rd = g.binary(BinaryOp::Div, r, b);
@@ -231,8 +229,9 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
                 return None;
             }
-            let kept: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).cloned().collect();
-            if kept.len() == ts.len() && k < d {
+            let kept: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).map(|&(r, c)| (r, c % d)).collect();
+            let changed = kept.len() != ts.len() || kept.iter().zip(&ts).any(|(a, b)| a.1 != b.1) || k >= d;
+            if !changed {
                 // (x % (a*d)) % d -> x % d
                 let an = g.node(a).clone();
                 if an.op == KOp::Binary(BinaryOp::Mod) {

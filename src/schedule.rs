@@ -138,6 +138,7 @@ struct Builder<'a> {
     /// Inlined nodes of this kernel with the slots they (transitively) read.
     inlined: Vec<(u64, HashSet<usize>)>,
     memo: HashMap<(u64, bool), (Arc<AstNode>, HashSet<usize>)>,
+    costs: HashMap<u64, usize>,
     /// Loads of the output buffer through a non-identity view (a hazard for in-place writes).
     reads_out_shifted: bool,
 }
@@ -166,10 +167,11 @@ impl Builder<'_> {
     }
 
     /// Build the AST of `n` as read by a consumer. `exact` is true while every step from the
-    /// kernel root reads element i of its source for output element i, through nodes used once.
+    /// kernel root reads each element of its source once (for exactly one output element),
+    /// through nodes used once: then a reduce found below can run in this kernel.
     fn build(&mut self, n: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
         let (base, st) = if n.is_realized() { (n.clone(), ShapeTracker::contiguous(&n.shape)) } else { chain(n) };
-        let exact = exact && st.is_identity();
+        let exact = exact && st.is_bijective(base.numel());
         let leaf = base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
         if leaf {
             let slot = self.slot(&base);
@@ -179,12 +181,42 @@ impl Builder<'_> {
             let node = AstNode { op: AstOp::Load { slot, st: st.clone() }, dtype: base.dtype, shape: st.shape().to_vec(), src: vec![] };
             return (Arc::new(node), HashSet::from([slot as usize]));
         }
+        if base.op.is_elementwise() && base.id != self.root {
+            // Recomputing an expression for every element of an expanded view (inside a reduce
+            // that means once per loop iteration) costs more than a buffer: materialize it.
+            let expanded = st.shape().iter().product::<usize>() > base.numel();
+            if expanded && self.cost(&base) > 1 {
+                self.materialize.insert(base.id);
+                return self.build(n, exact);
+            }
+        }
         let (inner, slots) = self.build_base(&base, exact);
         if st.is_identity() && st.shape() == base.shape.as_slice() {
             return (inner, slots);
         }
         let node = AstNode { op: AstOp::View(st.clone()), dtype: base.dtype, shape: st.shape().to_vec(), src: vec![inner] };
         (Arc::new(node), slots)
+    }
+
+    /// Elementwise ops an inlined `b` would compute (capped; shared subexpressions counted once
+    /// per path, which is what recomputation costs).
+    fn cost(&mut self, b: &Arc<UOp>) -> usize {
+        if let Some(&c) = self.costs.get(&b.id) {
+            return c;
+        }
+        let c = if b.is_realized() || !b.op.is_elementwise() || self.materialize.contains(&b.id) {
+            0
+        } else {
+            let srcs = b.src();
+            let mut c = 1usize;
+            for s in &srcs {
+                let (sb, _) = chain(s);
+                c = (c + self.cost(&sb)).min(1 << 20);
+            }
+            c
+        };
+        self.costs.insert(b.id, c);
+        c
     }
 
     fn build_base(&mut self, b: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
@@ -292,6 +324,7 @@ fn build_kernel(g: &Graph, n: &Arc<UOp>, materialize: &mut HashSet<u64>, max_buf
             has_reduce: false,
             inlined: vec![],
             memo: HashMap::new(),
+            costs: HashMap::new(),
             reads_out_shifted: false,
         };
         // Slot 0: the output, which for an assign is the target's buffer.

@@ -260,6 +260,15 @@ impl ShapeTracker {
     pub fn shape(&self) -> &[usize] {
         &self.views.last().expect("views").shape
     }
+    /// True when every element of the source is read exactly once (a permutation, flip or
+    /// reshape of it: no padding, no broadcasting, nothing dropped).
+    pub fn is_bijective(&self, source_numel: usize) -> bool {
+        let v = &self.views[0];
+        self.views.len() == 1
+            && v.mask.is_none()
+            && prod(&v.shape) == source_numel
+            && v.shape.iter().zip(&v.strides).all(|(&d, &s)| d == 1 || s != 0)
+    }
     /// True when the tracker reads its source in order: index i of the result is element i.
     pub fn is_identity(&self) -> bool {
         self.views.len() == 1 && self.views[0].is_contiguous()

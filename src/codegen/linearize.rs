@@ -74,6 +74,7 @@ struct Lin<'a> {
     g: &'a KGraph,
     out: Vec<Inst>,
     done: HashSet<Ref>,
+    needed: HashSet<Ref>,
 }
 
 impl Lin<'_> {
@@ -82,9 +83,8 @@ impl Lin<'_> {
             return;
         }
         let n = self.g.node(r).clone();
-        if let KOp::Reduce(op) = n.op {
-            self.emit_reduce(r, op, &n.src);
-            self.done.insert(r);
+        if let KOp::Reduce(_) = n.op {
+            self.emit_reduce_group(&n.src[1..]);
             return;
         }
         for &s in &n.src {
@@ -123,25 +123,43 @@ impl Lin<'_> {
         }
     }
 
-    fn emit_reduce(&mut self, r: Ref, op: ReduceOp, src: &[Ref]) {
+    /// Emit every reduce over exactly these ranges in one loop nest.
+    fn emit_reduce_group(&mut self, ranges: &[Ref]) {
+        let members: Vec<Ref> = (0..self.g.nodes.len() as Ref)
+            .filter(|&i| {
+                let n = self.g.node(i);
+                matches!(n.op, KOp::Reduce(_)) && n.src[1..] == *ranges && self.needed.contains(&i)
+            })
+            .collect();
         let mut mask = 0u64;
-        for &rg in &src[1..] {
+        for &rg in ranges {
             if let KOp::Range { id, .. } = self.g.node(rg).op {
                 mask |= 1 << id;
             }
         }
-        self.hoist(src[0], mask, &mut HashSet::new());
-        let dtype = self.g.node(r).dtype;
-        self.out.push(Inst::DefAcc { dst: r, op, dtype });
-        for &rg in &src[1..] {
+        let mut seen = HashSet::new();
+        for &m in &members {
+            let v = self.g.node(m).src[0];
+            self.hoist(v, mask, &mut seen);
+        }
+        for &m in &members {
+            let n = self.g.node(m);
+            let KOp::Reduce(op) = n.op else { continue };
+            self.out.push(Inst::DefAcc { dst: m, op, dtype: n.dtype });
+        }
+        for &rg in ranges {
             if let KOp::Range { size, .. } = self.g.node(rg).op {
                 self.out.push(Inst::Loop { dst: rg, size });
                 self.done.insert(rg);
             }
         }
-        self.emit(src[0]);
-        self.out.push(Inst::Acc { acc: r, op, dtype, val: src[0] });
-        for _ in &src[1..] {
+        for &m in &members {
+            let n = self.g.node(m).clone();
+            let KOp::Reduce(op) = n.op else { continue };
+            self.emit(n.src[0]);
+            self.out.push(Inst::Acc { acc: m, op, dtype: n.dtype, val: n.src[0] });
+        }
+        for _ in ranges {
             self.out.push(Inst::EndLoop);
         }
         // Values computed inside the loop are not visible after it.
@@ -149,11 +167,26 @@ impl Lin<'_> {
         for d in inner {
             self.done.remove(&d);
         }
+        self.done.extend(members);
     }
 }
 
+/// Every node reachable from the stores.
+fn reachable(g: &KGraph, roots: &[Ref]) -> HashSet<Ref> {
+    let mut seen = HashSet::new();
+    let mut stack = roots.to_vec();
+    while let Some(r) = stack.pop() {
+        if seen.insert(r) {
+            stack.extend(g.node(r).src.iter().copied());
+        }
+    }
+    seen
+}
+
 pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
-    let mut lin = Lin { g: &l.graph, out: vec![], done: HashSet::new() };
+    let roots: Vec<Ref> = l.stores.iter().flat_map(|&(_, i, v)| [i, v]).collect();
+    let needed = reachable(&l.graph, &roots);
+    let mut lin = Lin { g: &l.graph, out: vec![], done: HashSet::new(), needed };
     for &(slot, idx, val) in &l.stores {
         lin.emit(idx);
         lin.emit(val);

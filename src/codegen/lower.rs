@@ -2,7 +2,7 @@
 //! reduce) becomes a `KGraph` in which every load has an explicit index and gate. The output
 //! element is chosen by the global index; reduces become loops over fresh ranges.
 
-use super::{KGraph, Ref};
+use super::{KGraph, KOp, Ref};
 use crate::schedule::{AstNode, AstOp, KernelAst};
 use crate::shape::unravel;
 use std::collections::HashMap;
@@ -14,25 +14,71 @@ pub struct Lowered {
     pub global_size: usize,
 }
 
-type Memo = HashMap<(usize, Vec<Ref>, Ref), Ref>;
+struct Memo {
+    values: HashMap<(usize, Vec<Ref>, Ref), Ref>,
+    /// Reduce loops are shared by every copy of a reduce (see `Upcast`), so one loop
+    /// accumulates all of them.
+    ranges: HashMap<usize, Vec<Ref>>,
+}
 
-pub fn lower(k: &KernelAst) -> Lowered {
+/// Compute `amount` consecutive outputs along output `axis` per invocation: loads that do not
+/// depend on that axis are shared, and the reduce loop carries `amount` accumulators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Upcast {
+    pub axis: usize,
+    pub amount: usize,
+}
+
+pub fn lower(k: &KernelAst, up: Option<Upcast>) -> Lowered {
     let mut g = KGraph::new();
     let root = &k.root;
     let n = root.numel();
-    let gidx = g.gidx(n);
-    let idx = unravel(&mut g, gidx, &root.shape);
+    let up = up.filter(|u| u.amount > 1 && root.shape[u.axis] % u.amount == 0);
+    let mut grid = root.shape.clone();
+    if let Some(u) = up {
+        grid[u.axis] /= u.amount;
+    }
+    let gsize = n / up.map_or(1, |u| u.amount);
+    let gidx = g.gidx(gsize);
+    let base = unravel(&mut g, gidx, &grid);
     let yes = g.bool_const(true);
-    let mut memo = Memo::new();
-    let v = lower_node(&mut g, root, &idx, yes, &mut memo);
+    let mut memo = Memo { values: HashMap::new(), ranges: HashMap::new() };
     let out_dtype = k.bufs[0].0;
-    let v = g.cast(v, out_dtype);
-    Lowered { graph: g, stores: vec![(0, gidx, v)], global_size: n }
+    let strides = crate::shape::strides_for(&root.shape);
+    let mut stores = vec![];
+    for u in 0..up.map_or(1, |u| u.amount) {
+        let mut idx = base.clone();
+        if let Some(up) = up {
+            let a = g.int(up.amount as i64);
+            let scaled = g.mul(base[up.axis], a);
+            let off = g.int(u as i64);
+            idx[up.axis] = g.add(scaled, off);
+        }
+        let v = lower_node(&mut g, root, &idx, yes, &mut memo);
+        let v = g.cast(v, out_dtype);
+        let mut lin = g.int(0);
+        for (i, &ix) in idx.iter().enumerate() {
+            if strides[i] != 0 {
+                let st = g.int(strides[i] as i64);
+                let t = g.mul(ix, st);
+                lin = g.add(lin, t);
+            }
+        }
+        stores.push((0, lin, v));
+    }
+    Lowered { graph: g, stores, global_size: gsize }
+}
+
+/// Loads executed per output element (loads inside reduce loops weighted by trip count), to
+/// compare upcast choices.
+pub fn loads_per_output(l: &Lowered) -> f64 {
+    let loads = l.graph.nodes.iter().enumerate().filter(|(i, n)| matches!(n.op, KOp::Load(_)) && l.graph.ranges[*i] != 0).count();
+    loads as f64 / l.stores.len() as f64
 }
 
 fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Memo) -> Ref {
     let key = (n as *const AstNode as usize, idx.to_vec(), gate);
-    if let Some(&r) = memo.get(&key) {
+    if let Some(&r) = memo.values.get(&key) {
         return r;
     }
     let r = match &n.op {
@@ -72,17 +118,23 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Me
         }
         AstOp::Reduce(op, axes) => {
             let src = &n.src[0];
+            let ptr = n as *const AstNode as usize;
+            let ranges = match memo.ranges.get(&ptr) {
+                Some(r) => r.clone(),
+                None => {
+                    let r: Vec<Ref> = axes.iter().map(|&ax| g.range(src.shape[ax])).collect();
+                    memo.ranges.insert(ptr, r.clone());
+                    r
+                }
+            };
             let mut inner = idx.to_vec();
-            let mut ranges = vec![];
-            for &ax in axes {
-                let r = g.range(src.shape[ax]);
+            for (&ax, &r) in axes.iter().zip(&ranges) {
                 inner[ax] = r;
-                ranges.push(r);
             }
             let v = lower_node(g, src, &inner, gate, memo);
             g.reduce(*op, v, &ranges)
         }
     };
-    memo.insert(key, r);
+    memo.values.insert(key, r);
     r
 }

@@ -1,0 +1,85 @@
+//! Benchmark: one training step of the tutorial's CNN at batch 128 (forward, backward and a
+//! plain SGD update, realized as one schedule) on random data. Prints ms per step and kernels
+//! per step. `DEV` picks the device, `BS` the batch, `STEPS` the timed steps.
+
+use std::time::Instant;
+use wgrad::nn::{Conv2d, Linear};
+use wgrad::{Context, CrossEntropyOpts, DType, GlobalCounters, Result, Tensor};
+
+struct Model {
+    l1: Conv2d,
+    l2: Conv2d,
+    l3: Linear,
+}
+
+impl Model {
+    fn new() -> Result<Model> {
+        Ok(Model { l1: Conv2d::new(1, 32, (3, 3))?, l2: Conv2d::new(32, 64, (3, 3))?, l3: Linear::new(1600, 10)? })
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
+        let x = self.l2.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
+        self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
+    }
+    fn params(&self) -> Vec<Tensor> {
+        let mut v = vec![self.l1.weight.clone(), self.l2.weight.clone(), self.l3.weight.clone()];
+        v.extend([&self.l1.bias, &self.l2.bias, &self.l3.bias].into_iter().flatten().cloned());
+        v
+    }
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() -> Result<()> {
+    let bs = env("BS", 128);
+    let steps = env("STEPS", 10);
+    Tensor::manual_seed(42);
+    let model = Model::new()?;
+    let params = model.params();
+    let x_all = Tensor::randint(&[1024, 1, 28, 28], 0, 256)?.cast(DType::U8)?.realize()?;
+    let y_all = Tensor::randint(&[1024], 0, 10)?.realize()?;
+    let step = || -> Result<(Tensor, u64)> {
+        Context::new().training(true).run(|| {
+            let samples = Tensor::randint(&[bs], 0, 1024)?;
+            let x = x_all.index(&samples)?.cast(DType::F32)?;
+            let y = y_all.index(&samples)?;
+            for p in &params {
+                p.set_grad(None);
+            }
+            let loss = model.forward(&x)?.sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+            loss.backward()?;
+            for p in &params {
+                let g = p.grad().expect("gradient").detach();
+                p.assign(&p.detach().sub(&g.mul(0.01)?)?)?;
+            }
+            let before = GlobalCounters::kernel_count();
+            let mut all: Vec<&Tensor> = params.iter().collect();
+            all.push(&loss);
+            Tensor::realize_all(&all)?;
+            Ok((loss, GlobalCounters::kernel_count() - before))
+        })
+    };
+    let mut times = vec![];
+    let mut kernels = 0;
+    for i in 0..steps + 2 {
+        let t0 = Instant::now();
+        let (loss, k) = step()?;
+        let loss = loss.item::<f32>()?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        kernels = k;
+        if i >= 2 {
+            times.push(ms);
+        }
+        eprintln!("step {i:3} loss {loss:.4} {ms:8.1} ms {k} kernels");
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let med = times[times.len() / 2];
+    println!(
+        "device {} batch {bs}: median {med:.1} ms/step, min {:.1} ms, {kernels} kernels/step",
+        wgrad::Device::default(),
+        times[0]
+    );
+    Ok(())
+}

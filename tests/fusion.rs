@@ -1,0 +1,118 @@
+//! Fusion and scheduling: kernel counts of common patterns, and the per-kernel buffer limit.
+
+use wgrad::schedule::ScheduleItem;
+use wgrad::{Context, CrossEntropyOpts, Device, GlobalCounters, Result, Tensor};
+
+/// Kernels launched while realizing `f()`'s result (inputs are realized first).
+fn kernels(f: impl Fn() -> Result<Tensor>) -> usize {
+    Context::new().dev(Device::Interp).run(|| {
+        let t = f().unwrap();
+        let n = wgrad::realize::schedule_of(&[&t]).unwrap().len();
+        let before = GlobalCounters::kernel_count();
+        t.realize().unwrap();
+        assert_eq!(GlobalCounters::kernel_count() - before, n as u64);
+        n
+    })
+}
+
+fn data(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|i| ((i * 7919) % 23) as f32 / 7.0 - 1.5).collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+#[test]
+fn elementwise_chain_is_one_kernel() {
+    let (a, b, c) = (data(&[4, 5]), data(&[4, 5]), data(&[5]));
+    assert_eq!(kernels(|| a.add(&b)?.mul(&c)), 1);
+    assert_eq!(kernels(|| a.add(&b)?.mul(&c)?.exp()?.sqrt()?.neg()), 1);
+}
+
+#[test]
+fn reduce_fuses_its_input_and_epilogue() {
+    let x = data(&[8, 16]);
+    assert_eq!(kernels(|| x.relu()?.sum((), false)), 1);
+    assert_eq!(kernels(|| x.mean(1, false)?.mul(3.0)), 1);
+    // matmul: the broadcast multiply fuses into the reduce.
+    let y = data(&[16, 4]);
+    assert_eq!(kernels(|| x.matmul(&y)), 1);
+}
+
+#[test]
+fn softmax_is_at_most_three_kernels() {
+    let x = data(&[6, 10]);
+    let n = kernels(|| x.softmax(-1));
+    assert!(n <= 3, "softmax took {n} kernels");
+    let v = Context::new().dev(Device::Interp).run(|| x.softmax(-1).unwrap().to_vec::<f32>().unwrap());
+    for row in v.chunks(10) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+}
+
+/// One SGD step of a 2-layer MLP (forward, backward, update) realized as one schedule.
+#[test]
+fn mlp_training_step_kernel_count() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        Tensor::manual_seed(1);
+        let w1 = Tensor::uniform(&[16, 32], -0.3, 0.3).unwrap().realize().unwrap();
+        let w2 = Tensor::uniform(&[32, 10], -0.3, 0.3).unwrap().realize().unwrap();
+        let (x, y) = (data(&[8, 16]), Tensor::from_vec((0..8).map(|i| i % 10).collect::<Vec<i32>>(), &[8]).unwrap());
+        for w in [&w1, &w2] {
+            w.set_requires_grad(true);
+        }
+        let loss = x
+            .matmul(&w1)
+            .unwrap()
+            .relu()
+            .unwrap()
+            .matmul(&w2)
+            .unwrap()
+            .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())
+            .unwrap();
+        loss.backward().unwrap();
+        for w in [&w1, &w2] {
+            let g = w.grad().unwrap().detach();
+            w.assign(&w.detach().sub(&g.mul(0.1).unwrap()).unwrap()).unwrap();
+        }
+        let items = wgrad::realize::schedule_of(&[&w1, &w2, &loss]).unwrap();
+        let n = items.len();
+        // forward: hidden, relu, logits, max and sum-exp of log_softmax, picked log-prob, loss (7);
+        // backward: d(log-sum-exp), d_logits, d_relu and their small epilogues (5); each weight
+        // update fuses with its gradient reduce and writes in place (2).
+        assert_eq!(n, 14, "kernels for one MLP training step");
+        let before = loss.item::<f32>().unwrap();
+        Tensor::realize_all(&[&w1, &w2]).unwrap();
+        assert!(before.is_finite());
+    });
+}
+
+#[test]
+fn kernels_respect_the_buffer_limit() {
+    let ts: Vec<Tensor> = (0..7).map(|i| data(&[3, 4]).add(i as f64).unwrap().realize().unwrap()).collect();
+    let sum = |ts: &[Tensor]| -> Result<Tensor> {
+        let mut acc = ts[0].clone();
+        for t in &ts[1..] {
+            acc = acc.mul(t)?.add(t)?;
+        }
+        Ok(acc)
+    };
+    Context::new().dev(Device::Interp).run(|| {
+        let want = sum(&ts).unwrap().to_vec::<f32>().unwrap();
+        let free = wgrad::realize::schedule_of(&[&sum(&ts).unwrap()]).unwrap();
+        assert_eq!(free.len(), 1);
+        Context::new().max_buffers(4).run(|| {
+            let t = sum(&ts).unwrap();
+            let items = wgrad::realize::schedule_of(&[&t]).unwrap();
+            assert!(items.len() > 1);
+            for it in &items {
+                if let ScheduleItem::Kernel { ast, .. } = it {
+                    assert!(ast.bufs.len() <= 4, "kernel binds {} buffers", ast.bufs.len());
+                }
+            }
+            let got = t.to_vec::<f32>().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-6 * w.abs(), "{got:?} != {want:?}");
+            }
+        });
+    });
+}
