@@ -14,7 +14,11 @@ struct Model {
 
 impl Model {
     fn new() -> Result<Model> {
-        Ok(Model { l1: Conv2d::new(1, 32, (3, 3))?, l2: Conv2d::new(32, 64, (3, 3))?, l3: Linear::new(1600, 10)? })
+        Ok(Model {
+            l1: Conv2d::new(1, 32, (3, 3))?,
+            l2: Conv2d::new(32, 64, (3, 3))?,
+            l3: Linear::new(1600, 10)?,
+        })
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
@@ -22,14 +26,26 @@ impl Model {
         self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
     }
     fn params(&self) -> Vec<Tensor> {
-        let mut v = vec![self.l1.weight.clone(), self.l2.weight.clone(), self.l3.weight.clone()];
-        v.extend([&self.l1.bias, &self.l2.bias, &self.l3.bias].into_iter().flatten().cloned());
+        let mut v = vec![
+            self.l1.weight.clone(),
+            self.l2.weight.clone(),
+            self.l3.weight.clone(),
+        ];
+        v.extend(
+            [&self.l1.bias, &self.l2.bias, &self.l3.bias]
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
         v
     }
 }
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() -> Result<()> {
@@ -38,7 +54,9 @@ fn main() -> Result<()> {
     Tensor::manual_seed(42);
     let model = Model::new()?;
     let params = model.params();
-    let x_all = Tensor::randint(&[1024, 1, 28, 28], 0, 256)?.cast(DType::U8)?.realize()?;
+    let x_all = Tensor::randint(&[1024, 1, 28, 28], 0, 256)?
+        .cast(DType::U8)?
+        .realize()?;
     let y_all = Tensor::randint(&[1024], 0, 10)?.realize()?;
     let step = || -> Result<(Tensor, u64)> {
         Context::new().training(true).run(|| {
@@ -48,7 +66,9 @@ fn main() -> Result<()> {
             for p in &params {
                 p.set_grad(None);
             }
-            let loss = model.forward(&x)?.sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+            let loss = model
+                .forward(&x)?
+                .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
             loss.backward()?;
             for p in &params {
                 let g = p.grad().expect("gradient").detach();

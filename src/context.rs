@@ -84,7 +84,8 @@ pub fn debug() -> u32 {
 
 pub fn training() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
-    lookup(|f| f.training).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
+    lookup(|f| f.training)
+        .unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
 }
 
 /// `NOOPT=1` turns off kernel optimizations (upcasting), for debugging.
@@ -117,7 +118,9 @@ pub fn env_device() -> Option<Device> {
 }
 
 pub fn default_device() -> Device {
-    lookup(|f| f.dev).or_else(env_device).unwrap_or_else(Device::best)
+    lookup(|f| f.dev)
+        .or_else(env_device)
+        .unwrap_or_else(Device::best)
 }
 
 /// Write a kernel's source into `$WGRAD_DUMP` (one file per kernel, named by hash) and print it
@@ -126,6 +129,8 @@ pub fn dump_source(src: &str, ext: &str) {
     if debug() >= 4 {
         eprintln!("{src}");
     }
+    #[cfg(target_arch = "wasm32")]
+    let _ = ext;
     #[cfg(not(target_arch = "wasm32"))]
     if let Ok(dir) = std::env::var("WGRAD_DUMP") {
         let h = {
@@ -137,7 +142,10 @@ pub fn dump_source(src: &str, ext: &str) {
             x
         };
         let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{h:016x}.{ext}")), src);
+        let _ = std::fs::write(
+            std::path::Path::new(&dir).join(format!("{h:016x}.{ext}")),
+            src,
+        );
     }
 }
 

@@ -98,7 +98,10 @@ impl std::str::FromStr for DType {
             "u32" | "uint32" => DType::U32,
             "f16" | "float16" | "half" => DType::F16,
             "f32" | "float32" | "float" => DType::F32,
-            _ => crate::error::bail!(DType, "unknown dtype '{s}' (expected f32, f16, i32, u32, u8 or bool)"),
+            _ => crate::error::bail!(
+                DType,
+                "unknown dtype '{s}' (expected f32, f16, i32, u32, u8 or bool)"
+            ),
         })
     }
 }

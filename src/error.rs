@@ -24,7 +24,10 @@ pub enum ErrorKind {
 
 impl Error {
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> Self {
-        Error { kind, msg: msg.into() }
+        Error {
+            kind,
+            msg: msg.into(),
+        }
     }
 }
 

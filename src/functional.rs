@@ -27,7 +27,12 @@ pub struct Conv2dOpts {
 
 impl Default for Conv2dOpts {
     fn default() -> Self {
-        Conv2dOpts { stride: (1, 1), padding: Padding::Valid, dilation: (1, 1), groups: 1 }
+        Conv2dOpts {
+            stride: (1, 1),
+            padding: Padding::Valid,
+            dilation: (1, 1),
+            groups: 1,
+        }
     }
 }
 
@@ -62,17 +67,37 @@ impl Tensor {
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         let (sa, sb) = (self.shape(), rhs.shape());
         if sa.is_empty() || sb.is_empty() {
-            bail!(Shape, "matmul: operands must have at least one dim, got {sa:?} and {sb:?}");
+            bail!(
+                Shape,
+                "matmul: operands must have at least one dim, got {sa:?} and {sb:?}"
+            );
         }
-        let a = if sa.len() == 1 { self.unsqueeze(0)? } else { self.clone() };
-        let b = if sb.len() == 1 { rhs.unsqueeze(1)? } else { rhs.clone() };
+        let a = if sa.len() == 1 {
+            self.unsqueeze(0)?
+        } else {
+            self.clone()
+        };
+        let b = if sb.len() == 1 {
+            rhs.unsqueeze(1)?
+        } else {
+            rhs.clone()
+        };
         let (ash, bsh) = (a.shape(), b.shape());
         let k = ash[ash.len() - 1];
         if bsh[bsh.len() - 2] != k {
-            bail!(Shape, "matmul: shapes {sa:?} and {sb:?} do not match (inner dims {k} and {})", bsh[bsh.len() - 2]);
+            bail!(
+                Shape,
+                "matmul: shapes {sa:?} and {sb:?} do not match (inner dims {k} and {})",
+                bsh[bsh.len() - 2]
+            );
         }
         if a.dtype() != b.dtype() {
-            bail!(DType, "matmul: dtypes {} and {} differ", a.dtype(), b.dtype());
+            bail!(
+                DType,
+                "matmul: dtypes {} and {} differ",
+                a.dtype(),
+                b.dtype()
+            );
         }
         // (..., n, 1, k) * (..., 1, m, k) summed over k.
         let a = a.unsqueeze(-2)?;
@@ -112,11 +137,15 @@ impl Tensor {
         for d in 0..nd {
             let span = dilation[d] * (k[d] - 1) + 1;
             if stride[d] == 0 || dilation[d] == 0 || k[d] == 0 || span > i[d] {
-                bail!(Shape, "pool: window {k:?} (dilation {dilation:?}) does not fit input {i:?}");
+                bail!(
+                    Shape,
+                    "pool: window {k:?} (dilation {dilation:?}) does not fit input {i:?}"
+                );
             }
             o.push((i[d] - span) / stride[d] + 1);
         }
-        let full = |x: &Tensor| -> Vec<(usize, usize)> { x.shape().iter().map(|&d| (0, d)).collect() };
+        let full =
+            |x: &Tensor| -> Vec<(usize, usize)> { x.shape().iter().map(|&d| (0, d)).collect() };
         // Fit dim `lead + j` (of `x`) to exactly `n` elements by shrinking or zero padding.
         let fit = |x: Tensor, dim: usize, n: usize| -> Result<Tensor> {
             let cur = x.shape()[dim];
@@ -153,7 +182,9 @@ impl Tensor {
         }
         // Overlapping or dilated windows: repeat the input so that row kk, column m of a
         // (k, i+d) reshape is element (kk*d + m) mod i, then take columns o*s.
-        let e: Vec<usize> = (0..nd).map(|d| (k[d] * (i[d] + dilation[d])).div_ceil(i[d])).collect();
+        let e: Vec<usize> = (0..nd)
+            .map(|d| (k[d] * (i[d] + dilation[d])).div_ceil(i[d]))
+            .collect();
         let mut reps = vec![1usize; lead];
         reps.extend(&e);
         let mut x = self.repeat(&reps)?;
@@ -189,15 +220,26 @@ impl Tensor {
     }
 
     /// 2-D convolution of (N, C, H, W) with weight (O, C/groups, kh, kw).
-    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv2dOpts) -> Result<Tensor> {
+    pub fn conv2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        opts: &Conv2dOpts,
+    ) -> Result<Tensor> {
         let (xs, ws) = (self.shape(), weight.shape());
         if xs.len() != 4 || ws.len() != 4 {
-            bail!(Shape, "conv2d: input {xs:?} must be (N, C, H, W) and weight {ws:?} (O, C/groups, kh, kw)");
+            bail!(
+                Shape,
+                "conv2d: input {xs:?} must be (N, C, H, W) and weight {ws:?} (O, C/groups, kh, kw)"
+            );
         }
         let g = opts.groups;
         let (n, cin, cout) = (xs[0], xs[1], ws[0]);
         if g == 0 || cin % g != 0 || cout % g != 0 || ws[1] != cin / g {
-            bail!(Shape, "conv2d: input {xs:?} and weight {ws:?} do not match for groups={g}");
+            bail!(
+                Shape,
+                "conv2d: input {xs:?} and weight {ws:?} do not match for groups={g}"
+            );
         }
         let (kh, kw) = (ws[2], ws[3]);
         let (dh, dw) = opts.dilation;
@@ -206,7 +248,11 @@ impl Tensor {
             Padding::Explicit(a, b) => ((a, a), (b, b)),
             Padding::Same => {
                 if opts.stride != (1, 1) {
-                    bail!(Shape, "conv2d: padding \"same\" requires stride 1, got {:?}", opts.stride);
+                    bail!(
+                        Shape,
+                        "conv2d: padding \"same\" requires stride 1, got {:?}",
+                        opts.stride
+                    );
                 }
                 let (th, tw) = (dh * (kh - 1), dw * (kw - 1));
                 ((th / 2, th - th / 2), (tw / 2, tw - tw / 2))
@@ -221,7 +267,10 @@ impl Tensor {
             .expand_u(&[n, g, cg, rc, oh, ow, kh, kw])?
             .permute(&[0, 1, 3, 4, 5, 2, 6, 7])?;
         let w = weight.reshape_u(&[1, g, rc, 1, 1, cg, kh, kw])?;
-        let out = win.mul(&w)?.sum([-1, -2, -3], false)?.reshape_u(&[n, cout, oh, ow])?;
+        let out = win
+            .mul(&w)?
+            .sum([-1, -2, -3], false)?
+            .reshape_u(&[n, cout, oh, ow])?;
         match bias {
             Some(b) => {
                 if b.shape() != [cout] {
@@ -233,18 +282,37 @@ impl Tensor {
         }
     }
 
-    fn windows2d(&self, op: &str, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
+    fn windows2d(
+        &self,
+        op: &str,
+        kernel: (usize, usize),
+        stride: Option<(usize, usize)>,
+    ) -> Result<Tensor> {
         if self.ndim() < 2 {
-            bail!(Shape, "{op}: input {:?} needs at least 2 dims", self.shape());
+            bail!(
+                Shape,
+                "{op}: input {:?} needs at least 2 dims",
+                self.shape()
+            );
         }
         let s = stride.unwrap_or(kernel);
         self.pool(&[kernel.0, kernel.1], &[s.0, s.1], &[1, 1])
     }
-    pub fn max_pool2d(&self, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
-        self.windows2d("max_pool2d", kernel, stride)?.max([-1, -2], false)
+    pub fn max_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: Option<(usize, usize)>,
+    ) -> Result<Tensor> {
+        self.windows2d("max_pool2d", kernel, stride)?
+            .max([-1, -2], false)
     }
-    pub fn avg_pool2d(&self, kernel: (usize, usize), stride: Option<(usize, usize)>) -> Result<Tensor> {
-        self.windows2d("avg_pool2d", kernel, stride)?.mean([-1, -2], false)
+    pub fn avg_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: Option<(usize, usize)>,
+    ) -> Result<Tensor> {
+        self.windows2d("avg_pool2d", kernel, stride)?
+            .mean([-1, -2], false)
     }
 
     /// Zero elements with probability `p` and scale the rest by 1/(1-p), in training mode only.
@@ -263,24 +331,40 @@ impl Tensor {
     }
 
     /// Cross-entropy of logits (last axis = classes) against integer labels.
-    pub fn sparse_categorical_crossentropy(&self, labels: &Tensor, opts: &CrossEntropyOpts) -> Result<Tensor> {
+    pub fn sparse_categorical_crossentropy(
+        &self,
+        labels: &Tensor,
+        opts: &CrossEntropyOpts,
+    ) -> Result<Tensor> {
         let s = self.shape();
         let ls = labels.shape();
         if s.is_empty() || ls != s[..s.len() - 1] {
             bail!(Shape, "sparse_categorical_crossentropy: labels {ls:?} do not match logits {s:?} (classes on the last axis)");
         }
         if labels.dtype().is_float() {
-            bail!(DType, "sparse_categorical_crossentropy: labels must be integers, got {}", labels.dtype());
+            bail!(
+                DType,
+                "sparse_categorical_crossentropy: labels must be integers, got {}",
+                labels.dtype()
+            );
         }
         let c = s[s.len() - 1];
         let y = labels.cast(DType::I32)?;
         let logp = self.log_softmax(-1)?;
         let mut ar_shape = vec![1usize; ls.len()];
         ar_shape.push(c);
-        let onehot = Tensor::iota(c, self.device()).reshape_u(&ar_shape)?.eq(&y.unsqueeze(-1)?)?;
+        let onehot = Tensor::iota(c, self.device())
+            .reshape_u(&ar_shape)?
+            .eq(&y.unsqueeze(-1)?)?;
         let picked = onehot.where_(&logp, 0.0)?.sum(-1, false)?;
         let eps = opts.label_smoothing;
-        let per = if eps == 0.0 { picked } else { picked.mul(1.0 - eps)?.add(&logp.mean(-1, false)?.mul(eps)?)? };
+        let per = if eps == 0.0 {
+            picked
+        } else {
+            picked
+                .mul(1.0 - eps)?
+                .add(&logp.mean(-1, false)?.mul(eps)?)?
+        };
         let Some(ii) = opts.ignore_index else {
             return reduce_loss(&per.neg()?, opts.reduction);
         };
@@ -289,13 +373,20 @@ impl Tensor {
         match opts.reduction {
             Reduction::None => Ok(per),
             Reduction::Sum => per.sum((), false),
-            Reduction::Mean => per.sum((), false)?.div(&mask.sum((), false)?.cast(DType::F32)?),
+            Reduction::Mean => per
+                .sum((), false)?
+                .div(&mask.sum((), false)?.cast(DType::F32)?),
         }
     }
     /// Binary cross-entropy of probabilities (logs clamped at -100, like PyTorch).
     pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
         if self.shape() != y.shape() {
-            bail!(Shape, "binary_crossentropy: prediction {:?} and target {:?} differ", self.shape(), y.shape());
+            bail!(
+                Shape,
+                "binary_crossentropy: prediction {:?} and target {:?} differ",
+                self.shape(),
+                y.shape()
+            );
         }
         let lp = self.log()?.maximum(-100.0)?;
         let lq = self.neg()?.add(1.0)?.log()?.maximum(-100.0)?;
@@ -305,15 +396,28 @@ impl Tensor {
     /// Binary cross-entropy on logits, computed stably.
     pub fn binary_crossentropy_logits(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
         if self.shape() != y.shape() {
-            bail!(Shape, "binary_crossentropy_logits: logits {:?} and target {:?} differ", self.shape(), y.shape());
+            bail!(
+                Shape,
+                "binary_crossentropy_logits: logits {:?} and target {:?} differ",
+                self.shape(),
+                y.shape()
+            );
         }
-        let l = self.relu()?.sub(&self.mul(y)?)?.add(&self.abs()?.neg()?.exp()?.add(1.0)?.log()?)?;
+        let l = self
+            .relu()?
+            .sub(&self.mul(y)?)?
+            .add(&self.abs()?.neg()?.exp()?.add(1.0)?.log()?)?;
         reduce_loss(&l, reduction)
     }
     /// Mean squared error.
     pub fn mse(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
         if self.shape() != y.shape() {
-            bail!(Shape, "mse: prediction {:?} and target {:?} differ", self.shape(), y.shape());
+            bail!(
+                Shape,
+                "mse: prediction {:?} and target {:?} differ",
+                self.shape(),
+                y.shape()
+            );
         }
         reduce_loss(&self.sub(y)?.square()?, reduction)
     }

@@ -29,9 +29,12 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         })],
         Op::Binary(b) => match b {
             BinaryOp::Add => vec![Some(g.clone()), Some(g.clone())],
-            BinaryOp::Mul => vec![Some(g.mul(&x(1))?), Some(g.mul(&x(0))?)],
+            BinaryOp::Mul => vec![Some(g.mul(x(1))?), Some(g.mul(x(0))?)],
             BinaryOp::Div if n.dtype.is_float() => {
-                vec![Some(g.div(&x(1))?), Some(g.mul(&x(0))?.div(&x(1).square()?)?.neg()?)]
+                vec![
+                    Some(g.div(x(1))?),
+                    Some(g.mul(x(0))?.div(&x(1).square()?)?.neg()?),
+                ]
             }
             BinaryOp::Max => {
                 // Ties share the gradient equally.
@@ -45,7 +48,11 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
             _ => vec![None, None],
         },
         Op::Where => vec![None, Some(x(0).where_(g, 0.0)?), Some(x(0).where_(0.0, g)?)],
-        Op::Cast(_) => vec![src[0].dtype.is_float().then(|| g.cast(src[0].dtype)).transpose()?],
+        Op::Cast(_) => vec![src[0]
+            .dtype
+            .is_float()
+            .then(|| g.cast(src[0].dtype))
+            .transpose()?],
         Op::Reduce(ReduceOp::Sum, _) => vec![Some(g.expand_u(&src[0].shape)?)],
         Op::Reduce(ReduceOp::Max, axes) => {
             let hit = x(0).eq(&out.expand_u(&src[0].shape)?)?.cast(g.dtype())?;
@@ -61,19 +68,34 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
             vec![Some(g.permute(&inv)?)]
         }
         Op::Expand => {
-            let axes: Vec<usize> = (0..n.shape.len()).filter(|&i| src[0].shape[i] != n.shape[i]).collect();
+            let axes: Vec<usize> = (0..n.shape.len())
+                .filter(|&i| src[0].shape[i] != n.shape[i])
+                .collect();
             vec![Some(g.reduce_op(ReduceOp::Sum, &axes))]
         }
         Op::Pad(p) => {
-            let arg: Vec<(usize, usize)> = p.iter().zip(&src[0].shape).map(|(&(lo, _), &d)| (lo, lo + d)).collect();
+            let arg: Vec<(usize, usize)> = p
+                .iter()
+                .zip(&src[0].shape)
+                .map(|(&(lo, _), &d)| (lo, lo + d))
+                .collect();
             vec![Some(g.shrink(&arg)?)]
         }
         Op::Shrink(a) => {
-            let pads: Vec<(usize, usize)> = a.iter().zip(&src[0].shape).map(|(&(lo, hi), &d)| (lo, d - hi)).collect();
+            let pads: Vec<(usize, usize)> = a
+                .iter()
+                .zip(&src[0].shape)
+                .map(|(&(lo, hi), &d)| (lo, d - hi))
+                .collect();
             vec![Some(g.pad(&pads, 0.0)?)]
         }
         Op::Flip(f) => {
-            let axes: Vec<isize> = f.iter().enumerate().filter(|(_, &b)| b).map(|(i, _)| i as isize).collect();
+            let axes: Vec<isize> = f
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b)
+                .map(|(i, _)| i as isize)
+                .collect();
             vec![Some(g.flip(&axes)?)]
         }
         Op::Contiguous => vec![Some(g.clone())],
@@ -86,7 +108,11 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
 pub fn backward(root: &Tensor) -> Result<()> {
     let rn = root.node();
     if rn.numel() != 1 {
-        bail!(Shape, "backward: needs a scalar (one element), got shape {:?}", rn.shape);
+        bail!(
+            Shape,
+            "backward: needs a scalar (one element), got shape {:?}",
+            rn.shape
+        );
     }
     if !rn.dtype.is_float() {
         bail!(DType, "backward: needs a float tensor, got {}", rn.dtype);
@@ -110,7 +136,10 @@ pub fn backward(root: &Tensor) -> Result<()> {
             }
         }
     }
-    let targets: Vec<Tensor> = grad_tensors().into_iter().filter(|t| seen.contains(&t.node().id)).collect();
+    let targets: Vec<Tensor> = grad_tensors()
+        .into_iter()
+        .filter(|t| seen.contains(&t.node().id))
+        .collect();
     if targets.is_empty() {
         bail!(Other, "backward: no tensor in this graph requires a gradient (call set_requires_grad(true) on the parameters, before realizing the loss)");
     }
@@ -118,14 +147,18 @@ pub fn backward(root: &Tensor) -> Result<()> {
     // Nodes from which a target is reachable.
     let mut reaches: HashSet<u64> = HashSet::new();
     for n in &order {
-        if target_ids.contains(&n.id) || (n.op != Op::Detach && n.src().iter().any(|s| reaches.contains(&s.id))) {
+        if target_ids.contains(&n.id)
+            || (n.op != Op::Detach && n.src().iter().any(|s| reaches.contains(&s.id)))
+        {
             reaches.insert(n.id);
         }
     }
     let mut grads: HashMap<u64, Tensor> = HashMap::new();
     grads.insert(rn.id, root.const_like(1.0).reshape_u(&rn.shape)?);
     for n in order.iter().rev() {
-        let Some(g) = grads.get(&n.id).cloned() else { continue };
+        let Some(g) = grads.get(&n.id).cloned() else {
+            continue;
+        };
         if target_ids.contains(&n.id) && n.src().is_empty() {
             continue;
         }
@@ -156,7 +189,11 @@ pub fn backward(root: &Tensor) -> Result<()> {
                 &zero
             }
         };
-        let g = if g.dtype() != t.dtype() { g.cast(t.dtype())? } else { g.clone() };
+        let g = if g.dtype() != t.dtype() {
+            g.cast(t.dtype())?
+        } else {
+            g.clone()
+        };
         let new = match t.grad() {
             Some(prev) => prev.add(&g)?,
             None => g,

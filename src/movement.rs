@@ -17,7 +17,12 @@ impl Tensor {
         if s.iter().product::<usize>() != shape.iter().product::<usize>() {
             bail!(Shape, "reshape: cannot reshape {s:?} into {shape:?}");
         }
-        Ok(Tensor::mk(Op::Reshape, self.dtype(), shape.to_vec(), &[self]))
+        Ok(Tensor::mk(
+            Op::Reshape,
+            self.dtype(),
+            shape.to_vec(),
+            &[self],
+        ))
     }
     pub(crate) fn expand_u(&self, shape: &[usize]) -> Result<Tensor> {
         let s = self.shape();
@@ -28,7 +33,12 @@ impl Tensor {
         if s.len() != shape.len() || s.iter().zip(shape).any(|(&a, &b)| a != b && a != 1) {
             bail!(Shape, "expand: cannot expand {s:?} to {shape:?}");
         }
-        Ok(Tensor::mk(Op::Expand, self.dtype(), shape.to_vec(), &[self]))
+        Ok(Tensor::mk(
+            Op::Expand,
+            self.dtype(),
+            shape.to_vec(),
+            &[self],
+        ))
     }
 
     /// Reshape; one dimension may be -1 (inferred).
@@ -39,20 +49,37 @@ impl Tensor {
         if infer > 1 || shape.iter().any(|&d| d < -1 || d == 0) {
             bail!(Shape, "reshape: invalid target shape {shape:?} for {s:?}");
         }
-        let known: usize = shape.iter().filter(|&&d| d > 0).map(|&d| d as usize).product();
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d > 0)
+            .map(|&d| d as usize)
+            .product();
         let out: Vec<usize> = shape
             .iter()
-            .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
+            .map(|&d| {
+                if d == -1 {
+                    n.checked_div(known).unwrap_or(0)
+                } else {
+                    d as usize
+                }
+            })
             .collect();
         if out.iter().product::<usize>() != n {
-            bail!(Shape, "reshape: cannot reshape {s:?} ({n} elements) into {shape:?}");
+            bail!(
+                Shape,
+                "reshape: cannot reshape {s:?} ({n} elements) into {shape:?}"
+            );
         }
         self.reshape_u(&out)
     }
     pub fn permute(&self, order: &[isize]) -> Result<Tensor> {
         let s = self.shape();
         if order.len() != s.len() {
-            bail!(Shape, "permute: order {order:?} does not match {} dimensions of {s:?}", s.len());
+            bail!(
+                Shape,
+                "permute: order {order:?} does not match {} dimensions of {s:?}",
+                s.len()
+            );
         }
         let mut p = vec![];
         for &o in order {
@@ -92,7 +119,10 @@ impl Tensor {
         for (i, &d) in shape.iter().enumerate() {
             if d == -1 {
                 if i < off {
-                    bail!(Shape, "expand: -1 not allowed for a new dimension in {shape:?}");
+                    bail!(
+                        Shape,
+                        "expand: -1 not allowed for a new dimension in {shape:?}"
+                    );
                 }
                 out.push(s[i - off]);
             } else if d < 1 {
@@ -143,7 +173,12 @@ impl Tensor {
     pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Result<Tensor> {
         let s = self.shape();
         if pads.len() != s.len() {
-            bail!(Shape, "pad: {} (before, after) pairs for {} dims of {s:?}", pads.len(), s.len());
+            bail!(
+                Shape,
+                "pad: {} (before, after) pairs for {} dims of {s:?}",
+                pads.len(),
+                s.len()
+            );
         }
         if pads.iter().all(|&(a, b)| a == 0 && b == 0) {
             return Ok(self.clone());
@@ -155,7 +190,13 @@ impl Tensor {
             return Ok(p);
         }
         // Padding is zero-filled; other values go through a mask.
-        let ones = Tensor::from_node(crate::ops::UOp::new(Op::Const(1.0), DType::Bool, s.clone(), self.device(), vec![]));
+        let ones = Tensor::from_node(crate::ops::UOp::new(
+            Op::Const(1.0),
+            DType::Bool,
+            s.clone(),
+            self.device(),
+            vec![],
+        ));
         let mask = Tensor::mk(Op::Pad(pads.to_vec()), DType::Bool, shape, &[&ones]);
         mask.where_(&p, value)
     }
@@ -169,7 +210,12 @@ impl Tensor {
             return Ok(self.clone());
         }
         let shape = arg.iter().map(|&(a, b)| b - a).collect();
-        Ok(Tensor::mk(Op::Shrink(arg.to_vec()), self.dtype(), shape, &[self]))
+        Ok(Tensor::mk(
+            Op::Shrink(arg.to_vec()),
+            self.dtype(),
+            shape,
+            &[self],
+        ))
     }
     /// Python slicing `[start:end:step]` along one axis (negative start/end count from the end).
     pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
@@ -182,7 +228,10 @@ impl Tensor {
         let clampi = |v: isize| if v < 0 { (v + n).max(0) } else { v.min(n) } as usize;
         let (lo, hi) = (clampi(start), clampi(end));
         if lo >= hi {
-            bail!(Shape, "slice: [{start}:{end}] of axis {a} (size {n}) is empty");
+            bail!(
+                Shape,
+                "slice: [{start}:{end}] of axis {a} (size {n}) is empty"
+            );
         }
         let mut arg: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
         arg[a] = (lo, hi);
@@ -220,16 +269,31 @@ impl Tensor {
     }
     /// Concatenate along `axis`.
     pub fn cat(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
-        let Some(first) = ts.first() else { bail!(Shape, "cat: no tensors") };
+        let Some(first) = ts.first() else {
+            bail!(Shape, "cat: no tensors")
+        };
         let s0 = first.shape();
         let a = norm_axis("cat", axis, s0.len())?;
         for t in ts {
             let s = t.shape();
-            if s.len() != s0.len() || s.iter().zip(&s0).enumerate().any(|(i, (x, y))| i != a && x != y) {
-                bail!(Shape, "cat: shape {s:?} does not match {s0:?} outside axis {a}");
+            if s.len() != s0.len()
+                || s.iter()
+                    .zip(&s0)
+                    .enumerate()
+                    .any(|(i, (x, y))| i != a && x != y)
+            {
+                bail!(
+                    Shape,
+                    "cat: shape {s:?} does not match {s0:?} outside axis {a}"
+                );
             }
             if t.dtype() != first.dtype() {
-                bail!(DType, "cat: dtypes {} and {} differ", t.dtype(), first.dtype());
+                bail!(
+                    DType,
+                    "cat: dtypes {} and {} differ",
+                    t.dtype(),
+                    first.dtype()
+                );
             }
         }
         let total: usize = ts.iter().map(|t| t.shape()[a]).sum();
@@ -250,7 +314,9 @@ impl Tensor {
         acc.ok_or_else(|| crate::Error::new(crate::ErrorKind::Shape, "cat: no tensors"))
     }
     pub fn stack(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
-        let Some(first) = ts.first() else { bail!(Shape, "stack: no tensors") };
+        let Some(first) = ts.first() else {
+            bail!(Shape, "stack: no tensors")
+        };
         let a = norm_axis("stack", axis, first.ndim() + 1)? as isize;
         let us: Vec<Tensor> = ts.iter().map(|t| t.unsqueeze(a)).collect::<Result<_>>()?;
         Tensor::cat(&us.iter().collect::<Vec<_>>(), a)
@@ -260,7 +326,11 @@ impl Tensor {
         let s = self.shape();
         let a = norm_axis("split", axis, s.len())?;
         if sizes.iter().sum::<usize>() != s[a] || sizes.contains(&0) {
-            bail!(Shape, "split: sizes {sizes:?} do not add up to {} (axis {a} of {s:?})", s[a]);
+            bail!(
+                Shape,
+                "split: sizes {sizes:?} do not add up to {} (axis {a} of {s:?})",
+                s[a]
+            );
         }
         let mut off = 0;
         let mut out = vec![];
@@ -293,7 +363,11 @@ impl Tensor {
     pub fn repeat(&self, reps: &[usize]) -> Result<Tensor> {
         let s = self.shape();
         if reps.len() < s.len() || reps.contains(&0) {
-            bail!(Shape, "repeat: {reps:?} must have a positive count for each of the {} dims", s.len());
+            bail!(
+                Shape,
+                "repeat: {reps:?} must have a positive count for each of the {} dims",
+                s.len()
+            );
         }
         let mut base = vec![1usize; reps.len() - s.len()];
         base.extend_from_slice(&s);
@@ -317,7 +391,11 @@ impl Tensor {
             bail!(Shape, "index: cannot index a 0-dimensional tensor");
         }
         if idx.dtype().is_float() {
-            bail!(DType, "index: indices must be integers, got {}", idx.dtype());
+            bail!(
+                DType,
+                "index: indices must be integers, got {}",
+                idx.dtype()
+            );
         }
         let ish = idx.shape();
         let n = s[0];
@@ -326,7 +404,10 @@ impl Tensor {
         let mut oh_shape = ish.clone();
         oh_shape.push(n);
         oh_shape.extend(std::iter::repeat_n(1, rest.len()));
-        let ar_shape: Vec<usize> = std::iter::repeat_n(1, ish.len()).chain([n]).chain(std::iter::repeat_n(1, rest.len())).collect();
+        let ar_shape: Vec<usize> = std::iter::repeat_n(1, ish.len())
+            .chain([n])
+            .chain(std::iter::repeat_n(1, rest.len()))
+            .collect();
         let ar = Tensor::iota(n, self.device()).reshape_u(&ar_shape)?;
         let mut ix_shape = ish.clone();
         ix_shape.push(1);
@@ -348,11 +429,24 @@ impl Tensor {
         let s = self.shape();
         let a = norm_axis("gather", axis, s.len())?;
         let ish = index.shape();
-        if ish.len() != s.len() || ish.iter().zip(&s).enumerate().any(|(i, (x, y))| i != a && x > y) {
-            bail!(Shape, "gather: index shape {ish:?} does not fit {s:?} along axis {a}");
+        if ish.len() != s.len()
+            || ish
+                .iter()
+                .zip(&s)
+                .enumerate()
+                .any(|(i, (x, y))| i != a && x > y)
+        {
+            bail!(
+                Shape,
+                "gather: index shape {ish:?} does not fit {s:?} along axis {a}"
+            );
         }
         if index.dtype().is_float() {
-            bail!(DType, "gather: indices must be integers, got {}", index.dtype());
+            bail!(
+                DType,
+                "gather: indices must be integers, got {}",
+                index.dtype()
+            );
         }
         let n = s[a];
         // Work in shape ish ++ (n,): out[.., j, .., k] = self'[.., k, ..] where k == index[..].
@@ -368,7 +462,9 @@ impl Tensor {
         let x = x.broadcast_to(&full)?;
         let mut ar_shape = vec![1usize; ish.len()];
         ar_shape.push(n);
-        let ar = Tensor::iota(n, self.device()).reshape_u(&ar_shape)?.broadcast_to(&full)?;
+        let ar = Tensor::iota(n, self.device())
+            .reshape_u(&ar_shape)?
+            .broadcast_to(&full)?;
         let ix = index.cast(DType::I32)?.unsqueeze(-1)?.broadcast_to(&full)?;
         let onehot = ar.eq(&ix)?;
         let z = x.zeros_like();

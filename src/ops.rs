@@ -90,7 +90,10 @@ pub enum Op {
 
 impl Op {
     pub fn is_movement(&self) -> bool {
-        matches!(self, Op::Reshape | Op::Permute(_) | Op::Expand | Op::Pad(_) | Op::Shrink(_) | Op::Flip(_))
+        matches!(
+            self,
+            Op::Reshape | Op::Permute(_) | Op::Expand | Op::Pad(_) | Op::Shrink(_) | Op::Flip(_)
+        )
     }
     pub fn is_elementwise(&self) -> bool {
         matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_))
@@ -118,9 +121,22 @@ struct State {
 }
 
 impl UOp {
-    pub fn new(op: Op, dtype: DType, shape: Vec<usize>, device: Device, src: Vec<Arc<UOp>>) -> Arc<UOp> {
+    pub fn new(
+        op: Op,
+        dtype: DType,
+        shape: Vec<usize>,
+        device: Device,
+        src: Vec<Arc<UOp>>,
+    ) -> Arc<UOp> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Arc::new(UOp { id, op, dtype, shape, device, state: Mutex::new(State { src, buffer: None }) })
+        Arc::new(UOp {
+            id,
+            op,
+            dtype,
+            shape,
+            device,
+            state: Mutex::new(State { src, buffer: None }),
+        })
     }
     pub fn from_buffer(buf: Arc<Buffer>, dtype: DType, shape: Vec<usize>) -> Arc<UOp> {
         let u = UOp::new(Op::Buffer, dtype, shape, buf.device, vec![]);

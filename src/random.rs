@@ -13,7 +13,10 @@ struct Rng {
     counters: Vec<(Device, Tensor)>,
 }
 
-static RNG: Mutex<Rng> = Mutex::new(Rng { seed: 0, counters: Vec::new() });
+static RNG: Mutex<Rng> = Mutex::new(Rng {
+    seed: 0,
+    counters: Vec::new(),
+});
 
 fn rng() -> std::sync::MutexGuard<'static, Rng> {
     RNG.lock().unwrap_or_else(|e| e.into_inner())
@@ -50,7 +53,9 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
     let counter = match st.counters.iter().find(|(d, _)| *d == device) {
         Some((_, c)) => c.clone(),
         None => {
-            let c = crate::context::Context::new().dev(device).run(|| Tensor::from_slice(&[0u32], &[1]))?;
+            let c = crate::context::Context::new()
+                .dev(device)
+                .run(|| Tensor::from_slice(&[0u32], &[1]))?;
             st.counters.push((device, c.clone()));
             c
         }
@@ -84,7 +89,10 @@ impl Tensor {
         let n: usize = shape.iter().product();
         let bits = random_bits(n, device)?;
         // 24 random mantissa bits -> [0, 1).
-        let f = bits.shr(8)?.cast(DType::F32)?.mul(1.0 / (1u32 << 24) as f64)?;
+        let f = bits
+            .shr(8)?
+            .cast(DType::F32)?
+            .mul(1.0 / (1u32 << 24) as f64)?;
         f.reshape_u(shape)
     }
     /// Uniform in [0, 1), f32.
@@ -93,7 +101,7 @@ impl Tensor {
     }
     /// Uniform in [low, high), f32.
     pub fn uniform(shape: &[usize], low: f64, high: f64) -> Result<Tensor> {
-        if !(low < high) {
+        if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
             bail!(Shape, "uniform: low {low} must be below high {high}");
         }
         Tensor::rand(shape)?.mul(high - low)?.add(low)

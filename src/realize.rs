@@ -20,9 +20,21 @@ fn cache() -> &'static ProgramCache {
 /// Lower and linearize a scheduled kernel.
 pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
     let l = optimize(ast);
-    let bufs = ast.bufs.iter().enumerate().map(|(i, (dt, _))| BufArg { dtype: *dt, writes: i == 0 }).collect();
+    let bufs = ast
+        .bufs
+        .iter()
+        .enumerate()
+        .map(|(i, (dt, _))| BufArg {
+            dtype: *dt,
+            writes: i == 0,
+        })
+        .collect();
     let mut lk = linearize(&l, bufs, "");
-    let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) { "r" } else { "E" };
+    let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) {
+        "r"
+    } else {
+        "E"
+    };
     let dims: Vec<String> = ast.root.shape.iter().map(|d| d.to_string()).collect();
     lk.name = format!("{kind}_{}", dims.join("_"));
     lk
@@ -61,7 +73,10 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
         return Ok(p.clone());
     }
     let p = Arc::new(device.backend().compile(&key.1)?);
-    cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+    cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, p.clone());
     Ok(p)
 }
 
@@ -89,12 +104,19 @@ fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
     for t in targets {
         visit(t, &roots, &mut memo);
     }
-    memo.into_iter().filter(|&(_, v)| v).map(|(k, _)| k).collect()
+    memo.into_iter()
+        .filter(|&(_, v)| v)
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The schedule that realizing `ts` would run (nothing is launched).
 pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
-    let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).filter(|n| !n.is_realized()).collect();
+    let nodes: Vec<Arc<UOp>> = ts
+        .iter()
+        .map(|t| t.node())
+        .filter(|n| !n.is_realized())
+        .collect();
     let max_bufs = nodes
         .iter()
         .map(|t| t.device.backend().max_buffers())
@@ -106,7 +128,11 @@ pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
 
 /// Realize every target node (compute and store its buffer).
 pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
-    let todo: Vec<Arc<UOp>> = targets.iter().filter(|t| !t.is_realized()).cloned().collect();
+    let todo: Vec<Arc<UOp>> = targets
+        .iter()
+        .filter(|t| !t.is_realized())
+        .cloned()
+        .collect();
     if todo.is_empty() {
         return Ok(());
     }
@@ -121,8 +147,12 @@ pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
         eprintln!("schedule: {} items", items.len());
         for (i, it) in items.iter().enumerate() {
             match it {
-                ScheduleItem::Kernel { ast, .. } => eprintln!("  {i}: kernel {:?} bufs {:?}", ast.root.shape, ast.bufs),
-                ScheduleItem::Copy { out, src } => eprintln!("  {i}: copy {} -> {}", src.device, out.device),
+                ScheduleItem::Kernel { ast, .. } => {
+                    eprintln!("  {i}: kernel {:?} bufs {:?}", ast.root.shape, ast.bufs)
+                }
+                ScheduleItem::Copy { out, src } => {
+                    eprintln!("  {i}: copy {} -> {}", src.device, out.device)
+                }
             }
         }
     }
@@ -134,7 +164,12 @@ pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
 }
 
 fn input_buffer(n: &UOp) -> Result<Arc<Buffer>> {
-    n.buffer().ok_or_else(|| Error::new(ErrorKind::Other, format!("internal: input {:?} {:?} was not realized", n.op, n.shape)))
+    n.buffer().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Other,
+            format!("internal: input {:?} {:?} was not realized", n.op, n.shape),
+        )
+    })
 }
 
 fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
@@ -162,7 +197,10 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                 if b.device != dev {
                     return Err(Error::new(
                         ErrorKind::Device,
-                        format!("kernel {} on {dev} reads a buffer on {}; use .to() to move it", prog.name, b.device),
+                        format!(
+                            "kernel {} on {dev} reads a buffer on {}; use .to() to move it",
+                            prog.name, b.device
+                        ),
                     ));
                 }
                 bufs.push(b);
@@ -180,15 +218,15 @@ pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
     let be = dev.backend();
     let bytes: u64 = bufs.iter().map(|b| b.size as u64).sum();
     let timed = debug() >= 2;
-    #[cfg(not(target_arch = "wasm32"))]
-    let t0 = std::time::Instant::now();
-    be.launch(prog, bufs)?;
-    let mut ns = 0u64;
-    #[cfg(not(target_arch = "wasm32"))]
-    if timed {
-        be.synchronize()?;
-        ns = t0.elapsed().as_nanos() as u64;
-    }
+    let ns = if timed {
+        elapsed_ns(|| {
+            be.launch(prog, bufs)?;
+            be.synchronize()
+        })?
+    } else {
+        be.launch(prog, bufs)?;
+        0
+    };
     GlobalCounters::record(prog.ops, bytes, ns);
     if timed {
         eprintln!(
@@ -201,4 +239,19 @@ pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Run `f` and return the wall time it took (0 where no clock is available, as on wasm).
+fn elapsed_ns(f: impl FnOnce() -> Result<()>) -> Result<u64> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let t0 = std::time::Instant::now();
+        f()?;
+        Ok(t0.elapsed().as_nanos() as u64)
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        f()?;
+        Ok(0)
+    }
 }

@@ -11,13 +11,20 @@ impl Tensor {
         let n = self.ndim();
         let mut out = match axes {
             Axes::All => (0..n).collect(),
-            Axes::Some(v) => v.iter().map(|&a| norm_axis(op, a, n)).collect::<Result<Vec<_>>>()?,
+            Axes::Some(v) => v
+                .iter()
+                .map(|&a| norm_axis(op, a, n))
+                .collect::<Result<Vec<_>>>()?,
         };
         out.sort();
         let len = out.len();
         out.dedup();
         if out.len() != len {
-            bail!(Shape, "{op}: repeated axis in reduction over {:?}", self.shape());
+            bail!(
+                Shape,
+                "{op}: repeated axis in reduction over {:?}",
+                self.shape()
+            );
         }
         Ok(out)
     }
@@ -45,7 +52,13 @@ impl Tensor {
         if keepdim {
             return Ok(r);
         }
-        let shape: Vec<usize> = r.shape().iter().enumerate().filter(|(i, _)| !ax.contains(i)).map(|(_, &d)| d).collect();
+        let shape: Vec<usize> = r
+            .shape()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !ax.contains(i))
+            .map(|(_, &d)| d)
+            .collect();
         r.reshape_u(&shape)
     }
 
@@ -73,7 +86,12 @@ impl Tensor {
     pub fn min(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         if self.dtype().is_unsigned() {
             let dt = self.dtype();
-            return self.cast(DType::I32)?.neg()?.max(axes, keepdim)?.neg()?.cast(dt);
+            return self
+                .cast(DType::I32)?
+                .neg()?
+                .max(axes, keepdim)?
+                .neg()?
+                .cast(dt);
         }
         self.neg()?.max(axes, keepdim)?.neg()
     }
@@ -81,7 +99,11 @@ impl Tensor {
     pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
         let Some(axis) = axis else {
             let r = self.flatten(0)?.argmax(Some(0), false)?;
-            return if keepdim { r.reshape_u(&vec![1; self.ndim()]) } else { Ok(r) };
+            return if keepdim {
+                r.reshape_u(&vec![1; self.ndim()])
+            } else {
+                Ok(r)
+            };
         };
         let s = self.shape();
         let a = norm_axis("argmax", axis, s.len())?;
@@ -91,13 +113,20 @@ impl Tensor {
         let mut ar_shape = vec![1usize; s.len()];
         ar_shape[a] = n;
         // n - i is largest for the first hit.
-        let rev = Tensor::iota(n, self.device()).neg()?.add(n as i64)?.reshape_u(&ar_shape)?;
+        let rev = Tensor::iota(n, self.device())
+            .neg()?
+            .add(n as i64)?
+            .reshape_u(&ar_shape)?;
         let score = hit.where_(&rev, 0)?;
         let best = score.max(a as isize, keepdim)?;
         best.neg()?.add(n as i64)
     }
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-        let x = if self.dtype().is_unsigned() { self.cast(DType::I32)? } else { self.clone() };
+        let x = if self.dtype().is_unsigned() {
+            self.cast(DType::I32)?
+        } else {
+            self.clone()
+        };
         x.neg()?.argmax(axis, keepdim)
     }
     /// Variance with `correction` (1 = unbiased).
@@ -107,20 +136,22 @@ impl Tensor {
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         let x = self.float("var")?;
         let d = x.sub(&x.mean(axes.clone(), true)?)?;
-        d.square()?.sum(axes, keepdim)?.div((n as f64 - correction).max(0.0))
+        d.square()?
+            .sum(axes, keepdim)?
+            .div((n as f64 - correction).max(0.0))
     }
     pub fn std(&self, axes: impl Into<Axes>, keepdim: bool, correction: f64) -> Result<Tensor> {
         self.var(axes, keepdim, correction)?.sqrt()
     }
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let x = self.float("softmax")?;
-        let m = x.sub(&x.max(axis, true)?.detach())?;
+        let m = x.sub(x.max(axis, true)?.detach())?;
         let e = m.exp()?;
         e.div(&e.sum(axis, true)?)
     }
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let x = self.float("log_softmax")?;
-        let m = x.sub(&x.max(axis, true)?.detach())?;
+        let m = x.sub(x.max(axis, true)?.detach())?;
         m.sub(&m.exp()?.sum(axis, true)?.log()?)
     }
     pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {

@@ -31,7 +31,10 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
             if p.iter().any(|x| x.is_nan()) {
                 return ANY;
             }
-            (p.iter().cloned().fold(f64::INFINITY, f64::min), p.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+            (
+                p.iter().cloned().fold(f64::INFINITY, f64::min),
+                p.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            )
         }
         KOp::Binary(BinaryOp::Div) => {
             let (a, c) = (b(0), b(1));
@@ -53,12 +56,15 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
             let (a, c) = (b(0), b(1));
             (a.0.max(c.0), a.1.max(c.1))
         }
-        KOp::Binary(BinaryOp::And) | KOp::Binary(BinaryOp::Or) if n.dtype == DType::Bool => (0.0, 1.0),
+        KOp::Binary(BinaryOp::And) | KOp::Binary(BinaryOp::Or) if n.dtype == DType::Bool => {
+            (0.0, 1.0)
+        }
         KOp::Where => {
             let (a, c) = (b(1), b(2));
             (a.0.min(c.0), a.1.max(c.1))
         }
-        KOp::Load(_) | KOp::Cast | KOp::Reduce(_) | KOp::Unary(_) | KOp::Binary(_) => match n.dtype {
+        KOp::Load(_) | KOp::Cast | KOp::Reduce(_) | KOp::Unary(_) | KOp::Binary(_) => match n.dtype
+        {
             DType::Bool => (0.0, 1.0),
             DType::U8 => (0.0, 255.0),
             _ => ANY,
@@ -97,7 +103,12 @@ pub fn simplify(g: &mut KGraph, op: &KOp, dtype: DType, src: &[Ref]) -> Option<R
     if let Some(c) = &consts {
         let v = match op {
             KOp::Unary(u) => Some(exec_unary(*u, compute_dtype(dtype), c[0])),
-            KOp::Binary(b) => Some(exec_binary(*b, compute_dtype(g.node(src[0]).dtype), c[0], c[1])),
+            KOp::Binary(b) => Some(exec_binary(
+                *b,
+                compute_dtype(g.node(src[0]).dtype),
+                c[0],
+                c[1],
+            )),
             KOp::Where => Some(if c[0] != 0.0 { c[1] } else { c[2] }),
             KOp::Cast => Some(exec_cast(dtype, c[0])),
             _ => None,
@@ -197,12 +208,24 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             }
             let (mut ts, mut k) = (vec![], 0i64);
             terms(g, a, 1, &mut ts, &mut k);
-            if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
+            if k < 0
+                || ts
+                    .iter()
+                    .any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0)
+            {
                 return None;
             }
             // Split every coefficient c = q*d + r: the q parts leave the division exactly.
-            let quot: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 >= d).map(|&(r, c)| (r, c / d)).collect();
-            let rest: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).map(|&(r, c)| (r, c % d)).collect();
+            let quot: Vec<(Ref, i64)> = ts
+                .iter()
+                .filter(|t| t.1 >= d)
+                .map(|&(r, c)| (r, c / d))
+                .collect();
+            let rest: Vec<(Ref, i64)> = ts
+                .iter()
+                .filter(|t| t.1 % d != 0)
+                .map(|&(r, c)| (r, c % d))
+                .collect();
             if quot.is_empty() && k < d {
                 return None;
             }
@@ -226,11 +249,20 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             }
             let (mut ts, mut k) = (vec![], 0i64);
             terms(g, a, 1, &mut ts, &mut k);
-            if k < 0 || ts.iter().any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0) {
+            if k < 0
+                || ts
+                    .iter()
+                    .any(|&(r, c)| c < 0 || g.bounds[r as usize].0 < 0.0)
+            {
                 return None;
             }
-            let kept: Vec<(Ref, i64)> = ts.iter().filter(|t| t.1 % d != 0).map(|&(r, c)| (r, c % d)).collect();
-            let changed = kept.len() != ts.len() || kept.iter().zip(&ts).any(|(a, b)| a.1 != b.1) || k >= d;
+            let kept: Vec<(Ref, i64)> = ts
+                .iter()
+                .filter(|t| t.1 % d != 0)
+                .map(|&(r, c)| (r, c % d))
+                .collect();
+            let changed =
+                kept.len() != ts.len() || kept.iter().zip(&ts).any(|(a, b)| a.1 != b.1) || k >= d;
             if !changed {
                 // (x % (a*d)) % d -> x % d
                 let an = g.node(a).clone();
@@ -290,7 +322,9 @@ fn count_leaves(g: &KGraph, r: Ref) -> usize {
     let n = g.node(r);
     match n.op {
         KOp::Binary(BinaryOp::Add) => count_leaves(g, n.src[0]) + count_leaves(g, n.src[1]),
-        KOp::Binary(BinaryOp::Mul) if g.const_value(n.src[1]).is_some() => count_leaves(g, n.src[0]),
+        KOp::Binary(BinaryOp::Mul) if g.const_value(n.src[1]).is_some() => {
+            count_leaves(g, n.src[0])
+        }
         _ => 1,
     }
 }
@@ -306,18 +340,30 @@ fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
             r
         } else {
             let cc = g.int(c);
-            g.intern(Node { op: KOp::Binary(BinaryOp::Mul), dtype: crate::shape::INDEX, src: vec![r, cc] })
+            g.intern(Node {
+                op: KOp::Binary(BinaryOp::Mul),
+                dtype: crate::shape::INDEX,
+                src: vec![r, cc],
+            })
         };
         acc = Some(match acc {
             None => t,
-            Some(a) => g.intern(Node { op: KOp::Binary(BinaryOp::Add), dtype: crate::shape::INDEX, src: vec![a, t] }),
+            Some(a) => g.intern(Node {
+                op: KOp::Binary(BinaryOp::Add),
+                dtype: crate::shape::INDEX,
+                src: vec![a, t],
+            }),
         });
     }
     let kc = g.int(k);
     match acc {
         None => kc,
         Some(a) if k == 0 => a,
-        Some(a) => g.intern(Node { op: KOp::Binary(BinaryOp::Add), dtype: crate::shape::INDEX, src: vec![a, kc] }),
+        Some(a) => g.intern(Node {
+            op: KOp::Binary(BinaryOp::Add),
+            dtype: crate::shape::INDEX,
+            src: vec![a, kc],
+        }),
     }
 }
 
@@ -330,7 +376,11 @@ fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref
     // A reduce whose value does not depend on one of its ranges.
     let value = src[0];
     if op == ReduceOp::Max {
-        let kept: Vec<Ref> = src[1..].iter().copied().filter(|&r| g.depends_on(value, r)).collect();
+        let kept: Vec<Ref> = src[1..]
+            .iter()
+            .copied()
+            .filter(|&r| g.depends_on(value, r))
+            .collect();
         if kept.len() < src.len() - 1 {
             return Some(g.reduce(op, value, &kept));
         }

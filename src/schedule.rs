@@ -23,7 +23,10 @@ pub struct AstNode {
 #[derive(Debug, Clone)]
 pub enum AstOp {
     /// Read buffer `slot` through a view whose shape is this node's shape.
-    Load { slot: u32, st: ShapeTracker },
+    Load {
+        slot: u32,
+        st: ShapeTracker,
+    },
     Const(f64),
     Iota,
     /// Re-address an inlined subexpression (src[0], contiguous in its own shape).
@@ -52,7 +55,11 @@ pub struct KernelAst {
 #[derive(Debug)]
 pub enum ScheduleItem {
     /// Run a kernel writing `out`'s buffer (for an `Assign`, its target's buffer).
-    Kernel { ast: KernelAst, out: Arc<UOp>, inputs: Vec<Arc<UOp>> },
+    Kernel {
+        ast: KernelAst,
+        out: Arc<UOp>,
+        inputs: Vec<Arc<UOp>>,
+    },
     /// Move a realized buffer to another device.
     Copy { out: Arc<UOp>, src: Arc<UOp> },
 }
@@ -74,7 +81,12 @@ struct Graph {
 }
 
 fn toposort(targets: &[Arc<UOp>]) -> Graph {
-    let mut g = Graph { nodes: HashMap::new(), placed: HashSet::new(), order: vec![], uses: HashMap::new() };
+    let mut g = Graph {
+        nodes: HashMap::new(),
+        placed: HashSet::new(),
+        order: vec![],
+        uses: HashMap::new(),
+    };
     let mut stack: Vec<(Arc<UOp>, bool)> = targets.iter().map(|t| (t.clone(), false)).collect();
     for t in targets {
         *g.uses.entry(t.id).or_default() += 1;
@@ -170,15 +182,28 @@ impl Builder<'_> {
     /// kernel root reads each element of its source once (for exactly one output element),
     /// through nodes used once: then a reduce found below can run in this kernel.
     fn build(&mut self, n: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
-        let (base, st) = if n.is_realized() { (n.clone(), ShapeTracker::contiguous(&n.shape)) } else { chain(n) };
+        let (base, st) = if n.is_realized() {
+            (n.clone(), ShapeTracker::contiguous(&n.shape))
+        } else {
+            chain(n)
+        };
         let exact = exact && st.is_bijective(base.numel());
-        let leaf = base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
+        let leaf =
+            base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
         if leaf {
             let slot = self.slot(&base);
             if slot == 0 && !st.is_identity() {
                 self.reads_out_shifted = true;
             }
-            let node = AstNode { op: AstOp::Load { slot, st: st.clone() }, dtype: base.dtype, shape: st.shape().to_vec(), src: vec![] };
+            let node = AstNode {
+                op: AstOp::Load {
+                    slot,
+                    st: st.clone(),
+                },
+                dtype: base.dtype,
+                shape: st.shape().to_vec(),
+                src: vec![],
+            };
             return (Arc::new(node), HashSet::from([slot as usize]));
         }
         if base.op.is_elementwise() && base.id != self.root {
@@ -194,7 +219,12 @@ impl Builder<'_> {
         if st.is_identity() && st.shape() == base.shape.as_slice() {
             return (inner, slots);
         }
-        let node = AstNode { op: AstOp::View(st.clone()), dtype: base.dtype, shape: st.shape().to_vec(), src: vec![inner] };
+        let node = AstNode {
+            op: AstOp::View(st.clone()),
+            dtype: base.dtype,
+            shape: st.shape().to_vec(),
+            src: vec![inner],
+        };
         (Arc::new(node), slots)
     }
 
@@ -225,7 +255,14 @@ impl Builder<'_> {
         }
         let single = self.g.uses.get(&b.id).copied().unwrap_or(0) <= 1 || b.id == self.root;
         let src = b.src();
-        let mk = |op: AstOp, src: Vec<Arc<AstNode>>| Arc::new(AstNode { op, dtype: b.dtype, shape: b.shape.clone(), src });
+        let mk = |op: AstOp, src: Vec<Arc<AstNode>>| {
+            Arc::new(AstNode {
+                op,
+                dtype: b.dtype,
+                shape: b.shape.clone(),
+                src,
+            })
+        };
         let mut slots = HashSet::new();
         let mut sub = |me: &mut Self, s: &Arc<UOp>, exact: bool| {
             let (a, sl) = me.build(s, exact);
@@ -255,16 +292,27 @@ impl Builder<'_> {
                     return self.build(b, exact);
                 }
                 self.has_reduce = true;
-                mk(AstOp::Reduce(*r, axes.clone()), vec![sub(self, &src[0], false)])
+                mk(
+                    AstOp::Reduce(*r, axes.clone()),
+                    vec![sub(self, &src[0], false)],
+                )
             }
-            Op::Buffer | Op::Copy | Op::Reshape | Op::Permute(_) | Op::Expand | Op::Pad(_) | Op::Shrink(_) | Op::Flip(_) => {
+            Op::Buffer
+            | Op::Copy
+            | Op::Reshape
+            | Op::Permute(_)
+            | Op::Expand
+            | Op::Pad(_)
+            | Op::Shrink(_)
+            | Op::Flip(_) => {
                 unreachable!("handled by build")
             }
         };
         if b.id != self.root && b.op.is_elementwise() {
             self.inlined.push((b.id, slots.clone()));
         }
-        self.memo.insert((b.id, exact), (node.clone(), slots.clone()));
+        self.memo
+            .insert((b.id, exact), (node.clone(), slots.clone()));
         (node, slots)
     }
 }
@@ -296,15 +344,25 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
     }
     let mut items: HashMap<u64, ScheduleItem> = HashMap::new();
     loop {
-        let pending: Vec<u64> =
-            g.order.iter().copied().filter(|id| materialize.contains(id) && !items.contains_key(id)).collect();
+        let pending: Vec<u64> = g
+            .order
+            .iter()
+            .copied()
+            .filter(|id| materialize.contains(id) && !items.contains_key(id))
+            .collect();
         if pending.is_empty() {
             break;
         }
         for id in pending {
             let n = g.nodes[&id].clone();
             if n.op == Op::Copy {
-                items.insert(id, ScheduleItem::Copy { out: n.clone(), src: n.src()[0].clone() });
+                items.insert(
+                    id,
+                    ScheduleItem::Copy {
+                        out: n.clone(),
+                        src: n.src()[0].clone(),
+                    },
+                );
                 continue;
             }
             let item = build_kernel(&g, &n, &mut materialize, max_bufs)?;
@@ -314,7 +372,12 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
     order(&g, items)
 }
 
-fn build_kernel(g: &Graph, n: &Arc<UOp>, materialize: &mut HashSet<u64>, max_bufs: usize) -> Result<ScheduleItem> {
+fn build_kernel(
+    g: &Graph,
+    n: &Arc<UOp>,
+    materialize: &mut HashSet<u64>,
+    max_bufs: usize,
+) -> Result<ScheduleItem> {
     loop {
         let mut b = Builder {
             g,
@@ -328,8 +391,16 @@ fn build_kernel(g: &Graph, n: &Arc<UOp>, materialize: &mut HashSet<u64>, max_buf
             reads_out_shifted: false,
         };
         // Slot 0: the output, which for an assign is the target's buffer.
-        let out_key = if n.op == Op::Assign { buf_key(&n.src()[0]) } else { BufKey::Node(n.id) };
-        let out_node = if n.op == Op::Assign { n.src()[0].clone() } else { n.clone() };
+        let out_key = if n.op == Op::Assign {
+            buf_key(&n.src()[0])
+        } else {
+            BufKey::Node(n.id)
+        };
+        let out_node = if n.op == Op::Assign {
+            n.src()[0].clone()
+        } else {
+            n.clone()
+        };
         b.slots.push((out_key, out_node));
         let (root, _) = if n.op.is_movement() {
             b.build(n, true)
@@ -371,14 +442,23 @@ fn build_kernel(g: &Graph, n: &Arc<UOp>, materialize: &mut HashSet<u64>, max_buf
         let mut bufs = bufs;
         bufs[0] = (n.dtype, n.numel());
         let inputs: Vec<Arc<UOp>> = b.slots.iter().skip(1).map(|(_, u)| u.clone()).collect();
-        return Ok(ScheduleItem::Kernel { ast: KernelAst { root, bufs }, out: n.clone(), inputs });
+        return Ok(ScheduleItem::Kernel {
+            ast: KernelAst { root, bufs },
+            out: n.clone(),
+            inputs,
+        });
     }
 }
 
 /// Order the kernels so that every kernel runs after the ones producing its inputs, and a
 /// kernel writing a buffer in place runs after every kernel reading its old contents.
 fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<ScheduleItem>> {
-    let ids: Vec<u64> = g.order.iter().copied().filter(|id| items.contains_key(id)).collect();
+    let ids: Vec<u64> = g
+        .order
+        .iter()
+        .copied()
+        .filter(|id| items.contains_key(id))
+        .collect();
     let mut deps: HashMap<u64, Vec<u64>> = HashMap::new();
     let reads = |item: &ScheduleItem, prev: &Arc<UOp>| -> bool {
         let inputs = match item {
@@ -386,7 +466,9 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
             ScheduleItem::Copy { src, .. } => vec![src.clone()],
         };
         match prev.buffer() {
-            Some(pb) => inputs.iter().any(|i| i.buffer().is_some_and(|b| Arc::ptr_eq(&b, &pb))),
+            Some(pb) => inputs
+                .iter()
+                .any(|i| i.buffer().is_some_and(|b| Arc::ptr_eq(&b, &pb))),
             None => inputs.iter().any(|i| i.id == prev.id),
         }
     };
@@ -394,7 +476,12 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
         let d = deps.entry(*id).or_default();
         match &items[id] {
             ScheduleItem::Kernel { inputs, .. } => {
-                d.extend(inputs.iter().filter(|i| items.contains_key(&i.id) && !i.is_realized()).map(|i| i.id));
+                d.extend(
+                    inputs
+                        .iter()
+                        .filter(|i| items.contains_key(&i.id) && !i.is_realized())
+                        .map(|i| i.id),
+                );
             }
             ScheduleItem::Copy { src, .. } => {
                 if items.contains_key(&src.id) {
@@ -407,13 +494,21 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
             // Runs after the previous version of the buffer exists and after every other
             // kernel that reads that previous version.
             let prev = out.src()[0].clone();
-            let mut after: Vec<u64> = ids.iter().copied().filter(|r| r != id && reads(&items[r], &prev)).collect();
+            let mut after: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|r| r != id && reads(&items[r], &prev))
+                .collect();
             if items.contains_key(&prev.id) {
                 after.push(prev.id);
             }
             let v = &out.src()[1];
             let (vb, _) = chain(v);
-            after.extend([v.id, vb.id].into_iter().filter(|c| items.contains_key(c) && c != id));
+            after.extend(
+                [v.id, vb.id]
+                    .into_iter()
+                    .filter(|c| items.contains_key(c) && c != id),
+            );
             deps.entry(*id).or_default().extend(after);
         }
     }
@@ -431,7 +526,10 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
             return Ok(());
         }
         if !visiting.insert(id) {
-            bail!(Other, "schedule: an in-place assign is both read and written by the same step in a cycle");
+            bail!(
+                Other,
+                "schedule: an in-place assign is both read and written by the same step in a cycle"
+            );
         }
         for &d in deps.get(&id).map(|v| v.as_slice()).unwrap_or(&[]) {
             visit(d, deps, done, visiting, out)?;

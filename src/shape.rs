@@ -33,7 +33,12 @@ pub struct View {
 
 impl View {
     pub fn contiguous(shape: &[usize]) -> View {
-        View { shape: shape.to_vec(), strides: strides_for(shape), offset: 0, mask: None }
+        View {
+            shape: shape.to_vec(),
+            strides: strides_for(shape),
+            offset: 0,
+            mask: None,
+        }
     }
 
     pub fn is_contiguous(&self) -> bool {
@@ -47,7 +52,10 @@ impl View {
             }
         }
         if let Some(m) = &self.mask {
-            let full = m.iter().zip(&self.shape).all(|(&(lo, hi), &s)| lo == 0 && hi == s);
+            let full = m
+                .iter()
+                .zip(&self.shape)
+                .all(|(&(lo, hi), &s)| lo == 0 && hi == s);
             if full {
                 self.mask = None;
             }
@@ -60,7 +68,10 @@ impl View {
             shape: order.iter().map(|&i| self.shape[i]).collect(),
             strides: order.iter().map(|&i| self.strides[i]).collect(),
             offset: self.offset,
-            mask: self.mask.as_ref().map(|m| order.iter().map(|&i| m[i]).collect()),
+            mask: self
+                .mask
+                .as_ref()
+                .map(|m| order.iter().map(|&i| m[i]).collect()),
         }
     }
 
@@ -95,11 +106,18 @@ impl View {
 
     fn pad(&self, arg: &[(usize, usize)]) -> View {
         let mut v = self.clone();
-        let mut mask = self.mask.clone().unwrap_or_else(|| self.shape.iter().map(|&s| (0, s)).collect());
+        let mut mask = self
+            .mask
+            .clone()
+            .unwrap_or_else(|| self.shape.iter().map(|&s| (0, s)).collect());
         for (i, &(lo, hi)) in arg.iter().enumerate() {
             v.offset -= lo as isize * self.strides[i];
             v.shape[i] = self.shape[i] + lo + hi;
-            mask[i] = if mask[i].1 > mask[i].0 { (mask[i].0 + lo, mask[i].1 + lo) } else { (0, 0) };
+            mask[i] = if mask[i].1 > mask[i].0 {
+                (mask[i].0 + lo, mask[i].1 + lo)
+            } else {
+                (0, 0)
+            };
         }
         v.mask = Some(mask);
         v.canonical()
@@ -113,7 +131,11 @@ impl View {
                 v.offset += (s as isize - 1) * self.strides[i];
                 v.strides[i] = -self.strides[i];
                 if let Some(m) = &mut v.mask {
-                    m[i] = if m[i].1 > m[i].0 { (s - m[i].1, s - m[i].0) } else { (0, 0) };
+                    m[i] = if m[i].1 > m[i].0 {
+                        (s - m[i].1, s - m[i].0)
+                    } else {
+                        (0, 0)
+                    };
                 }
             }
         }
@@ -131,16 +153,24 @@ impl View {
             return Some(v);
         }
         // Only size-1 dims added or removed: keep every real dim's stride and mask.
-        let old: Vec<usize> = (0..self.shape.len()).filter(|&i| self.shape[i] != 1).collect();
+        let old: Vec<usize> = (0..self.shape.len())
+            .filter(|&i| self.shape[i] != 1)
+            .collect();
         let new_real: Vec<usize> = new_shape.iter().copied().filter(|&s| s != 1).collect();
-        if old.iter().map(|&i| self.shape[i]).eq(new_real.iter().copied()) {
+        if old
+            .iter()
+            .map(|&i| self.shape[i])
+            .eq(new_real.iter().copied())
+        {
             let size1_masked_out = self.mask.as_ref().is_some_and(|m| {
                 (0..self.shape.len()).any(|i| self.shape[i] == 1 && m[i].1 <= m[i].0)
             });
             if !size1_masked_out {
                 let mut strides = vec![0isize; new_shape.len()];
-                let mut mask: Option<Vec<(usize, usize)>> =
-                    self.mask.as_ref().map(|_| new_shape.iter().map(|&s| (0, s)).collect());
+                let mut mask: Option<Vec<(usize, usize)>> = self
+                    .mask
+                    .as_ref()
+                    .map(|_| new_shape.iter().map(|&s| (0, s)).collect());
                 let mut k = 0;
                 for (j, &s) in new_shape.iter().enumerate() {
                     if s != 1 {
@@ -151,7 +181,15 @@ impl View {
                         k += 1;
                     }
                 }
-                return Some(View { shape: new_shape.to_vec(), strides, offset: self.offset, mask }.canonical());
+                return Some(
+                    View {
+                        shape: new_shape.to_vec(),
+                        strides,
+                        offset: self.offset,
+                        mask,
+                    }
+                    .canonical(),
+                );
             }
         }
         if self.mask.is_some() {
@@ -159,8 +197,10 @@ impl View {
         }
         // Merge the old dims into runs that are contiguous among themselves, then split each run
         // into the new dims that exactly cover it.
-        let dims: Vec<(usize, isize)> =
-            (0..self.shape.len()).filter(|&i| self.shape[i] != 1).map(|i| (self.shape[i], self.strides[i])).collect();
+        let dims: Vec<(usize, isize)> = (0..self.shape.len())
+            .filter(|&i| self.shape[i] != 1)
+            .map(|i| (self.shape[i], self.strides[i]))
+            .collect();
         let mut runs: Vec<(usize, isize)> = vec![]; // (size, stride of the innermost element)
         for &(s, st) in &dims {
             match runs.last_mut() {
@@ -198,7 +238,15 @@ impl View {
         if new_shape[j..].iter().any(|&s| s != 1) {
             return None;
         }
-        Some(View { shape: new_shape.to_vec(), strides, offset: self.offset, mask: None }.canonical())
+        Some(
+            View {
+                shape: new_shape.to_vec(),
+                strides,
+                offset: self.offset,
+                mask: None,
+            }
+            .canonical(),
+        )
     }
 
     /// (index, valid) of this view for the multi-index `idx`.
@@ -255,7 +303,9 @@ pub struct ShapeTracker {
 
 impl ShapeTracker {
     pub fn contiguous(shape: &[usize]) -> Self {
-        ShapeTracker { views: vec![View::contiguous(shape)] }
+        ShapeTracker {
+            views: vec![View::contiguous(shape)],
+        }
     }
     pub fn shape(&self) -> &[usize] {
         &self.views.last().expect("views").shape
@@ -267,7 +317,10 @@ impl ShapeTracker {
         self.views.len() == 1
             && v.mask.is_none()
             && prod(&v.shape) == source_numel
-            && v.shape.iter().zip(&v.strides).all(|(&d, &s)| d == 1 || s != 0)
+            && v.shape
+                .iter()
+                .zip(&v.strides)
+                .all(|(&d, &s)| d == 1 || s != 0)
     }
     /// True when the tracker reads its source in order: index i of the result is element i.
     pub fn is_identity(&self) -> bool {
@@ -353,9 +406,13 @@ mod tests {
 
     #[test]
     fn permute_then_reshape_is_two_views_or_one() {
-        let st = ShapeTracker::contiguous(&[2, 3]).permute(&[1, 0]).reshape(&[6]);
+        let st = ShapeTracker::contiguous(&[2, 3])
+            .permute(&[1, 0])
+            .reshape(&[6]);
         assert_eq!(eval(&st), [0, 3, 1, 4, 2, 5].map(Some));
-        let merged = ShapeTracker::contiguous(&[2, 3, 4]).reshape(&[6, 4]).reshape(&[24]);
+        let merged = ShapeTracker::contiguous(&[2, 3, 4])
+            .reshape(&[6, 4])
+            .reshape(&[24]);
         assert_eq!(merged.views.len(), 1);
     }
 
@@ -363,7 +420,9 @@ mod tests {
     fn pad_shrink_flip_expand() {
         let st = ShapeTracker::contiguous(&[3]).pad(&[(1, 2)]);
         assert_eq!(eval(&st), vec![None, Some(0), Some(1), Some(2), None, None]);
-        let st = ShapeTracker::contiguous(&[4]).shrink(&[(1, 3)]).flip(&[true]);
+        let st = ShapeTracker::contiguous(&[4])
+            .shrink(&[(1, 3)])
+            .flip(&[true]);
         assert_eq!(eval(&st), vec![Some(2), Some(1)]);
         let st = ShapeTracker::contiguous(&[1, 3]).expand(&[2, 3]);
         assert_eq!(eval(&st), [0, 1, 2, 0, 1, 2].map(Some));
@@ -372,10 +431,13 @@ mod tests {
     #[test]
     fn strided_reshape_merges_runs() {
         // (2,3,4) permuted to (3,2,4) then merging the last two dims stays one view.
-        let st = ShapeTracker::contiguous(&[2, 3, 4]).permute(&[1, 0, 2]).reshape(&[3, 2, 2, 2]);
+        let st = ShapeTracker::contiguous(&[2, 3, 4])
+            .permute(&[1, 0, 2])
+            .reshape(&[3, 2, 2, 2]);
         assert_eq!(st.views.len(), 1);
-        let reference: Vec<Option<i64>> =
-            (0..24).map(|i| Some(((i / 8) * 4 + ((i / 4) % 2) * 12 + i % 4) as i64)).collect();
+        let reference: Vec<Option<i64>> = (0..24)
+            .map(|i| Some(((i / 8) * 4 + ((i / 4) % 2) * 12 + i % 4) as i64))
+            .collect();
         assert_eq!(eval(&st), reference);
     }
 }

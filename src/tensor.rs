@@ -35,7 +35,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) fn grad_tensors() -> Vec<Tensor> {
     let mut reg = lock(&GRAD_TENSORS);
     reg.retain(|w| w.strong_count() > 0);
-    reg.iter().filter_map(|w| w.upgrade()).map(Tensor).filter(|t| t.requires_grad()).collect()
+    reg.iter()
+        .filter_map(|w| w.upgrade())
+        .map(Tensor)
+        .filter(|t| t.requires_grad())
+        .collect()
 }
 
 /// Node ids of the live tensors that require gradients.
@@ -143,19 +147,32 @@ impl From<Option<isize>> for Axes {
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.node();
-        write!(f, "Tensor(shape={:?}, dtype={}, device={}, realized={})", n.shape, n.dtype, n.device, n.is_realized())
+        write!(
+            f,
+            "Tensor(shape={:?}, dtype={}, device={}, realized={})",
+            n.shape,
+            n.dtype,
+            n.device,
+            n.is_realized()
+        )
     }
 }
 
 pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
     if shape.contains(&0) {
-        bail!(Shape, "{op}: empty shape {shape:?} (every dimension must be at least 1)");
+        bail!(
+            Shape,
+            "{op}: empty shape {shape:?} (every dimension must be at least 1)"
+        );
     }
     let mut n: usize = 1;
     for &d in shape {
         n = match n.checked_mul(d) {
             Some(v) if v <= MAX_NUMEL => v,
-            _ => bail!(Shape, "{op}: shape {shape:?} has more than {MAX_NUMEL} elements"),
+            _ => bail!(
+                Shape,
+                "{op}: shape {shape:?} has more than {MAX_NUMEL} elements"
+            ),
         };
     }
     Ok(())
@@ -165,7 +182,10 @@ pub(crate) fn norm_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
     let n = ndim as isize;
     let a = if axis < 0 { axis + n } else { axis };
     if a < 0 || a >= n.max(1) || (ndim == 0 && a != 0) {
-        bail!(Shape, "{op}: axis {axis} is out of range for a tensor of {ndim} dimensions");
+        bail!(
+            Shape,
+            "{op}: axis {axis} is out of range for a tensor of {ndim} dimensions"
+        );
     }
     Ok(a as usize)
 }
@@ -175,13 +195,24 @@ pub(crate) fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let x = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let y = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => bail!(Shape, "{op}: shapes {a:?} and {b:?} cannot be broadcast together"),
+            _ => bail!(
+                Shape,
+                "{op}: shapes {a:?} and {b:?} cannot be broadcast together"
+            ),
         };
     }
     Ok(out)
@@ -191,7 +222,11 @@ impl Tensor {
     // ---- handle plumbing -------------------------------------------------------------------
 
     pub(crate) fn from_node(n: Arc<UOp>) -> Tensor {
-        Tensor(Arc::new(Inner { node: Mutex::new(n), requires_grad: AtomicBool::new(false), grad: Mutex::new(None) }))
+        Tensor(Arc::new(Inner {
+            node: Mutex::new(n),
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(None),
+        }))
     }
     pub(crate) fn node(&self) -> Arc<UOp> {
         lock(&self.0.node).clone()
@@ -220,7 +255,7 @@ impl Tensor {
     }
 
     pub(crate) fn mk(op: Op, dtype: DType, shape: Vec<usize>, src: &[&Tensor]) -> Tensor {
-        let device = src.first().map(|s| s.device()).unwrap_or_else(Device::default);
+        let device = src.first().map(|s| s.device()).unwrap_or_default();
         let nodes = src.iter().map(|s| s.node()).collect();
         Tensor::from_node(UOp::new(op, dtype, shape, device, nodes))
     }
@@ -267,14 +302,22 @@ impl Tensor {
         let be = device.backend();
         let buf = Arc::new(be.alloc(bytes.len())?);
         be.copy_in(&buf, bytes)?;
-        Ok(Tensor::from_node(UOp::from_buffer(buf, dtype, shape.to_vec())))
+        Ok(Tensor::from_node(UOp::from_buffer(
+            buf,
+            dtype,
+            shape.to_vec(),
+        )))
     }
 
     /// A tensor holding `data` (row-major) with the given shape, on the default device.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if n != data.len() {
-            bail!(Shape, "from_slice: {} values do not fill shape {shape:?} ({n} elements)", data.len());
+            bail!(
+                Shape,
+                "from_slice: {} values do not fill shape {shape:?} ({n} elements)",
+                data.len()
+            );
         }
         let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.size());
         for &v in data {
@@ -289,18 +332,32 @@ impl Tensor {
     pub fn from_raw(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if n * dtype.size() != bytes.len() {
-            bail!(Shape, "from_raw: {} bytes do not fill shape {shape:?} of {dtype}", bytes.len());
+            bail!(
+                Shape,
+                "from_raw: {} bytes do not fill shape {shape:?} of {dtype}",
+                bytes.len()
+            );
         }
         Tensor::from_bytes(bytes, dtype, shape, "from_raw")
     }
     /// A 0-dimensional f32 tensor.
     pub fn scalar(v: f32) -> Tensor {
-        Tensor::mk(Op::Const(DType::F32.normalize(v as f64)), DType::F32, vec![], &[])
+        Tensor::mk(
+            Op::Const(DType::F32.normalize(v as f64)),
+            DType::F32,
+            vec![],
+            &[],
+        )
     }
     /// `value` broadcast to `shape` with `dtype`, without a buffer.
     pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
         check_shape("full", shape)?;
-        Ok(Tensor::mk(Op::Const(dtype.normalize(value)), dtype, shape.to_vec(), &[]))
+        Ok(Tensor::mk(
+            Op::Const(dtype.normalize(value)),
+            dtype,
+            shape.to_vec(),
+            &[],
+        ))
     }
     pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
         Tensor::full_dtype(shape, value, DType::F32)
@@ -323,10 +380,22 @@ impl Tensor {
     /// A constant with this tensor's shape, dtype and device.
     pub(crate) fn const_like(&self, v: f64) -> Tensor {
         let n = self.node();
-        Tensor::from_node(UOp::new(Op::Const(n.dtype.normalize(v)), n.dtype, n.shape.clone(), n.device, vec![]))
+        Tensor::from_node(UOp::new(
+            Op::Const(n.dtype.normalize(v)),
+            n.dtype,
+            n.shape.clone(),
+            n.device,
+            vec![],
+        ))
     }
     pub(crate) fn const_shaped(&self, v: f64, dtype: DType, shape: &[usize]) -> Tensor {
-        Tensor::from_node(UOp::new(Op::Const(dtype.normalize(v)), dtype, shape.to_vec(), self.device(), vec![]))
+        Tensor::from_node(UOp::new(
+            Op::Const(dtype.normalize(v)),
+            dtype,
+            shape.to_vec(),
+            self.device(),
+            vec![],
+        ))
     }
     /// `0, 1, ..., n-1` as i32 on the default device (no buffer).
     pub(crate) fn iota(n: usize, device: Device) -> Tensor {
@@ -335,11 +404,17 @@ impl Tensor {
     /// `start, start+step, ...` below `stop`.
     pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
-            bail!(Shape, "arange: invalid start {start}, stop {stop}, step {step}");
+            bail!(
+                Shape,
+                "arange: invalid start {start}, stop {stop}, step {step}"
+            );
         }
         let n = ((stop - start) / step).ceil();
         if n < 1.0 {
-            bail!(Shape, "arange: start {start}, stop {stop}, step {step} give no elements");
+            bail!(
+                Shape,
+                "arange: start {start}, stop {stop}, step {step} give no elements"
+            );
         }
         check_shape("arange", &[n as usize])?;
         let i = Tensor::iota(n as usize, Device::default());
@@ -381,7 +456,9 @@ impl Tensor {
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
         self.realize()?;
         let n = self.node();
-        let buf = n.buffer().ok_or_else(|| Error::new(ErrorKind::Other, "internal: realized tensor has no buffer"))?;
+        let buf = n.buffer().ok_or_else(|| {
+            Error::new(ErrorKind::Other, "internal: realized tensor has no buffer")
+        })?;
         let mut b = n.device.backend().copy_out(&buf).await?;
         b.truncate(n.numel() * n.dtype.size());
         Ok(b)
@@ -390,7 +467,11 @@ impl Tensor {
     pub async fn to_vec_async<T: Element>(&self) -> Result<Vec<T>> {
         let dt = self.dtype();
         if T::DTYPE != dt {
-            bail!(DType, "to_vec: tensor has dtype {dt}, asked for {}", T::DTYPE);
+            bail!(
+                DType,
+                "to_vec: tensor has dtype {dt}, asked for {}",
+                T::DTYPE
+            );
         }
         let b = self.bytes_async().await?;
         Ok(b.chunks_exact(dt.size()).map(T::read_le).collect())
@@ -399,7 +480,9 @@ impl Tensor {
     pub async fn to_f32_vec_async(&self) -> Result<Vec<f32>> {
         let dt = self.dtype();
         let b = self.bytes_async().await?;
-        Ok(b.chunks_exact(dt.size()).map(|c| read_f64(dt, c) as f32).collect())
+        Ok(b.chunks_exact(dt.size())
+            .map(|c| read_f64(dt, c) as f32)
+            .collect())
     }
     /// Blocking form of `to_vec_async` (native only).
     #[cfg(not(target_arch = "wasm32"))]
@@ -417,7 +500,12 @@ impl Tensor {
     }
     pub async fn item_async<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
-            bail!(Shape, "item: tensor of shape {:?} has {} elements, not 1", self.shape(), self.numel());
+            bail!(
+                Shape,
+                "item: tensor of shape {:?} has {} elements, not 1",
+                self.shape(),
+                self.numel()
+            );
         }
         Ok(self.to_vec_async::<T>().await?[0])
     }
@@ -426,9 +514,20 @@ impl Tensor {
         if device == self.device() {
             return Ok(self.clone());
         }
-        device.available().map_err(|e| Error::new(ErrorKind::Device, format!("to: device {device} unavailable: {e}")))?;
+        device.available().map_err(|e| {
+            Error::new(
+                ErrorKind::Device,
+                format!("to: device {device} unavailable: {e}"),
+            )
+        })?;
         let n = self.node();
-        Ok(Tensor::from_node(UOp::new(Op::Copy, n.dtype, n.shape.clone(), device, vec![n])))
+        Ok(Tensor::from_node(UOp::new(
+            Op::Copy,
+            n.dtype,
+            n.shape.clone(),
+            device,
+            vec![n],
+        )))
     }
     /// Force this value into its own buffer when realized (breaks fusion here).
     pub fn contiguous(&self) -> Tensor {
@@ -483,21 +582,38 @@ impl Tensor {
         Ok(match rhs.into() {
             Operand::Tensor(t) => t,
             Operand::Float(v) => {
-                let dt = if self.dtype().is_float() { self.dtype() } else { DType::F32 };
+                let dt = if self.dtype().is_float() {
+                    self.dtype()
+                } else {
+                    DType::F32
+                };
                 self.const_shaped(v, dt, &[])
             }
             Operand::Int(v) => {
-                let dt = if self.dtype() == DType::Bool { DType::I32 } else { self.dtype() };
+                let dt = if self.dtype() == DType::Bool {
+                    DType::I32
+                } else {
+                    self.dtype()
+                };
                 self.const_shaped(v as f64, dt, &[])
             }
         })
     }
 
     /// Broadcast and promote two operands to a common shape and dtype.
-    pub(crate) fn broadcast_pair(&self, op: &str, rhs: impl Into<Operand>) -> Result<(Tensor, Tensor)> {
+    pub(crate) fn broadcast_pair(
+        &self,
+        op: &str,
+        rhs: impl Into<Operand>,
+    ) -> Result<(Tensor, Tensor)> {
         let b = self.operand(rhs)?;
         if self.device() != b.device() {
-            bail!(Device, "{op}: operands on different devices ({} and {})", self.device(), b.device());
+            bail!(
+                Device,
+                "{op}: operands on different devices ({} and {})",
+                self.device(),
+                b.device()
+            );
         }
         let shape = broadcast_shape(op, &self.shape(), &b.shape())?;
         let dt = DType::promote(self.dtype(), b.dtype());
@@ -520,7 +636,12 @@ impl Tensor {
         t.expand_u(shape)
     }
 
-    pub(crate) fn binary(&self, op: BinaryOp, name: &str, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub(crate) fn binary(
+        &self,
+        op: BinaryOp,
+        name: &str,
+        rhs: impl Into<Operand>,
+    ) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair(name, rhs)?;
         let dt = if op.is_cmp() { DType::Bool } else { a.dtype() };
         Ok(Tensor::mk(Op::Binary(op), dt, a.shape(), &[&a, &b]))
@@ -541,7 +662,8 @@ impl Tensor {
     /// True division for floats (integers are promoted to f32); see `idiv` for integers.
     pub fn div(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair("div", rhs)?;
-        a.float("div")?.binary(BinaryOp::Div, "div", &b.float("div")?)
+        a.float("div")?
+            .binary(BinaryOp::Div, "div", &b.float("div")?)
     }
     /// Integer division truncating toward zero.
     pub fn idiv(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
@@ -589,19 +711,33 @@ impl Tensor {
     }
     pub fn logical_not(&self) -> Result<Tensor> {
         if self.dtype() != DType::Bool {
-            bail!(DType, "logical_not: needs a bool tensor, got {}", self.dtype());
+            bail!(
+                DType,
+                "logical_not: needs a bool tensor, got {}",
+                self.dtype()
+            );
         }
         self.ne(true)
     }
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
-            bail!(DType, "logical_and: needs bool tensors, got {} and {}", self.dtype(), rhs.dtype());
+            bail!(
+                DType,
+                "logical_and: needs bool tensors, got {} and {}",
+                self.dtype(),
+                rhs.dtype()
+            );
         }
         self.binary(BinaryOp::And, "logical_and", rhs)
     }
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
-            bail!(DType, "logical_or: needs bool tensors, got {} and {}", self.dtype(), rhs.dtype());
+            bail!(
+                DType,
+                "logical_or: needs bool tensors, got {} and {}",
+                self.dtype(),
+                rhs.dtype()
+            );
         }
         self.binary(BinaryOp::Or, "logical_or", rhs)
     }
@@ -630,7 +766,11 @@ impl Tensor {
     }
     /// `self ? a : b`, elementwise; self is a bool condition.
     pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Tensor> {
-        let cond = if self.dtype() == DType::Bool { self.clone() } else { self.ne(0)? };
+        let cond = if self.dtype() == DType::Bool {
+            self.clone()
+        } else {
+            self.ne(0)?
+        };
         let a = cond.operand(a)?;
         let b = cond.operand(b)?;
         let (a, b) = match (a.dtype().is_float(), b.dtype().is_float()) {
@@ -640,7 +780,11 @@ impl Tensor {
         };
         let (a, b) = a.broadcast_pair("where", &b)?;
         let shape = broadcast_shape("where", &cond.shape(), &a.shape())?;
-        let (c, a, b) = (cond.broadcast_to(&shape)?, a.broadcast_to(&shape)?, b.broadcast_to(&shape)?);
+        let (c, a, b) = (
+            cond.broadcast_to(&shape)?,
+            a.broadcast_to(&shape)?,
+            b.broadcast_to(&shape)?,
+        );
         if c.device() != a.device() {
             bail!(Device, "where: operands on different devices");
         }
@@ -678,7 +822,10 @@ impl Tensor {
         self.float_unary("sin", UnaryOp::Sin)
     }
     pub fn cos(&self) -> Result<Tensor> {
-        self.float("cos")?.neg()?.add(std::f64::consts::FRAC_PI_2)?.sin()
+        self.float("cos")?
+            .neg()?
+            .add(std::f64::consts::FRAC_PI_2)?
+            .sin()
     }
     pub fn tan(&self) -> Result<Tensor> {
         self.sin()?.div(&self.cos()?)
@@ -701,7 +848,9 @@ impl Tensor {
         let f = self.floor()?;
         let d = self.sub(&f)?;
         let even = f.rem(2.0)?.eq(0.0)?;
-        let up = d.gt(0.5)?.logical_or(&d.eq(0.5)?.logical_and(&even.logical_not()?)?)?;
+        let up = d
+            .gt(0.5)?
+            .logical_or(&d.eq(0.5)?.logical_and(&even.logical_not()?)?)?;
         f.add(&up.where_(1.0, 0.0)?)
     }
     pub fn square(&self) -> Result<Tensor> {
@@ -712,7 +861,7 @@ impl Tensor {
     }
     pub fn sign(&self) -> Result<Tensor> {
         let neg = self.lt(0)?.where_(-1.0, 1.0)?.cast(self.dtype())?;
-        self.eq(0)?.where_(&self.zeros_like(), &neg)
+        self.eq(0)?.where_(self.zeros_like(), &neg)
     }
     /// `self ** rhs`. Negative bases work for integer exponents.
     pub fn pow(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
@@ -751,7 +900,9 @@ impl Tensor {
     /// GELU, tanh approximation.
     pub fn gelu(&self) -> Result<Tensor> {
         let x = self.float("gelu")?;
-        let inner = x.mul(&x.square()?.mul(0.044715)?.add(1.0)?)?.mul((2.0 / std::f64::consts::PI).sqrt())?;
+        let inner = x
+            .mul(&x.square()?.mul(0.044715)?.add(1.0)?)?
+            .mul((2.0 / std::f64::consts::PI).sqrt())?;
         x.mul(0.5)?.mul(&inner.tanh()?.add(1.0)?)
     }
     pub fn silu(&self) -> Result<Tensor> {

@@ -17,7 +17,9 @@ fn kernels(f: impl Fn() -> Result<Tensor>) -> usize {
 
 fn data(shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| ((i * 7919) % 23) as f32 / 7.0 - 1.5).collect();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 23) as f32 / 7.0 - 1.5)
+        .collect();
     Tensor::from_vec(v, shape).unwrap()
 }
 
@@ -43,7 +45,9 @@ fn softmax_is_at_most_three_kernels() {
     let x = data(&[6, 10]);
     let n = kernels(|| x.softmax(-1));
     assert!(n <= 3, "softmax took {n} kernels");
-    let v = Context::new().dev(Device::Interp).run(|| x.softmax(-1).unwrap().to_vec::<f32>().unwrap());
+    let v = Context::new()
+        .dev(Device::Interp)
+        .run(|| x.softmax(-1).unwrap().to_vec::<f32>().unwrap());
     for row in v.chunks(10) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
     }
@@ -54,9 +58,18 @@ fn softmax_is_at_most_three_kernels() {
 fn mlp_training_step_kernel_count() {
     Context::new().dev(Device::Interp).training(true).run(|| {
         Tensor::manual_seed(1);
-        let w1 = Tensor::uniform(&[16, 32], -0.3, 0.3).unwrap().realize().unwrap();
-        let w2 = Tensor::uniform(&[32, 10], -0.3, 0.3).unwrap().realize().unwrap();
-        let (x, y) = (data(&[8, 16]), Tensor::from_vec((0..8).map(|i| i % 10).collect::<Vec<i32>>(), &[8]).unwrap());
+        let w1 = Tensor::uniform(&[16, 32], -0.3, 0.3)
+            .unwrap()
+            .realize()
+            .unwrap();
+        let w2 = Tensor::uniform(&[32, 10], -0.3, 0.3)
+            .unwrap()
+            .realize()
+            .unwrap();
+        let (x, y) = (
+            data(&[8, 16]),
+            Tensor::from_vec((0..8).map(|i| i % 10).collect::<Vec<i32>>(), &[8]).unwrap(),
+        );
         for w in [&w1, &w2] {
             w.set_requires_grad(true);
         }
@@ -72,7 +85,8 @@ fn mlp_training_step_kernel_count() {
         loss.backward().unwrap();
         for w in [&w1, &w2] {
             let g = w.grad().unwrap().detach();
-            w.assign(&w.detach().sub(&g.mul(0.1).unwrap()).unwrap()).unwrap();
+            w.assign(&w.detach().sub(g.mul(0.1).unwrap()).unwrap())
+                .unwrap();
         }
         let items = wgrad::realize::schedule_of(&[&w1, &w2, &loss]).unwrap();
         let n = items.len();
@@ -88,7 +102,9 @@ fn mlp_training_step_kernel_count() {
 
 #[test]
 fn kernels_respect_the_buffer_limit() {
-    let ts: Vec<Tensor> = (0..7).map(|i| data(&[3, 4]).add(i as f64).unwrap().realize().unwrap()).collect();
+    let ts: Vec<Tensor> = (0..7)
+        .map(|i| data(&[3, 4]).add(i as f64).unwrap().realize().unwrap())
+        .collect();
     let sum = |ts: &[Tensor]| -> Result<Tensor> {
         let mut acc = ts[0].clone();
         for t in &ts[1..] {
@@ -106,7 +122,11 @@ fn kernels_respect_the_buffer_limit() {
             assert!(items.len() > 1);
             for it in &items {
                 if let ScheduleItem::Kernel { ast, .. } = it {
-                    assert!(ast.bufs.len() <= 4, "kernel binds {} buffers", ast.bufs.len());
+                    assert!(
+                        ast.bufs.len() <= 4,
+                        "kernel binds {} buffers",
+                        ast.bufs.len()
+                    );
                 }
             }
             let got = t.to_vec::<f32>().unwrap();

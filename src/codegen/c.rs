@@ -60,7 +60,10 @@ impl Dialect for CDialect {
     }
     fn prologue(&self, k: &LinearKernel) -> String {
         let mut s = String::from(PRELUDE);
-        s.push_str(&format!("void {}(void **bufs, int gstart, int gend) {{\n", k.name));
+        s.push_str(&format!(
+            "void {}(void **bufs, int gstart, int gend) {{\n",
+            k.name
+        ));
         for (i, b) in k.bufs.iter().enumerate() {
             let c = if b.writes { "" } else { "const " };
             let t = storage(b.dtype);
@@ -78,7 +81,11 @@ impl Dialect for CDialect {
                 if v.is_nan() {
                     "NAN".into()
                 } else if v.is_infinite() {
-                    if v > 0.0 { "INFINITY".into() } else { "(-INFINITY)".into() }
+                    if v > 0.0 {
+                        "INFINITY".into()
+                    } else {
+                        "(-INFINITY)".into()
+                    }
                 } else {
                     format!("{:?}f", v as f32)
                 }

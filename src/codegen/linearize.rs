@@ -12,19 +12,70 @@ pub type Reg = u32;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Inst {
-    Const { dst: Reg, bits: u64, dtype: DType },
-    Gidx { dst: Reg },
-    Unary { dst: Reg, op: UnaryOp, dtype: DType, a: Reg },
+    Const {
+        dst: Reg,
+        bits: u64,
+        dtype: DType,
+    },
+    Gidx {
+        dst: Reg,
+    },
+    Unary {
+        dst: Reg,
+        op: UnaryOp,
+        dtype: DType,
+        a: Reg,
+    },
     /// `dtype` is the operands' dtype (comparisons produce bool).
-    Binary { dst: Reg, op: BinaryOp, dtype: DType, a: Reg, b: Reg },
-    Where { dst: Reg, dtype: DType, c: Reg, a: Reg, b: Reg },
-    Cast { dst: Reg, from: DType, to: DType, a: Reg },
-    Load { dst: Reg, slot: u32, dtype: DType, idx: Reg, gate: Option<Reg> },
-    DefAcc { dst: Reg, op: ReduceOp, dtype: DType },
-    Loop { dst: Reg, size: u32 },
+    Binary {
+        dst: Reg,
+        op: BinaryOp,
+        dtype: DType,
+        a: Reg,
+        b: Reg,
+    },
+    Where {
+        dst: Reg,
+        dtype: DType,
+        c: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    Cast {
+        dst: Reg,
+        from: DType,
+        to: DType,
+        a: Reg,
+    },
+    Load {
+        dst: Reg,
+        slot: u32,
+        dtype: DType,
+        idx: Reg,
+        gate: Option<Reg>,
+    },
+    DefAcc {
+        dst: Reg,
+        op: ReduceOp,
+        dtype: DType,
+    },
+    Loop {
+        dst: Reg,
+        size: u32,
+    },
     EndLoop,
-    Acc { acc: Reg, op: ReduceOp, dtype: DType, val: Reg },
-    Store { slot: u32, dtype: DType, idx: Reg, val: Reg },
+    Acc {
+        acc: Reg,
+        op: ReduceOp,
+        dtype: DType,
+        val: Reg,
+    },
+    Store {
+        slot: u32,
+        dtype: DType,
+        idx: Reg,
+        val: Reg,
+    },
 }
 
 /// A buffer argument of a kernel: element dtype and whether the kernel writes it.
@@ -60,9 +111,10 @@ impl LinearKernel {
                 Inst::EndLoop => {
                     mult.pop();
                 }
-                Inst::Unary { .. } | Inst::Binary { .. } | Inst::Where { .. } | Inst::Acc { .. } => {
-                    total += *mult.last().unwrap_or(&1)
-                }
+                Inst::Unary { .. }
+                | Inst::Binary { .. }
+                | Inst::Where { .. }
+                | Inst::Acc { .. } => total += *mult.last().unwrap_or(&1),
                 _ => {}
             }
         }
@@ -93,14 +145,46 @@ impl Lin<'_> {
         let src_dt = |i: usize| self.g.node(n.src[i]).dtype;
         let inst = match n.op {
             KOp::Gidx => Inst::Gidx { dst: r },
-            KOp::Const(bits) => Inst::Const { dst: r, bits, dtype: n.dtype },
-            KOp::Unary(op) => Inst::Unary { dst: r, op, dtype: n.dtype, a: n.src[0] },
-            KOp::Binary(op) => Inst::Binary { dst: r, op, dtype: src_dt(0), a: n.src[0], b: n.src[1] },
-            KOp::Where => Inst::Where { dst: r, dtype: n.dtype, c: n.src[0], a: n.src[1], b: n.src[2] },
-            KOp::Cast => Inst::Cast { dst: r, from: src_dt(0), to: n.dtype, a: n.src[0] },
+            KOp::Const(bits) => Inst::Const {
+                dst: r,
+                bits,
+                dtype: n.dtype,
+            },
+            KOp::Unary(op) => Inst::Unary {
+                dst: r,
+                op,
+                dtype: n.dtype,
+                a: n.src[0],
+            },
+            KOp::Binary(op) => Inst::Binary {
+                dst: r,
+                op,
+                dtype: src_dt(0),
+                a: n.src[0],
+                b: n.src[1],
+            },
+            KOp::Where => Inst::Where {
+                dst: r,
+                dtype: n.dtype,
+                c: n.src[0],
+                a: n.src[1],
+                b: n.src[2],
+            },
+            KOp::Cast => Inst::Cast {
+                dst: r,
+                from: src_dt(0),
+                to: n.dtype,
+                a: n.src[0],
+            },
             KOp::Load(slot) => {
                 let gate = (self.g.const_value(n.src[1]) != Some(1.0)).then_some(n.src[1]);
-                Inst::Load { dst: r, slot, dtype: n.dtype, idx: n.src[0], gate }
+                Inst::Load {
+                    dst: r,
+                    slot,
+                    dtype: n.dtype,
+                    idx: n.src[0],
+                    gate,
+                }
             }
             KOp::Range { .. } => unreachable!("ranges are emitted by their reduce"),
             KOp::Reduce(_) => unreachable!(),
@@ -145,7 +229,11 @@ impl Lin<'_> {
         for &m in &members {
             let n = self.g.node(m);
             let KOp::Reduce(op) = n.op else { continue };
-            self.out.push(Inst::DefAcc { dst: m, op, dtype: n.dtype });
+            self.out.push(Inst::DefAcc {
+                dst: m,
+                op,
+                dtype: n.dtype,
+            });
         }
         for &rg in ranges {
             if let KOp::Range { size, .. } = self.g.node(rg).op {
@@ -157,13 +245,23 @@ impl Lin<'_> {
             let n = self.g.node(m).clone();
             let KOp::Reduce(op) = n.op else { continue };
             self.emit(n.src[0]);
-            self.out.push(Inst::Acc { acc: m, op, dtype: n.dtype, val: n.src[0] });
+            self.out.push(Inst::Acc {
+                acc: m,
+                op,
+                dtype: n.dtype,
+                val: n.src[0],
+            });
         }
         for _ in ranges {
             self.out.push(Inst::EndLoop);
         }
         // Values computed inside the loop are not visible after it.
-        let inner: Vec<Ref> = self.done.iter().copied().filter(|&d| self.g.ranges[d as usize] & mask != 0).collect();
+        let inner: Vec<Ref> = self
+            .done
+            .iter()
+            .copied()
+            .filter(|&d| self.g.ranges[d as usize] & mask != 0)
+            .collect();
         for d in inner {
             self.done.remove(&d);
         }
@@ -186,11 +284,27 @@ fn reachable(g: &KGraph, roots: &[Ref]) -> HashSet<Ref> {
 pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
     let roots: Vec<Ref> = l.stores.iter().flat_map(|&(_, i, v)| [i, v]).collect();
     let needed = reachable(&l.graph, &roots);
-    let mut lin = Lin { g: &l.graph, out: vec![], done: HashSet::new(), needed };
+    let mut lin = Lin {
+        g: &l.graph,
+        out: vec![],
+        done: HashSet::new(),
+        needed,
+    };
     for &(slot, idx, val) in &l.stores {
         lin.emit(idx);
         lin.emit(val);
-        lin.out.push(Inst::Store { slot, dtype: bufs[slot as usize].dtype, idx, val });
+        lin.out.push(Inst::Store {
+            slot,
+            dtype: bufs[slot as usize].dtype,
+            idx,
+            val,
+        });
     }
-    LinearKernel { name: name.to_string(), insts: lin.out, bufs, global_size: l.global_size, nregs: l.graph.nodes.len() }
+    LinearKernel {
+        name: name.to_string(),
+        insts: lin.out,
+        bufs,
+        global_size: l.global_size,
+        nregs: l.graph.nodes.len(),
+    }
 }

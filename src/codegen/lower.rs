@@ -42,7 +42,10 @@ pub fn lower(k: &KernelAst, up: Option<Upcast>) -> Lowered {
     let gidx = g.gidx(gsize);
     let base = unravel(&mut g, gidx, &grid);
     let yes = g.bool_const(true);
-    let mut memo = Memo { values: HashMap::new(), ranges: HashMap::new() };
+    let mut memo = Memo {
+        values: HashMap::new(),
+        ranges: HashMap::new(),
+    };
     let out_dtype = k.bufs[0].0;
     let strides = crate::shape::strides_for(&root.shape);
     let mut stores = vec![];
@@ -66,13 +69,23 @@ pub fn lower(k: &KernelAst, up: Option<Upcast>) -> Lowered {
         }
         stores.push((0, lin, v));
     }
-    Lowered { graph: g, stores, global_size: gsize }
+    Lowered {
+        graph: g,
+        stores,
+        global_size: gsize,
+    }
 }
 
 /// Loads executed per output element (loads inside reduce loops weighted by trip count), to
 /// compare upcast choices.
 pub fn loads_per_output(l: &Lowered) -> f64 {
-    let loads = l.graph.nodes.iter().enumerate().filter(|(i, n)| matches!(n.op, KOp::Load(_)) && l.graph.ranges[*i] != 0).count();
+    let loads = l
+        .graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| matches!(n.op, KOp::Load(_)) && l.graph.ranges[*i] != 0)
+        .count();
     loads as f64 / l.stores.len() as f64
 }
 

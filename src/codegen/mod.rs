@@ -23,7 +23,10 @@ pub enum KOp {
     /// The global index: which output element this invocation computes.
     Gidx,
     /// A reduce loop variable, `0..size`.
-    Range { id: u32, size: u32 },
+    Range {
+        id: u32,
+        size: u32,
+    },
     /// A constant, as the bits of an f64.
     Const(u64),
     Unary(UnaryOp),
@@ -88,7 +91,10 @@ impl KGraph {
             return r;
         }
         let bounds = crate::rewrite::bounds(self, &n);
-        let mut ranges = n.src.iter().fold(0u64, |acc, &s| acc | self.ranges[s as usize]);
+        let mut ranges = n
+            .src
+            .iter()
+            .fold(0u64, |acc, &s| acc | self.ranges[s as usize]);
         if let KOp::Range { id, .. } = n.op {
             ranges |= 1u64 << id;
         }
@@ -109,7 +115,11 @@ impl KGraph {
 
     pub fn konst(&mut self, v: f64, dtype: DType) -> Ref {
         let v = dtype.normalize(v);
-        self.intern(Node { op: KOp::Const(v.to_bits()), dtype, src: vec![] })
+        self.intern(Node {
+            op: KOp::Const(v.to_bits()),
+            dtype,
+            src: vec![],
+        })
     }
     pub fn int(&mut self, v: i64) -> Ref {
         self.konst(v as f64, crate::shape::INDEX)
@@ -118,7 +128,11 @@ impl KGraph {
         self.konst(v as u8 as f64, DType::Bool)
     }
     pub fn gidx(&mut self, size: usize) -> Ref {
-        let r = self.intern(Node { op: KOp::Gidx, dtype: crate::shape::INDEX, src: vec![] });
+        let r = self.intern(Node {
+            op: KOp::Gidx,
+            dtype: crate::shape::INDEX,
+            src: vec![],
+        });
         self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
         r
     }
@@ -126,10 +140,21 @@ impl KGraph {
         let id = self.next_range;
         assert!(id < 64, "a kernel has at most 64 reduce loops");
         self.next_range += 1;
-        self.intern(Node { op: KOp::Range { id, size: size as u32 }, dtype: crate::shape::INDEX, src: vec![] })
+        self.intern(Node {
+            op: KOp::Range {
+                id,
+                size: size as u32,
+            },
+            dtype: crate::shape::INDEX,
+            src: vec![],
+        })
     }
     pub fn binary(&mut self, op: BinaryOp, a: Ref, b: Ref) -> Ref {
-        let dt = if op.is_cmp() { DType::Bool } else { self.node(a).dtype };
+        let dt = if op.is_cmp() {
+            DType::Bool
+        } else {
+            self.node(a).dtype
+        };
         self.make(KOp::Binary(op), dt, vec![a, b])
     }
     pub fn unary(&mut self, op: UnaryOp, a: Ref) -> Ref {
@@ -198,7 +223,11 @@ impl KGraph {
             return m;
         }
         let n = self.node(r).clone();
-        let src: Vec<Ref> = n.src.iter().map(|&s| self.subst_rec(s, from, to, memo)).collect();
+        let src: Vec<Ref> = n
+            .src
+            .iter()
+            .map(|&s| self.subst_rec(s, from, to, memo))
+            .collect();
         let out = self.make(n.op, n.dtype, src);
         memo.insert(r, out);
         out

@@ -43,7 +43,9 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
     let mut out = d.prologue(k);
     let mut names: HashMap<Reg, String> = HashMap::new();
     let mut depth = 2usize;
-    let name = |names: &HashMap<Reg, String>, r: Reg| names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"));
+    let name = |names: &HashMap<Reg, String>, r: Reg| {
+        names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
+    };
     for inst in &k.insts {
         let pad = "  ".repeat(depth);
         let line = match inst {
@@ -55,20 +57,44 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
                 names.insert(*dst, "gidx".into());
                 continue;
             }
-            Inst::Unary { dst, op, dtype, a } => {
-                d.let_(d.ty(*dtype), &format!("v{dst}"), &d.unary(*op, *dtype, &name(&names, *a)))
-            }
-            Inst::Binary { dst, op, dtype, a, b } => {
+            Inst::Unary { dst, op, dtype, a } => d.let_(
+                d.ty(*dtype),
+                &format!("v{dst}"),
+                &d.unary(*op, *dtype, &name(&names, *a)),
+            ),
+            Inst::Binary {
+                dst,
+                op,
+                dtype,
+                a,
+                b,
+            } => {
                 let out_dt = if op.is_cmp() { DType::Bool } else { *dtype };
                 let e = d.binary(*op, *dtype, &name(&names, *a), &name(&names, *b));
                 d.let_(d.ty(out_dt), &format!("v{dst}"), &e)
             }
-            Inst::Where { dst, dtype, c, a, b } => {
+            Inst::Where {
+                dst,
+                dtype,
+                c,
+                a,
+                b,
+            } => {
                 let e = d.select(&name(&names, *c), &name(&names, *a), &name(&names, *b));
                 d.let_(d.ty(*dtype), &format!("v{dst}"), &e)
             }
-            Inst::Cast { dst, from, to, a } => d.let_(d.ty(*to), &format!("v{dst}"), &d.cast(*from, *to, &name(&names, *a))),
-            Inst::Load { dst, slot, dtype, idx, gate } => {
+            Inst::Cast { dst, from, to, a } => d.let_(
+                d.ty(*to),
+                &format!("v{dst}"),
+                &d.cast(*from, *to, &name(&names, *a)),
+            ),
+            Inst::Load {
+                dst,
+                slot,
+                dtype,
+                idx,
+                gate,
+            } => {
                 let e = match gate {
                     None => d.load(*slot, *dtype, &name(&names, *idx)),
                     Some(g) => {
@@ -81,7 +107,11 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
             }
             Inst::DefAcc { dst, op, dtype } => {
                 names.insert(*dst, format!("acc{dst}"));
-                d.var(d.ty(*dtype), &format!("acc{dst}"), &d.constant(op.identity(*dtype), *dtype))
+                d.var(
+                    d.ty(*dtype),
+                    &format!("acc{dst}"),
+                    &d.constant(op.identity(*dtype), *dtype),
+                )
             }
             Inst::Loop { dst, size } => {
                 names.insert(*dst, format!("r{dst}"));
@@ -94,7 +124,12 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
                 let _ = writeln!(out, "{}}}", "  ".repeat(depth));
                 continue;
             }
-            Inst::Acc { acc, op, dtype, val } => {
+            Inst::Acc {
+                acc,
+                op,
+                dtype,
+                val,
+            } => {
                 let a = format!("acc{acc}");
                 let v = name(&names, *val);
                 match op {
@@ -102,7 +137,12 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
                     ReduceOp::Max => format!("{a} = {};", d.max(*dtype, &a, &v)),
                 }
             }
-            Inst::Store { slot, dtype, idx, val } => d.store(*slot, *dtype, &name(&names, *idx), &name(&names, *val)),
+            Inst::Store {
+                slot,
+                dtype,
+                idx,
+                val,
+            } => d.store(*slot, *dtype, &name(&names, *idx), &name(&names, *val)),
         };
         let _ = writeln!(out, "{pad}{line}");
     }

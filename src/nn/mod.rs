@@ -23,16 +23,34 @@ impl Conv2d {
     pub fn new(cin: usize, cout: usize, kernel: (usize, usize)) -> Result<Conv2d> {
         Conv2d::with(cin, cout, kernel, Conv2dOpts::default(), true)
     }
-    pub fn with(cin: usize, cout: usize, kernel: (usize, usize), opts: Conv2dOpts, bias: bool) -> Result<Conv2d> {
+    pub fn with(
+        cin: usize,
+        cout: usize,
+        kernel: (usize, usize),
+        opts: Conv2dOpts,
+        bias: bool,
+    ) -> Result<Conv2d> {
         if opts.groups == 0 || cin % opts.groups != 0 || cout % opts.groups != 0 {
-            bail!(Shape, "Conv2d: {cin} in and {cout} out channels are not divisible by groups={}", opts.groups);
+            bail!(
+                Shape,
+                "Conv2d: {cin} in and {cout} out channels are not divisible by groups={}",
+                opts.groups
+            );
         }
         if opts.padding == Padding::Same && opts.stride != (1, 1) {
-            bail!(Shape, "Conv2d: padding \"same\" requires stride 1, got {:?}", opts.stride);
+            bail!(
+                Shape,
+                "Conv2d: padding \"same\" requires stride 1, got {:?}",
+                opts.stride
+            );
         }
         let fan_in = cin / opts.groups * kernel.0 * kernel.1;
         let weight = init(&[cout, cin / opts.groups, kernel.0, kernel.1], fan_in)?;
-        let bias = if bias { Some(init(&[cout], fan_in)?) } else { None };
+        let bias = if bias {
+            Some(init(&[cout], fan_in)?)
+        } else {
+            None
+        };
         Ok(Conv2d { weight, bias, opts })
     }
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -52,7 +70,11 @@ impl Linear {
     }
     pub fn with(cin: usize, cout: usize, bias: bool) -> Result<Linear> {
         let weight = init(&[cout, cin], cin)?;
-        let bias = if bias { Some(init(&[cout], cin)?) } else { None };
+        let bias = if bias {
+            Some(init(&[cout], cin)?)
+        } else {
+            None
+        };
         Ok(Linear { weight, bias })
     }
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

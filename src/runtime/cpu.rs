@@ -3,7 +3,10 @@
 //! cores. Compiled objects are cached on disk by a hash of source and compiler command,
 //! written atomically (compile to a temporary name, then rename).
 
-use super::{host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program, ProgramImpl};
+use super::{
+    host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
+    ProgramImpl,
+};
 use crate::codegen::{c::CDialect, render::render, LinearKernel};
 use crate::error::{bail, Error, ErrorKind, Result};
 use std::path::PathBuf;
@@ -24,25 +27,44 @@ pub struct Cpu {
 
 impl Default for Cpu {
     fn default() -> Self {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         Cpu { threads }
     }
 }
 
 fn compiler() -> String {
-    std::env::var("CC").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "cc".into())
+    std::env::var("CC")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "cc".into())
 }
 
-const FLAGS: &[&str] = &["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math"];
+const FLAGS: &[&str] = &[
+    "-O3",
+    "-march=native",
+    "-fPIC",
+    "-shared",
+    "-fwrapv",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+];
 
 /// Whether a C compiler can be run.
 pub fn available() -> std::result::Result<(), String> {
     static OK: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    OK.get_or_init(|| match Command::new(compiler()).arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("'{} --version' failed: {}", compiler(), String::from_utf8_lossy(&o.stderr))),
-        Err(e) => Err(format!("no C compiler '{}' ({e}); set CC", compiler())),
-    })
+    OK.get_or_init(
+        || match Command::new(compiler()).arg("--version").output() {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!(
+                "'{} --version' failed: {}",
+                compiler(),
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Err(e) => Err(format!("no C compiler '{}' ({e}); set CC", compiler())),
+        },
+    )
     .clone()
 }
 
@@ -77,18 +99,41 @@ fn compile_so(name: &str, src: &str) -> Result<PathBuf> {
     if so.exists() {
         return Ok(so);
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cpu: cannot create cache dir {}: {e}", dir.display())))?;
-    let tag = format!("{key}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("cpu: cannot create cache dir {}: {e}", dir.display()),
+        )
+    })?;
+    let tag = format!(
+        "{key}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    )
+    .replace(['(', ')'], "");
     let c_path = dir.join(format!("{tag}.c"));
     let tmp_so = dir.join(format!("{tag}.so.tmp"));
     std::fs::write(&c_path, src)?;
-    let out = Command::new(&cc).args(FLAGS).arg("-o").arg(&tmp_so).arg(&c_path).output();
+    let out = Command::new(&cc)
+        .args(FLAGS)
+        .arg("-o")
+        .arg(&tmp_so)
+        .arg(&c_path)
+        .output();
     let _ = std::fs::remove_file(&c_path);
-    let out = out.map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: cannot run C compiler '{cc}': {e}")))?;
+    let out = out.map_err(|e| {
+        Error::new(
+            ErrorKind::Backend,
+            format!("cpu: cannot run C compiler '{cc}': {e}"),
+        )
+    })?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp_so);
-        bail!(Backend, "cpu: compiling kernel {name} failed:\n{}\n{src}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            Backend,
+            "cpu: compiling kernel {name} failed:\n{}\n{src}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     std::fs::rename(&tmp_so, &so)?;
     Ok(so)
@@ -108,7 +153,11 @@ impl Backend for Cpu {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer { device: Device::Cpu, size: bytes, mem: Mem::Host(HostMem::new(bytes)?) })
+        Ok(Buffer {
+            device: Device::Cpu,
+            size: bytes,
+            mem: Mem::Host(HostMem::new(bytes)?),
+        })
     }
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         host_copy_in(buf, data)
@@ -123,29 +172,50 @@ impl Backend for Cpu {
         let so = compile_so(&k.name, &source)?;
         // SAFETY: the object was produced by our compiler invocation from our own source; its
         // initialisers are those of a plain C file.
-        let lib = unsafe { libloading::Library::new(&so) }
-            .map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: dlopen {}: {e}", so.display())))?;
+        let lib = unsafe { libloading::Library::new(&so) }.map_err(|e| {
+            Error::new(
+                ErrorKind::Backend,
+                format!("cpu: dlopen {}: {e}", so.display()),
+            )
+        })?;
         // SAFETY: the symbol is the kernel we rendered, with exactly the `KernelFn` signature.
         let func: KernelFn = unsafe {
-            *lib.get::<KernelFn>(k.name.as_bytes())
-                .map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: symbol {}: {e}", k.name)))?
+            *lib.get::<KernelFn>(k.name.as_bytes()).map_err(|e| {
+                Error::new(ErrorKind::Backend, format!("cpu: symbol {}: {e}", k.name))
+            })?
         };
         Ok(Program {
             name: k.name.clone(),
             source,
             global_size: k.global_size,
             ops: k.ops_per_item() * k.global_size as u64,
-            imp: ProgramImpl::Cpu(CpuProgram { _lib: Arc::new(lib), func }),
+            imp: ProgramImpl::Cpu(CpuProgram {
+                _lib: Arc::new(lib),
+                func,
+            }),
         })
     }
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
-        let ProgramImpl::Cpu(cp) = &p.imp else { bail!(Backend, "cpu: cannot launch a program compiled for another backend") };
+        let ProgramImpl::Cpu(cp) = &p.imp else {
+            bail!(
+                Backend,
+                "cpu: cannot launch a program compiled for another backend"
+            )
+        };
         let ptrs = SendPtrs(bufs.iter().map(|b| b.host().ptr()).collect());
         let n = p.global_size;
         if n > i32::MAX as usize {
-            bail!(Backend, "cpu: kernel {} has {n} invocations, more than 32-bit indexing allows", p.name);
+            bail!(
+                Backend,
+                "cpu: kernel {} has {n} invocations, more than 32-bit indexing allows",
+                p.name
+            );
         }
-        let threads = if p.ops < 200_000 { 1 } else { self.threads.min(n) };
+        let threads = if p.ops < 200_000 {
+            1
+        } else {
+            self.threads.min(n)
+        };
         let f = cp.func;
         if threads <= 1 {
             // SAFETY: the kernel indexes only within the buffers the scheduler sized for it.

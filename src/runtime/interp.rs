@@ -3,8 +3,13 @@
 //! diffed against, and it runs everywhere (wasm included). Loads and stores are bounds-checked:
 //! a bad index is an error, never undefined behaviour.
 
-use super::{host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program, ProgramImpl};
-use crate::codegen::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, Inst, LinearKernel};
+use super::{
+    host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
+    ProgramImpl,
+};
+use crate::codegen::{
+    compute_dtype, exec_binary, exec_cast, exec_unary, round_result, Inst, LinearKernel,
+};
 use crate::dtype::{read_f64, write_f64};
 use crate::error::{bail, Result};
 use crate::ops::ReduceOp;
@@ -21,7 +26,11 @@ impl Backend for Interp {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer { device: Device::Interp, size: bytes, mem: Mem::Host(HostMem::new(bytes)?) })
+        Ok(Buffer {
+            device: Device::Interp,
+            size: bytes,
+            mem: Mem::Host(HostMem::new(bytes)?),
+        })
     }
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         host_copy_in(buf, data)
@@ -42,7 +51,10 @@ impl Backend for Interp {
         match &p.imp {
             ProgramImpl::Interp(k) => run(k, bufs),
             #[allow(unreachable_patterns)]
-            _ => bail!(Backend, "interp: cannot launch a program compiled for another backend"),
+            _ => bail!(
+                Backend,
+                "interp: cannot launch a program compiled for another backend"
+            ),
         }
     }
     fn synchronize(&self) -> Result<()> {
@@ -55,7 +67,13 @@ const LANES: usize = 64;
 /// Run `k` over host buffers (also used by other host backends as a fallback).
 pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
     if bufs.len() != k.bufs.len() {
-        bail!(Backend, "kernel {} takes {} buffers, got {}", k.name, k.bufs.len(), bufs.len());
+        bail!(
+            Backend,
+            "kernel {} takes {} buffers, got {}",
+            k.name,
+            k.bufs.len(),
+            bufs.len()
+        );
     }
     let mem: Vec<(*mut u8, usize)> = bufs.iter().map(|b| (b.host().ptr(), b.size)).collect();
     // Matching EndLoop of every Loop.
@@ -65,7 +83,9 @@ pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
         match inst {
             Inst::Loop { .. } => stack.push(i),
             Inst::EndLoop => {
-                let Some(s) = stack.pop() else { bail!(Backend, "kernel {}: unbalanced loops", k.name) };
+                let Some(s) = stack.pop() else {
+                    bail!(Backend, "kernel {}: unbalanced loops", k.name)
+                };
                 ends[s] = i;
                 ends[i] = s;
             }
@@ -82,7 +102,14 @@ pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
     Ok(())
 }
 
-fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut [f64], start: usize, n: usize) -> Result<()> {
+fn block(
+    k: &LinearKernel,
+    mem: &[(*mut u8, usize)],
+    ends: &[usize],
+    regs: &mut [f64],
+    start: usize,
+    n: usize,
+) -> Result<()> {
     let mut pc = 0;
     let mut loops: Vec<(usize, u32, u32)> = vec![]; // (pc of Loop, counter, size)
     let r = |x: u32| x as usize * LANES;
@@ -100,7 +127,13 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
                     regs[r(*dst) + l] = exec_unary(*op, dt, regs[r(*a) + l]);
                 }
             }
-            Inst::Binary { dst, op, dtype, a, b } => {
+            Inst::Binary {
+                dst,
+                op,
+                dtype,
+                a,
+                b,
+            } => {
                 let dt = compute_dtype(*dtype);
                 for l in 0..n {
                     regs[r(*dst) + l] = exec_binary(*op, dt, regs[r(*a) + l], regs[r(*b) + l]);
@@ -108,7 +141,11 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
             }
             Inst::Where { dst, c, a, b, .. } => {
                 for l in 0..n {
-                    regs[r(*dst) + l] = if regs[r(*c) + l] != 0.0 { regs[r(*a) + l] } else { regs[r(*b) + l] };
+                    regs[r(*dst) + l] = if regs[r(*c) + l] != 0.0 {
+                        regs[r(*a) + l]
+                    } else {
+                        regs[r(*b) + l]
+                    };
                 }
             }
             Inst::Cast { dst, to, a, .. } => {
@@ -116,7 +153,13 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
                     regs[r(*dst) + l] = exec_cast(*to, regs[r(*a) + l]);
                 }
             }
-            Inst::Load { dst, slot, dtype, idx, gate } => {
+            Inst::Load {
+                dst,
+                slot,
+                dtype,
+                idx,
+                gate,
+            } => {
                 let (ptr, size) = mem[*slot as usize];
                 let w = dtype.size();
                 for l in 0..n {
@@ -143,7 +186,9 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
                 regs[r(*dst)..r(*dst) + n].fill(0.0);
             }
             Inst::EndLoop => {
-                let Some(top) = loops.last_mut() else { bail!(Backend, "kernel {}: unbalanced loops", k.name) };
+                let Some(top) = loops.last_mut() else {
+                    bail!(Backend, "kernel {}: unbalanced loops", k.name)
+                };
                 top.1 += 1;
                 if top.1 < top.2 {
                     let (lpc, cnt) = (top.0, top.1);
@@ -155,7 +200,12 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
                 }
                 loops.pop();
             }
-            Inst::Acc { acc, op, dtype, val } => {
+            Inst::Acc {
+                acc,
+                op,
+                dtype,
+                val,
+            } => {
                 let dt = compute_dtype(*dtype);
                 for l in 0..n {
                     let (a, v) = (regs[r(*acc) + l], regs[r(*val) + l]);
@@ -165,18 +215,29 @@ fn block(k: &LinearKernel, mem: &[(*mut u8, usize)], ends: &[usize], regs: &mut 
                     };
                 }
             }
-            Inst::Store { slot, dtype, idx, val } => {
+            Inst::Store {
+                slot,
+                dtype,
+                idx,
+                val,
+            } => {
                 let (ptr, size) = mem[*slot as usize];
                 let w = dtype.size();
                 let mut tmp = [0u8; 4];
                 for l in 0..n {
                     let i = regs[r(*idx) + l];
                     if i < 0.0 || (i as usize + 1) * w > size {
-                        bail!(Backend, "kernel {}: store of element {i} out of bounds of buffer {slot}", k.name);
+                        bail!(
+                            Backend,
+                            "kernel {}: store of element {i} out of bounds of buffer {slot}",
+                            k.name
+                        );
                     }
                     write_f64(*dtype, regs[r(*val) + l], &mut tmp);
                     // SAFETY: bounds checked above; no Rust reference to this memory is alive.
-                    unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), ptr.add(i as usize * w), w) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(tmp.as_ptr(), ptr.add(i as usize * w), w)
+                    };
                 }
             }
         }

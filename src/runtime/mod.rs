@@ -65,7 +65,11 @@ impl Device {
     pub fn best() -> Device {
         static BEST: OnceLock<Device> = OnceLock::new();
         *BEST.get_or_init(|| {
-            let d = Device::all().into_iter().rev().find(|d| d.available().is_ok()).unwrap_or(Device::Interp);
+            let d = Device::all()
+                .into_iter()
+                .rev()
+                .find(|d| d.available().is_ok())
+                .unwrap_or(Device::Interp);
             if crate::context::debug() >= 1 {
                 eprintln!("wgrad: default device {}", d.name());
             }
@@ -96,7 +100,11 @@ impl std::str::FromStr for Device {
             }
         }
         let known: Vec<&str> = Device::all().iter().map(|d| d.name()).collect();
-        bail!(Device, "unknown device '{s}': this build has {}", known.join(", "))
+        bail!(
+            Device,
+            "unknown device '{s}': this build has {}",
+            known.join(", ")
+        )
     }
 }
 
@@ -222,7 +230,12 @@ pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
 
 pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
     if data.len() > buf.size {
-        bail!(Device, "copy_in: {} bytes into a buffer of {}", data.len(), buf.size);
+        bail!(
+            Device,
+            "copy_in: {} bytes into a buffer of {}",
+            data.len(),
+            buf.size
+        );
     }
     // SAFETY: host backends run kernels synchronously; nothing else holds this memory now.
     unsafe { buf.host().as_mut_slice()[..data.len()].copy_from_slice(data) };
