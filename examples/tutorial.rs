@@ -15,7 +15,11 @@ struct Model {
 
 impl Model {
     fn new() -> Result<Model> {
-        Ok(Model { l1: Conv2d::new(1, 32, (3, 3))?, l2: Conv2d::new(32, 64, (3, 3))?, l3: Linear::new(1600, 10)? })
+        Ok(Model {
+            l1: Conv2d::new(1, 32, (3, 3))?,
+            l2: Conv2d::new(32, 64, (3, 3))?,
+            l3: Linear::new(1600, 10)?,
+        })
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
@@ -23,14 +27,26 @@ impl Model {
         self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
     }
     fn params(&self) -> Vec<Tensor> {
-        let mut v = vec![self.l1.weight.clone(), self.l2.weight.clone(), self.l3.weight.clone()];
-        v.extend([&self.l1.bias, &self.l2.bias, &self.l3.bias].into_iter().flatten().cloned());
+        let mut v = vec![
+            self.l1.weight.clone(),
+            self.l2.weight.clone(),
+            self.l3.weight.clone(),
+        ];
+        v.extend(
+            [&self.l1.bias, &self.l2.bias, &self.l3.bias]
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
         v
     }
 }
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() -> Result<()> {
@@ -49,7 +65,9 @@ fn main() -> Result<()> {
             for p in &params {
                 p.set_grad(None);
             }
-            let loss = model.forward(&x)?.sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+            let loss = model
+                .forward(&x)?
+                .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
             loss.backward()?;
             for p in &params {
                 let g = p.grad().expect("every parameter gets a gradient").detach();
@@ -62,10 +80,20 @@ fn main() -> Result<()> {
         })?;
         last = loss.cast(DType::F32)?.item::<f32>()?;
         first.get_or_insert(last);
-        println!("step {step:3}  loss {last:.4}  {:7.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "step {step:3}  loss {last:.4}  {:7.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
     }
     let first = first.unwrap_or(last);
-    println!("loss {first:.4} -> {last:.4} ({})", if last < first { "falling" } else { "NOT falling" });
+    println!(
+        "loss {first:.4} -> {last:.4} ({})",
+        if last < first {
+            "falling"
+        } else {
+            "NOT falling"
+        }
+    );
     if last >= first {
         std::process::exit(1);
     }
