@@ -6,20 +6,17 @@ use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::runtime::Device;
 use crate::tensor::{check_shape, Tensor};
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 struct Rng {
     seed: u64,
     counters: Vec<(Device, Tensor)>,
 }
 
-static RNG: Mutex<Rng> = Mutex::new(Rng {
-    seed: 0,
-    counters: Vec::new(),
-});
-
-fn rng() -> std::sync::MutexGuard<'static, Rng> {
-    RNG.lock().unwrap_or_else(|e| e.into_inner())
+// Per thread, like the rest of the engine's mutable state: a tensor graph is built and
+// realized by one thread.
+thread_local! {
+    static RNG: RefCell<Rng> = const { RefCell::new(Rng { seed: 0, counters: Vec::new() }) };
 }
 
 fn rotl(x: &Tensor, r: u32) -> Result<Tensor> {
@@ -48,19 +45,24 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
     if n > u32::MAX as usize {
         bail!(Shape, "rand: {n} values is more than one draw can produce");
     }
-    let mut st = rng();
-    let seed = st.seed;
-    let counter = match st.counters.iter().find(|(d, _)| *d == device) {
-        Some((_, c)) => c.clone(),
+    let seed = RNG.with(|r| r.borrow().seed);
+    let existing = RNG.with(|r| {
+        r.borrow()
+            .counters
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, c)| c.clone())
+    });
+    let counter = match existing {
+        Some(c) => c,
         None => {
             let c = crate::context::Context::new()
                 .dev(device)
                 .run(|| Tensor::from_slice(&[0u32], &[1]))?;
-            st.counters.push((device, c.clone()));
+            RNG.with(|r| r.borrow_mut().counters.push((device, c.clone())));
             c
         }
     };
-    drop(st);
     // Snapshot the counter, then advance it in place; both run now (and are captured by a
     // JIT), so draws never see a counter that a later draw already advanced.
     let base = counter.contiguous().realize()?;
@@ -72,13 +74,13 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
 }
 
 impl Tensor {
-    /// Seed the generator of every device and restart its counter.
+    /// Seed this thread's generator (every device) and restart its counters.
     pub fn manual_seed(seed: u64) {
-        let counters: Vec<Tensor> = {
-            let mut st = rng();
+        let counters: Vec<Tensor> = RNG.with(|r| {
+            let mut st = r.borrow_mut();
             st.seed = seed;
             st.counters.iter().map(|(_, c)| c.clone()).collect()
-        };
+        });
         for c in counters {
             // Reset in place, so captured steps keep reading the same buffer.
             let _ = c.assign(&c.zeros_like()).and_then(|c| c.realize());

@@ -176,10 +176,13 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
     match item {
         ScheduleItem::Copy { out, src } => {
             let sb = input_buffer(src)?;
-            let data = block_on(src.device.backend().copy_out(&sb))?;
-            let be = out.device.backend();
-            let buf = Arc::new(be.alloc(out.numel() * out.dtype.size())?);
-            be.copy_in(&buf, &data)?;
+            let buf = Arc::new(out.device.backend().alloc(out.numel() * out.dtype.size())?);
+            crate::jit::record_alloc(&buf);
+            copy(&sb, &buf)?;
+            crate::jit::record(crate::jit::Launch::Copy {
+                src: sb,
+                dst: buf.clone(),
+            });
             out.set_buffer(buf, keep.contains(&out.id));
         }
         ScheduleItem::Kernel { ast, out, inputs } => {
@@ -189,7 +192,9 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
             let out_buf = if out.op == Op::Assign {
                 input_buffer(&out.src()[0])?
             } else {
-                Arc::new(be.alloc(out.numel() * out.dtype.size())?)
+                let b = Arc::new(be.alloc(out.numel() * out.dtype.size())?);
+                crate::jit::record_alloc(&b);
+                b
             };
             let mut bufs: Vec<Arc<Buffer>> = vec![out_buf.clone()];
             for i in inputs {
@@ -207,10 +212,19 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
             }
             let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
             launch(dev, &prog, &refs)?;
+            crate::jit::record(crate::jit::Launch::Kernel { dev, prog, bufs });
             out.set_buffer(out_buf, keep.contains(&out.id));
         }
     }
     Ok(())
+}
+
+/// Copy the contents of one buffer into another (possibly on another device).
+pub fn copy(src: &Buffer, dst: &Buffer) -> Result<()> {
+    let data = block_on(src.device.backend().copy_out(src))?;
+    dst.device
+        .backend()
+        .copy_in(dst, &data[..src.size.min(dst.size)])
 }
 
 /// Launch a program and update the counters (timed at `DEBUG>=2`).

@@ -493,7 +493,9 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
         if out.op == Op::Assign {
             // Runs after the previous version of the buffer exists and after every other
             // kernel that reads that previous version.
-            let prev = out.src()[0].clone();
+            let Some(prev) = out.src().first().cloned() else {
+                continue;
+            };
             let mut after: Vec<u64> = ids
                 .iter()
                 .copied()

@@ -454,6 +454,7 @@ impl Tensor {
     }
     /// Raw bytes of the realized tensor, awaiting the device.
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
+        crate::jit::check_readback()?;
         self.realize()?;
         let n = self.node();
         let buf = n.buffer().ok_or_else(|| {

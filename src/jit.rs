@@ -1,0 +1,311 @@
+//! TinyJit: capture a step once, then replay its recorded launches. Call 1 runs the function;
+//! call 2 runs it while every kernel launch (program, buffers) is recorded; from call 3 the
+//! function is not run at all: the inputs' buffers are swapped into the recorded launches and
+//! the list is replayed (on the CPU: a flat list of function calls). Intermediates are
+//! memory-planned into shared buffers (`memory.rs`). `JIT=0` turns it off.
+
+use crate::context::{debug, Context};
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ops::UOp;
+use crate::runtime::{Buffer, Device, Program};
+use crate::tensor::Tensor;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// One recorded step of a captured function.
+#[derive(Clone)]
+pub enum Launch {
+    Kernel {
+        dev: Device,
+        prog: Arc<Program>,
+        bufs: Vec<Arc<Buffer>>,
+    },
+    Copy {
+        src: Arc<Buffer>,
+        dst: Arc<Buffer>,
+    },
+}
+
+impl Launch {
+    pub(crate) fn buffers_mut(&mut self) -> Vec<&mut Arc<Buffer>> {
+        match self {
+            Launch::Kernel { bufs, .. } => bufs.iter_mut().collect(),
+            Launch::Copy { src, dst } => vec![src, dst],
+        }
+    }
+    pub(crate) fn buffers(&self) -> Vec<&Arc<Buffer>> {
+        match self {
+            Launch::Kernel { bufs, .. } => bufs.iter().collect(),
+            Launch::Copy { src, dst } => vec![src, dst],
+        }
+    }
+    fn run(&self) -> Result<()> {
+        match self {
+            Launch::Kernel { dev, prog, bufs } => {
+                let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+                crate::realize::launch(*dev, prog, &refs)
+            }
+            Launch::Copy { src, dst } => crate::realize::copy(src, dst),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    launches: Vec<Launch>,
+    allocated: Vec<Arc<Buffer>>,
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+}
+
+pub(crate) fn capturing() -> bool {
+    CAPTURE.with(|c| c.borrow().is_some())
+}
+
+pub(crate) fn record(l: Launch) {
+    CAPTURE.with(|c| {
+        if let Some(r) = c.borrow_mut().as_mut() {
+            r.launches.push(l);
+        }
+    });
+}
+
+pub(crate) fn record_alloc(b: &Arc<Buffer>) {
+    CAPTURE.with(|c| {
+        if let Some(r) = c.borrow_mut().as_mut() {
+            r.allocated.push(b.clone());
+        }
+    });
+}
+
+/// Reading values back while capturing would not happen on replay: refuse it.
+pub(crate) fn check_readback() -> Result<()> {
+    if capturing() {
+        bail!(
+            Jit,
+            "TinyJit: reading a tensor's value during capture is not allowed (a replay would not read it); \
+             return the tensor from the jitted function and read it afterwards"
+        );
+    }
+    Ok(())
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Spec {
+    shape: Vec<usize>,
+    dtype: DType,
+    device: Device,
+}
+
+struct Captured {
+    launches: Vec<Launch>,
+    /// For every input: the (launch, argument) positions where its buffer is used.
+    input_slots: Vec<Vec<(usize, usize)>>,
+    inputs: Vec<Spec>,
+    outputs: Vec<(Arc<Buffer>, Spec)>,
+    plan: crate::memory::PlanStats,
+}
+
+/// A function captured once and replayed afterwards (see the module docs).
+pub struct TinyJit<F> {
+    f: F,
+    calls: usize,
+    captured: Option<Captured>,
+}
+
+fn enabled() -> bool {
+    std::env::var("JIT")
+        .map(|v| v.trim() != "0")
+        .unwrap_or(true)
+}
+
+fn spec(t: &Tensor) -> Spec {
+    Spec {
+        shape: t.shape(),
+        dtype: t.dtype(),
+        device: t.device(),
+    }
+}
+
+impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
+    pub fn new(f: F) -> Self {
+        TinyJit {
+            f,
+            calls: 0,
+            captured: None,
+        }
+    }
+
+    /// Forget the capture: the next call runs and the one after captures again.
+    pub fn reset(&mut self) {
+        self.calls = 0;
+        self.captured = None;
+    }
+
+    /// Kernels and copies replayed per call (0 before capture).
+    pub fn launches(&self) -> usize {
+        self.captured.as_ref().map_or(0, |c| c.launches.len())
+    }
+
+    /// Bytes of intermediate buffers a replay uses, before and after memory planning.
+    pub fn planned_bytes(&self) -> Option<(usize, usize)> {
+        self.captured
+            .as_ref()
+            .map(|c| (c.plan.bytes_before, c.plan.bytes_after))
+    }
+
+    pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        if capturing() {
+            bail!(Jit, "TinyJit: a jitted function cannot be called while another one is capturing (nested JIT)");
+        }
+        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        if !inputs.is_empty() {
+            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
+        }
+        let bufs: Vec<Arc<Buffer>> = inputs
+            .iter()
+            .map(|t| {
+                t.node().buffer().ok_or_else(|| {
+                    crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
+                })
+            })
+            .collect::<Result<_>>()?;
+        for i in 0..bufs.len() {
+            for j in 0..i {
+                if Arc::ptr_eq(&bufs[i], &bufs[j]) {
+                    bail!(Jit, "TinyJit: inputs {j} and {i} are the same buffer (duplicate inputs are not allowed)");
+                }
+            }
+        }
+        if !enabled() {
+            return self.run(&inputs);
+        }
+        if let Some(c) = &self.captured {
+            return self.replay(c, &inputs, &bufs);
+        }
+        self.calls += 1;
+        if self.calls == 1 {
+            return self.run(&inputs);
+        }
+        // Capture.
+        CAPTURE.with(|c| *c.borrow_mut() = Some(Recorder::default()));
+        let out = self.run(&inputs);
+        let rec = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        let out = out?;
+        if rec.launches.is_empty() {
+            self.calls = 0;
+            bail!(
+                Jit,
+                "TinyJit: the captured function launched no kernel (did it realize its outputs?)"
+            );
+        }
+        let mut launches = rec.launches;
+        let outputs: Vec<(Arc<Buffer>, Spec)> = out
+            .iter()
+            .map(|t| t.node().buffer().map(|b| (b, spec(t))))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                crate::Error::new(crate::ErrorKind::Jit, "TinyJit: an output was not realized")
+            })?;
+        // Buffers that must keep their identity: inputs, outputs, and every buffer that a live
+        // tensor's gradient holds.
+        let mut hold: HashSet<usize> = bufs
+            .iter()
+            .chain(outputs.iter().map(|(b, _)| b))
+            .map(|b| Arc::as_ptr(b) as usize)
+            .collect();
+        for t in crate::tensor::grad_tensors() {
+            for b in [t.node().buffer(), t.grad().and_then(|g| g.node().buffer())]
+                .into_iter()
+                .flatten()
+            {
+                hold.insert(Arc::as_ptr(&b) as usize);
+            }
+        }
+        let plan = crate::memory::plan(&mut launches, &rec.allocated, &hold)?;
+        let input_slots = bufs
+            .iter()
+            .map(|ib| {
+                let mut v = vec![];
+                for (li, l) in launches.iter().enumerate() {
+                    for (ai, b) in l.buffers().into_iter().enumerate() {
+                        if Arc::ptr_eq(b, ib) {
+                            v.push((li, ai));
+                        }
+                    }
+                }
+                v
+            })
+            .collect();
+        if debug() >= 1 {
+            eprintln!(
+                "TinyJit: captured {} launches; intermediates {} -> {} bytes after memory planning",
+                launches.len(),
+                plan.bytes_before,
+                plan.bytes_after
+            );
+        }
+        self.captured = Some(Captured {
+            launches,
+            input_slots,
+            inputs: inputs.iter().map(spec).collect(),
+            outputs,
+            plan,
+        });
+        Ok(out)
+    }
+
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let out = (self.f)(inputs)?;
+        Tensor::realize_all(&out.iter().collect::<Vec<_>>())?;
+        Ok(out)
+    }
+
+    fn replay(&self, c: &Captured, inputs: &[Tensor], bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
+        if inputs.len() != c.inputs.len() {
+            bail!(
+                Jit,
+                "TinyJit: called with {} inputs, captured with {}",
+                inputs.len(),
+                c.inputs.len()
+            );
+        }
+        for (i, (t, s)) in inputs.iter().zip(&c.inputs).enumerate() {
+            let now = spec(t);
+            if now != *s {
+                bail!(
+                    Jit,
+                    "TinyJit: input {i} is {:?} {} on {}, but the capture had {:?} {} on {} (call reset() to capture again)",
+                    now.shape,
+                    now.dtype,
+                    now.device,
+                    s.shape,
+                    s.dtype,
+                    s.device
+                );
+            }
+        }
+        let mut launches = c.launches.clone();
+        for (slots, b) in c.input_slots.iter().zip(bufs) {
+            for &(li, ai) in slots {
+                *launches[li].buffers_mut()[ai] = b.clone();
+            }
+        }
+        for l in &launches {
+            l.run()?;
+        }
+        Ok(c.outputs
+            .iter()
+            .map(|(b, s)| Tensor::from_node(UOp::from_buffer(b.clone(), s.dtype, s.shape.clone())))
+            .collect())
+    }
+}
+
+/// Run `f` with training mode on (convenience for jitted training steps).
+pub fn training<R>(f: impl FnOnce() -> R) -> R {
+    Context::new().training(true).run(f)
+}
