@@ -12,6 +12,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
 
+type AstCache = Mutex<HashMap<(Device, String), Arc<Program>>>;
+
+fn ast_cache() -> &'static AstCache {
+    static C: OnceLock<AstCache> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
 fn cache() -> &'static ProgramCache {
     static C: OnceLock<ProgramCache> = OnceLock::new();
     C.get_or_init(Default::default)
@@ -40,43 +47,109 @@ pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
     lk
 }
 
-/// Lower a kernel, choosing the output axis to upcast (if any) that needs the fewest loads per
-/// output element. Only kernels with a reduce loop benefit.
+/// Lower a kernel, choosing the upcasts (up to two output axes, at most 32 outputs per
+/// invocation) that need the fewest loads per output element. Only kernels with a reduce loop
+/// benefit; elementwise kernels are lowered as they are.
 fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
     use crate::codegen::lower::{loads_per_output, Upcast};
-    let plain = lower(ast, None);
+    let plain = lower(ast, &[]);
     let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
     if !has_loop || !crate::context::upcast_enabled() {
         return plain;
     }
-    let mut best = (loads_per_output(&plain), plain);
-    for (axis, &size) in ast.root.shape.iter().enumerate() {
-        for amount in [8, 4, 2] {
-            if size % amount == 0 && size >= amount {
-                let l = lower(ast, Some(Upcast { axis, amount }));
-                let cost = loads_per_output(&l);
-                if cost < best.0 * 0.999 {
-                    best = (cost, l);
-                }
-                break;
+    let options = |chosen: &[Upcast]| -> Vec<Vec<Upcast>> {
+        let used: usize = chosen.iter().map(|u| u.amount).product();
+        let mut out = vec![];
+        for (axis, &size) in ast.root.shape.iter().enumerate() {
+            if chosen.iter().any(|u| u.axis == axis) {
+                continue;
             }
+            for amount in [16, 9, 8, 4, 3, 2] {
+                if size % amount == 0 && used * amount <= 32 {
+                    let mut v = chosen.to_vec();
+                    v.push(Upcast { axis, amount });
+                    out.push(v);
+                }
+            }
+        }
+        out
+    };
+    let mut best = (loads_per_output(&plain), plain, vec![]);
+    for _round in 0..2 {
+        let chosen = best.2.clone();
+        let mut improved = false;
+        for cand in options(&chosen) {
+            let l = lower(ast, &cand);
+            let cost = loads_per_output(&l);
+            if cost < best.0 * 0.95 {
+                best = (cost, l, cand);
+                improved = true;
+            }
+        }
+        if !improved {
+            break;
         }
     }
     best.1
 }
 
+/// A structural key of a kernel's AST (shared subtrees numbered once), for the program cache:
+/// equal keys lower to the same program, so a repeated step skips lowering.
+fn ast_key(ast: &KernelAst) -> String {
+    use crate::schedule::{AstNode, AstOp};
+    use std::fmt::Write;
+    fn visit(n: &AstNode, ids: &mut HashMap<usize, usize>, out: &mut String) -> usize {
+        let p = n as *const AstNode as usize;
+        if let Some(&i) = ids.get(&p) {
+            return i;
+        }
+        let srcs: Vec<usize> = n.src.iter().map(|s| visit(s, ids, out)).collect();
+        let i = ids.len();
+        ids.insert(p, i);
+        let op = match &n.op {
+            AstOp::Const(v) => format!("C{}", v.to_bits()),
+            other => format!("{other:?}"),
+        };
+        let _ = write!(out, "{i}={op}:{}:{:?}:{srcs:?};", n.dtype, n.shape);
+        i
+    }
+    let mut out = format!("{:?}|", ast.bufs.iter().map(|b| b.0).collect::<Vec<_>>());
+    visit(&ast.root, &mut HashMap::new(), &mut out);
+    out
+}
+
 /// Compile (or fetch from the cache) the program for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
-    let lk = linear_kernel(ast);
-    let key = (device, lk);
-    if let Some(p) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(p.clone());
-    }
-    let p = Arc::new(device.backend().compile(&key.1)?);
-    cache()
+    let akey = (device, ast_key(ast));
+    if let Some(p) = ast_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key, p.clone());
+        .get(&akey)
+    {
+        return Ok(p.clone());
+    }
+    let lk = linear_kernel(ast);
+    let key = (device, lk);
+    let cached = cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let p = match cached {
+        Some(p) => p,
+        None => {
+            let p = Arc::new(device.backend().compile(&key.1)?);
+            cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, p.clone());
+            p
+        }
+    };
+    ast_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(akey, p.clone());
     Ok(p)
 }
 

@@ -423,3 +423,71 @@ fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::KGraph;
+
+    #[test]
+    fn constants_fold_and_identities_vanish() {
+        let mut g = KGraph::new();
+        let (a, b) = (g.int(6), g.int(7));
+        let p = g.mul(a, b);
+        assert_eq!(g.const_value(p), Some(42.0));
+        let x = g.gidx(100);
+        let zero = g.int(0);
+        let one = g.int(1);
+        let s = g.add(x, zero);
+        assert_eq!(s, x);
+        let m = g.mul(x, one);
+        assert_eq!(m, x);
+    }
+
+    #[test]
+    fn index_division_and_modulo_use_bounds() {
+        let mut g = KGraph::new();
+        let x = g.gidx(10);
+        let r = g.range(4);
+        // (x*4 + r) / 4 == x and (x*4 + r) % 4 == r, since 0 <= r < 4.
+        let four = g.int(4);
+        let xs = g.mul(x, four);
+        let lin = g.add(xs, r);
+        assert_eq!(g.div(lin, four), x);
+        assert_eq!(g.modulo(lin, four), r);
+        // (o + k*29) % 28 with o < 26, k < 3 is o + k: the coefficient reduces modulo 28.
+        let o = g.range(26);
+        let k = g.range(3);
+        let c29 = g.int(29);
+        let k29 = g.mul(k, c29);
+        let e = g.add(o, k29);
+        let c28 = g.int(28);
+        let m = g.modulo(e, c28);
+        let want = g.add(o, k);
+        assert_eq!(m, want);
+        // A comparison decided by bounds folds to a constant.
+        let ten = g.int(10);
+        let lt = g.lt(x, ten);
+        assert_eq!(g.const_value(lt), Some(1.0));
+    }
+
+    #[test]
+    fn one_hot_reduce_becomes_a_direct_load() {
+        let mut g = KGraph::new();
+        let idx = g.gidx(8);
+        let yes = g.bool_const(true);
+        let e = g.load(1, crate::shape::INDEX, idx, yes); // the index to pick
+        let r = g.range(100);
+        let cond = g.binary(BinaryOp::CmpEq, r, e);
+        let v = g.load(2, DType::F32, r, yes);
+        let z = g.konst(0.0, DType::F32);
+        let w = g.where_(cond, v, z);
+        let red = g.reduce(ReduceOp::Sum, w, &[r]);
+        // No reduce is left: the value is a gated load at index e.
+        assert!(!matches!(g.node(red).op, KOp::Reduce(_)));
+        let n = g.node(red).clone();
+        assert_eq!(n.op, KOp::Where);
+        assert!(matches!(g.node(n.src[1]).op, KOp::Load(2)));
+        assert_eq!(g.node(n.src[1]).src[0], e);
+    }
+}

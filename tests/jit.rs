@@ -191,7 +191,11 @@ fn memory_planning_shares_intermediate_buffers() {
         // pieces, backward temporaries) share buffers; forward activations read by the
         // backward pass live long. Pinned: a change in scheduling or planning shows up here.
         assert!(after < before, "planned {before} -> {after} bytes");
-        assert_eq!((before, after), (4488, 4036), "bytes of intermediates before/after planning");
+        assert_eq!(
+            (before, after),
+            (4488, 4036),
+            "bytes of intermediates before/after planning"
+        );
         eprintln!(
             "memory planning: {before} -> {after} bytes, {} launches",
             f.launches()

@@ -154,3 +154,51 @@ impl Dialect for CDialect {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::linearize::{linearize, BufArg};
+    use crate::codegen::lower::Lowered;
+    use crate::codegen::KGraph;
+    use crate::ops::ReduceOp;
+
+    #[test]
+    fn renders_a_reduce_kernel() {
+        // out[i] = sum_r in[i*4 + r] for an f16 input.
+        let mut g = KGraph::new();
+        let i = g.gidx(3);
+        let r = g.range(4);
+        let four = g.int(4);
+        let base = g.mul(i, four);
+        let idx = g.add(base, r);
+        let yes = g.bool_const(true);
+        let v = g.load(1, DType::F16, idx, yes);
+        let s = g.reduce(ReduceOp::Sum, v, &[r]);
+        let l = Lowered {
+            graph: g,
+            stores: vec![(0, i, s)],
+            global_size: 3,
+        };
+        let bufs = vec![
+            BufArg {
+                dtype: DType::F32,
+                writes: true,
+            },
+            BufArg {
+                dtype: DType::F16,
+                writes: false,
+            },
+        ];
+        let k = linearize(&l, bufs, "r_3");
+        let src = crate::codegen::render::render(&k, &CDialect);
+        assert!(
+            src.contains("void r_3(void **bufs, int gstart, int gend)"),
+            "{src}"
+        );
+        assert!(src.contains("const unsigned short *restrict b1"), "{src}");
+        assert!(src.contains("for (int r"), "{src}");
+        assert!(src.contains("h2f(b1["), "{src}");
+        assert!(src.contains("b0[gidx] = acc"), "{src}");
+    }
+}

@@ -21,24 +21,28 @@ struct Memo {
     ranges: HashMap<usize, Vec<Ref>>,
 }
 
-/// Compute `amount` consecutive outputs along output `axis` per invocation: loads that do not
-/// depend on that axis are shared, and the reduce loop carries `amount` accumulators.
+/// Compute `amount` consecutive outputs along output `axis` per invocation (several upcasts
+/// multiply): loads that do not depend on that axis are shared, and the reduce loop carries one
+/// accumulator per output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Upcast {
     pub axis: usize,
     pub amount: usize,
 }
 
-pub fn lower(k: &KernelAst, up: Option<Upcast>) -> Lowered {
+pub fn lower(k: &KernelAst, ups: &[Upcast]) -> Lowered {
     let mut g = KGraph::new();
     let root = &k.root;
     let n = root.numel();
-    let up = up.filter(|u| u.amount > 1 && root.shape[u.axis] % u.amount == 0);
     let mut grid = root.shape.clone();
-    if let Some(u) = up {
+    let mut ups: Vec<Upcast> = ups.to_vec();
+    ups.retain(|u| u.amount > 1 && u.axis < grid.len() && grid[u.axis] % u.amount == 0);
+    ups.dedup_by_key(|u| u.axis);
+    for u in &ups {
         grid[u.axis] /= u.amount;
     }
-    let gsize = n / up.map_or(1, |u| u.amount);
+    let copies: usize = ups.iter().map(|u| u.amount).product();
+    let gsize = n / copies;
     let gidx = g.gidx(gsize);
     let base = unravel(&mut g, gidx, &grid);
     let yes = g.bool_const(true);
@@ -49,12 +53,14 @@ pub fn lower(k: &KernelAst, up: Option<Upcast>) -> Lowered {
     let out_dtype = k.bufs[0].0;
     let strides = crate::shape::strides_for(&root.shape);
     let mut stores = vec![];
-    for u in 0..up.map_or(1, |u| u.amount) {
+    for c in 0..copies {
         let mut idx = base.clone();
-        if let Some(up) = up {
+        let mut rest = c;
+        for up in &ups {
             let a = g.int(up.amount as i64);
             let scaled = g.mul(base[up.axis], a);
-            let off = g.int(u as i64);
+            let off = g.int((rest % up.amount) as i64);
+            rest /= up.amount;
             idx[up.axis] = g.add(scaled, off);
         }
         let v = lower_node(&mut g, root, &idx, yes, &mut memo);

@@ -39,6 +39,12 @@ impl Backend for Interp {
         Box::pin(async move { host_copy_out(buf) })
     }
     fn compile(&self, k: &LinearKernel) -> Result<Program> {
+        if crate::context::debug() >= 4 {
+            eprintln!("{} ({} invocations):", k.name, k.global_size);
+            for i in &k.insts {
+                eprintln!("  {i:?}");
+            }
+        }
         Ok(Program {
             name: k.name.clone(),
             source: String::new(),
