@@ -12,4 +12,5 @@ cargo clippy --all-targets -- -D warnings
 echo "== wasm32 build of the core (interpreter only, no native dependency)"
 cargo build --target wasm32-unknown-unknown --no-default-features
 echo "== cargo test"
+bash scripts/data.sh
 cargo test

@@ -207,10 +207,13 @@ impl Builder<'_> {
             return (Arc::new(node), HashSet::from([slot as usize]));
         }
         if base.op.is_elementwise() && base.id != self.root {
-            // Recomputing an expression for every element of an expanded view (inside a reduce
+            // Recomputing an expression for every element of a broadcast view (inside a reduce
             // that means once per loop iteration) costs more than a buffer: materialize it.
-            let expanded = st.shape().iter().product::<usize>() > base.numel();
-            if expanded && self.cost(&base) > 1 {
+            // Padded views read each element at most once, and a short scalar expression is
+            // cheaper to recompute than to launch.
+            let broadcast = st.views.iter().any(|v| v.shape.iter().zip(&v.strides).any(|(&d, &s)| d > 1 && s == 0));
+            let cost = self.cost(&base);
+            if broadcast && cost > 1 && !(base.numel() == 1 && cost <= 8) {
                 self.materialize.insert(base.id);
                 return self.build(n, exact);
             }
@@ -337,7 +340,10 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
             }
             Op::Copy => {
                 materialize.insert(n.id);
-                materialize.insert(n.src()[0].id);
+                let src = &n.src()[0];
+                if !src.is_realized() {
+                    materialize.insert(src.id);
+                }
             }
             _ => {}
         }

@@ -641,7 +641,7 @@ mod http {
                     "download {url}: {n} bytes is over the {MAX_BODY}-byte limit"
                 );
             }
-            let mut body = Vec::with_capacity(n as usize);
+            let mut body = Vec::with_capacity(n.min(64 << 20) as usize);
             r.by_ref()
                 .take(n)
                 .read_to_end(&mut body)

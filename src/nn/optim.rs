@@ -7,9 +7,11 @@
 //! on every parameter and on every piece of optimizer state, realized together with whatever
 //! else the caller realizes (loss, metrics), so the scheduler fuses each update into the kernel
 //! that computes its gradient where it can. All state (learning rate, momentum buffers, moments,
-//! the running powers b1^t and b2^t) lives in realized device buffers created up front and is
+//! the running powers b1^t and b2^t) lives in realized device buffers created by `new` and is
 //! only ever changed by `assign` inside `schedule_step`: a step captured by a JIT and replayed
-//! without running this Rust code still advances it correctly.
+//! without running this Rust code still advances it correctly. (Chainable setters cannot fail,
+//! so what they change on the device, a new learning rate or momentum buffers turned on, is
+//! written or allocated at the next step: capture a step after the first one, or use `set_lr`.)
 
 use crate::context::{training, Context};
 use crate::dtype::DType;
@@ -77,9 +79,17 @@ fn norm(t: &Tensor) -> Result<Tensor> {
     t.square()?.sum((), false)?.sqrt()
 }
 
-/// `num / den` where both are positive, else 1 (tinygrad's trust-ratio guard).
-fn trust_ratio(r1: &Tensor, num: &Tensor, den: &Tensor, r2: &Tensor) -> Result<Tensor> {
-    let inner = r2.gt(0.0)?.where_(num.div(den)?, 1.0)?;
+/// tinygrad's trust-ratio guard: `ratio(‖t‖, ‖u‖)` where both norms are positive, else 1.
+/// The norms are broadcast to `shape` first, so that the scheduler computes the ratio inside
+/// the update kernel instead of materializing it as a kernel of its own.
+fn trust_ratio(
+    r1: &Tensor,
+    r2: &Tensor,
+    shape: &[usize],
+    ratio: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let (r1, r2) = (r1.broadcast_to(shape)?, r2.broadcast_to(shape)?);
+    let inner = r2.gt(0.0)?.where_(&ratio(&r1, &r2)?, 1.0)?;
     r1.gt(0.0)?.where_(&inner, 1.0)
 }
 
@@ -105,7 +115,7 @@ impl Common {
         }
         let Some(first) = kept.first() else {
             bail!(
-                Shape,
+                Other,
                 "{name}: no parameters to optimize (pass tensors with set_requires_grad(true))"
             )
         };
@@ -300,12 +310,13 @@ impl Lars {
         Ok(())
     }
 
-    /// Learning rate.
+    /// Learning rate (written to the device at the next step; `Optimizer::set_lr` writes now).
     pub fn lr(mut self, lr: f64) -> Self {
         self.c.lr = lr;
         self
     }
-    /// Momentum factor (0 turns momentum off).
+    /// Momentum factor (0 turns momentum off; buffers turned on here are allocated at the next
+    /// step).
     pub fn momentum(mut self, momentum: f64) -> Self {
         self.momentum = momentum;
         self
@@ -341,10 +352,10 @@ impl Lars {
             let t = p.detach().cast(DType::F32)?;
             let mut g = g;
             let r = if self.tcoef != 0.0 {
-                let (r1, r2) = (norm(&t)?, norm(&g)?);
-                let num = r1.mul(self.tcoef)?;
-                let den = r2.add(&r1.mul(wd)?)?;
-                Some(trust_ratio(&r1, &num, &den, &r2)?)
+                let (tcoef, shape) = (self.tcoef, p.shape());
+                Some(trust_ratio(&norm(&t)?, &norm(&g)?, &shape, |r1, r2| {
+                    r1.mul(tcoef)?.div(&r2.add(&r1.mul(wd)?)?)
+                })?)
             } else {
                 None
             };
@@ -546,7 +557,7 @@ impl Lamb {
         })
     }
 
-    /// Learning rate.
+    /// Learning rate (written to the device at the next step; `Optimizer::set_lr` writes now).
     pub fn lr(mut self, lr: f64) -> Self {
         self.c.lr = lr;
         self
@@ -578,25 +589,38 @@ impl Lamb {
         let (b1, b2) = (self.b1, self.b2);
         for ((p, g), s) in self.c.params.iter().zip(grads).zip(&self.state) {
             let n = p.numel();
-            // Advance m, v and the powers in one kernel.
-            let g = g.reshape(&[n as isize])?;
-            let coef = Tensor::cat(
-                &[
-                    &s.const_shaped(b1, DType::F32, &[1, n + 1]),
-                    &s.const_shaped(b2, DType::F32, &[1, n + 1]),
-                ],
-                0,
-            )?;
-            let add = Tensor::stack(&[&g.mul(1.0 - b1)?, &g.mul(&g)?.mul(1.0 - b2)?], 0)?
-                .pad(&[(0, 0), (0, 1)], 0.0)?;
-            s.assign(&s.mul(&coef)?.add(&add)?)?;
-            // Read the new state back as m, v, b1^k, b2^k.
-            let dims: Vec<isize> = p.shape().iter().map(|&d| d as isize).collect();
-            let part = |row: usize, a: usize, b: usize, shape: &[isize]| -> Result<Tensor> {
-                s.shrink(&[(row, row + 1), (a, b)])?.reshape(shape)
+            let shape = p.shape();
+            // Advance m, v and the powers in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
+            // [0; 1-b2]·g') with g' the gradient laid out like the state (0 in the last column).
+            // Every broadcast or padded operand is a buffer or a constant, so the scheduler
+            // inlines it all instead of materializing padded subexpressions.
+            let wide = [2, n + 1];
+            let rows = |top: f64, bottom: f64| -> Result<Tensor> {
+                let (t, b) = (
+                    s.const_shaped(top, DType::F32, &[1, n + 1]),
+                    s.const_shaped(bottom, DType::F32, &[1, n + 1]),
+                );
+                Tensor::cat(&[&t, &b], 0)
             };
-            let (m, v) = (part(0, 0, n, &dims)?, part(1, 0, n, &dims)?);
-            let (b1_t, b2_t) = (part(0, n, n + 1, &[])?, part(1, n, n + 1, &[])?);
+            let g_wide = g
+                .reshape(&[1, n as isize])?
+                .pad(&[(0, 0), (0, 1)], 0.0)?
+                .broadcast_to(&wide)?;
+            let grad_term =
+                g_wide.mul(&rows(1.0 - b1, 0.0)?.add(&rows(0.0, 1.0 - b2)?.mul(&g_wide)?)?)?;
+            s.assign(&s.mul(&rows(b1, b2)?)?.add(&grad_term)?)?;
+            // Read the new state back as m, v, b1^k, b2^k (views of its buffer).
+            let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+            let part = |row: usize, a: usize, b: usize| -> Result<Tensor> {
+                let x = s.shrink(&[(row, row + 1), (a, b)])?;
+                if b - a == n {
+                    x.reshape(&dims)
+                } else {
+                    x.reshape(&[])?.broadcast_to(&shape)
+                }
+            };
+            let (m, v) = (part(0, 0, n)?, part(1, 0, n)?);
+            let (b1_t, b2_t) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
             let m_hat = m.div(&b1_t.neg()?.add(1.0)?)?;
             let v_hat = v.div(&b2_t.neg()?.add(1.0)?)?;
             let t = p.detach().cast(DType::F32)?;
@@ -605,8 +629,8 @@ impl Lamb {
                 up = up.add(&t.mul(self.weight_decay)?)?;
             }
             if !self.adam {
-                let (r1, r2) = (norm(&t)?, norm(&up)?);
-                up = up.mul(&trust_ratio(&r1, &r1, &r2, &r2)?)?;
+                let r = trust_ratio(&norm(&t)?, &norm(&up)?, &shape, |r1, r2| r1.div(r2))?;
+                up = up.mul(&r)?;
             }
             p.assign(&t.sub(&up.mul(&lr)?)?.cast(p.dtype())?)?;
         }

@@ -241,7 +241,14 @@ pub fn load_state_dict(
         }
     }
     for (t, v) in &pairs {
-        t.assign(&v.to(t.device())?)?;
+        let v = if v.device() == t.device() {
+            (*v).clone()
+        } else {
+            // Copy through a fresh node: the scheduler cannot yet copy a realized buffer to
+            // another device directly (`realized.to(dev)` fails to schedule).
+            v.contiguous().to(t.device())?
+        };
+        t.assign(&v)?;
     }
     let targets: Vec<&Tensor> = pairs.iter().map(|(t, _)| *t).collect();
     Tensor::realize_all(&targets)

@@ -1,0 +1,152 @@
+//! The tinygrad MNIST tutorial as a program (like tinygrad's beautiful_mnist): the tutorial's
+//! CNN trained with Adam on batches drawn by `randint` inside a jitted step, then evaluated on
+//! the test set. Knobs: `BS` (128), `STEPS` (1000), `FASHION=1`, `SGD=1`, `MUON=1`, `DEV`,
+//! `JIT` (on unless `JIT=0`), `TARGET_EVAL_ACC_PCT` (exit non-zero below it), `EVAL_EVERY`
+//! (200), `WGRAD_DATA` (data directory, default ./data: see scripts/data.sh);
+//! `--save model.safetensors` writes the trained weights.
+
+use std::io::Write;
+use std::time::Instant;
+use wgrad::nn::datasets::mnist;
+use wgrad::nn::optim::{Adam, Muon, Optimizer, Sgd};
+use wgrad::nn::state::{get_parameters, get_state_dict, safe_save};
+use wgrad::nn::{Conv2d, Linear};
+use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor, TinyJit};
+
+struct Model {
+    l1: Conv2d,
+    l2: Conv2d,
+    l3: Linear,
+}
+wgrad::state!(Model { l1, l2, l3 });
+
+impl Model {
+    fn new() -> Result<Model> {
+        Ok(Model {
+            l1: Conv2d::new(1, 32, (3, 3))?,
+            l2: Conv2d::new(32, 64, (3, 3))?,
+            l3: Linear::new(1600, 10)?,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
+        let x = self.l2.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
+        self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
+    }
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Test accuracy in percent, evaluated in chunks (dropout is off outside training).
+fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
+    let n = x.shape()[0];
+    // Chunks keep the fused convolution's index space within 32 bits.
+    let chunk = 250;
+    let mut correct = 0i64;
+    let mut start = 0;
+    while start < n {
+        let end = (start + chunk).min(n);
+        let xs = x
+            .slice(0, start as isize, end as isize, 1)?
+            .cast(DType::F32)?;
+        let ys = y
+            .slice(0, start as isize, end as isize, 1)?
+            .cast(DType::I32)?;
+        let hit = model
+            .forward(&xs)?
+            .argmax(Some(1), false)?
+            .eq(&ys)?
+            .sum((), false)?;
+        correct += hit.item::<i32>()? as i64;
+        start = end;
+    }
+    Ok(correct as f64 * 100.0 / n as f64)
+}
+
+fn main() -> Result<()> {
+    let save = {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == "--save")
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let (bs, steps, eval_every) = (
+        env("BS", 128),
+        env("STEPS", 1000),
+        env("EVAL_EVERY", 200).max(1),
+    );
+    let fashion = env("FASHION", 0) != 0;
+    let data = mnist(fashion)?;
+    let ntrain = data.x_train.shape()[0];
+    eprintln!(
+        "wgrad MNIST on {}: {} ({} train, {} test), batch {bs}, {steps} steps",
+        Device::default(),
+        if fashion { "Fashion-MNIST" } else { "digits" },
+        ntrain,
+        data.x_test.shape()[0]
+    );
+    Tensor::manual_seed(env("SEED", 42) as u64);
+    let model = Model::new()?;
+    let params = get_parameters(&model);
+    let mut opt: Box<dyn Optimizer> = if env("SGD", 0) != 0 {
+        Box::new(Sgd::new(params)?)
+    } else if env("MUON", 0) != 0 {
+        Box::new(Muon::new(params)?)
+    } else {
+        Box::new(Adam::new(params)?)
+    };
+    let (x_train, y_train) = (&data.x_train, &data.y_train);
+    let mut step = TinyJit::new(|_: &[Tensor]| {
+        Context::new().training(true).run(|| {
+            let samples = Tensor::randint(&[bs], 0, ntrain as i64)?;
+            let x = x_train.index(&samples)?.cast(DType::F32)?;
+            let y = y_train.index(&samples)?;
+            opt.zero_grad();
+            let loss = model
+                .forward(&x)?
+                .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+            loss.backward()?;
+            opt.step()?;
+            Ok(vec![loss.realize()?])
+        })
+    });
+    let mut times = vec![];
+    let mut acc = f64::NAN;
+    for i in 0..steps {
+        let t0 = Instant::now();
+        let loss = step.call(&[])?.remove(0).item::<f32>()?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        times.push(ms);
+        if (i + 1) % eval_every == 0 && i + 1 < steps {
+            acc = accuracy(&model, &data.x_test, &data.y_test)?;
+        }
+        eprint!(
+            "\rstep {:5}/{steps}  loss {loss:6.3}  test acc {acc:6.2}%  {ms:7.1} ms/step   ",
+            i + 1
+        );
+        let _ = std::io::stderr().flush();
+    }
+    eprintln!();
+    let acc = accuracy(&model, &data.x_test, &data.y_test)?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    if let Some(path) = save {
+        safe_save(&get_state_dict(&model), std::path::Path::new(&path))?;
+        eprintln!("saved {path}");
+    }
+    println!("test accuracy {acc:.2}% after {steps} steps, median {median:.1} ms/step");
+    if let Ok(t) = std::env::var("TARGET_EVAL_ACC_PCT") {
+        if let Ok(target) = t.trim().parse::<f64>() {
+            if acc < target {
+                eprintln!("test accuracy {acc:.2}% is below the target {target}%");
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}

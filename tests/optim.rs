@@ -1,0 +1,538 @@
+//! Optimizers against reference values.
+//!
+//! `tests/fixtures/optim.json` (written once by hand with `python3 scripts/gen_optim_fixtures.py`)
+//! holds, per optimizer config, initial parameters, three gradient sets and the parameters after
+//! each of the three steps (torch.optim for SGD / Adam / AdamW, numpy ports of tinygrad for LAMB,
+//! LARS and Muon). Every config runs on `Device::Interp` and `Device::Cpu`; the state tensors
+//! (momentum, moments, b1^t / b2^t) must carry over between steps for steps 2 and 3 to match.
+//! Tolerance: `|got - want| <= 1e-5 + 1e-4 * |want|`.
+//!
+//! Also: stepping outside training mode and without gradients are errors with helpful messages,
+//! the parameter list is filtered and deduplicated, the state stays in realized buffers, the
+//! learning rate can change between steps, f16 parameters stay f16, steps replayed by TinyJit
+//! equal eager steps, and the update takes few kernels (Adam: 2 per parameter; an MLP training
+//! step with SGD fuses each update into its gradient kernel).
+
+use serde_json::Value;
+use wgrad::nn::optim::{Adam, AdamW, Lamb, Lars, Muon, Optimizer, Sgd};
+use wgrad::{Context, DType, Device, GlobalCounters, Tensor, TinyJit};
+
+const FIXTURE: &str = include_str!("fixtures/optim.json");
+const ATOL: f64 = 1e-5;
+const RTOL: f64 = 1e-4;
+
+type R<T> = std::result::Result<T, String>;
+
+/// Builds an optimizer over the given parameters.
+type Make = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
+
+fn err<T>(what: &str) -> impl FnOnce(wgrad::Error) -> R<T> + '_ {
+    move |e| Err(format!("{what}: {e}"))
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .expect("fixture: not an array")
+        .iter()
+        .map(|x| x.as_f64().expect("fixture: not a number") as f32)
+        .collect()
+}
+
+fn configs() -> Vec<Value> {
+    let v: Value = serde_json::from_str(FIXTURE).expect("fixture: bad JSON");
+    v["configs"]
+        .as_array()
+        .expect("fixture: no configs")
+        .clone()
+}
+
+/// The optimizer a config names, with its hyperparameters applied through the setters.
+fn build(opt: &str, hp: &Value, params: Vec<Tensor>) -> wgrad::Result<Box<dyn Optimizer>> {
+    let f = |k: &str| hp.get(k).and_then(Value::as_f64);
+    let b = |k: &str| hp.get(k).and_then(Value::as_bool);
+    macro_rules! apply {
+        ($o:expr, [$($num:ident),*], [$($flag:ident),*]) => {{
+            let mut o = $o;
+            $(if let Some(v) = f(stringify!($num)) { o = o.$num(v); })*
+            $(if let Some(v) = b(stringify!($flag)) { o = o.$flag(v); })*
+            Box::new(o) as Box<dyn Optimizer>
+        }};
+    }
+    Ok(match opt {
+        "sgd" => apply!(
+            Sgd::new(params)?,
+            [lr, momentum, weight_decay],
+            [nesterov, classic]
+        ),
+        "lars" => apply!(
+            Lars::new(params)?,
+            [lr, momentum, weight_decay, tcoef],
+            [nesterov, classic]
+        ),
+        "muon" => apply!(Muon::new(params)?, [lr, momentum, weight_decay], [nesterov]),
+        "adam" => apply!(Adam::new(params)?, [lr, b1, b2, eps], []),
+        "adamw" => apply!(AdamW::new(params)?, [lr, b1, b2, eps, weight_decay], []),
+        "lamb" => apply!(Lamb::new(params)?, [lr, b1, b2, eps, weight_decay], []),
+        other => panic!("fixture: unknown optimizer {other}"),
+    })
+}
+
+fn check(what: &str, got: &[f32], want: &[f32]) -> R<()> {
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} values, want {}", got.len(), want.len()));
+    }
+    // The element exceeding the tolerance the most (NaN counts as the worst).
+    let mut worst: Option<(f64, usize)> = None;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let (g, w) = (g as f64, w as f64);
+        let excess = (g - w).abs() - (ATOL + RTOL * w.abs());
+        let excess = if excess.is_nan() {
+            f64::INFINITY
+        } else {
+            excess
+        };
+        if excess > 0.0 && worst.is_none_or(|(e, _)| excess > e) {
+            worst = Some((excess, i));
+        }
+    }
+    if let Some((_, i)) = worst {
+        return Err(format!(
+            "{what}: element {i} is {} but want {} (got {got:?}, want {want:?})",
+            got[i], want[i]
+        ));
+    }
+    Ok(())
+}
+
+/// Run one fixture config on `dev`: every step's parameters must match.
+fn run_config(cfg: &Value, dev: Device) -> R<()> {
+    let name = cfg["name"].as_str().unwrap_or("?");
+    Context::new().dev(dev).training(true).run(|| {
+        let specs = cfg["params"].as_array().expect("fixture: params");
+        let shapes: Vec<Vec<usize>> = specs
+            .iter()
+            .map(|p| {
+                p["shape"]
+                    .as_array()
+                    .expect("fixture: shape")
+                    .iter()
+                    .map(|d| d.as_u64().expect("fixture: dim") as usize)
+                    .collect()
+            })
+            .collect();
+        let mut params = vec![];
+        for (spec, shape) in specs.iter().zip(&shapes) {
+            let p = Tensor::from_slice(&floats(&spec["data"]), shape).or_else(err("param"))?;
+            p.set_requires_grad(true);
+            params.push(p);
+        }
+        let mut opt =
+            build(cfg["opt"].as_str().unwrap(), &cfg["hp"], params.clone()).or_else(err(name))?;
+        let grads = cfg["grads"].as_array().expect("fixture: grads");
+        let expected = cfg["expected"].as_array().expect("fixture: expected");
+        for (step, (gs, want)) in grads.iter().zip(expected).enumerate() {
+            opt.zero_grad();
+            for ((p, g), shape) in params.iter().zip(gs.as_array().unwrap()).zip(&shapes) {
+                let g = Tensor::from_slice(&floats(g), shape).or_else(err("grad"))?;
+                p.set_grad(Some(g));
+            }
+            opt.step()
+                .or_else(err(&format!("{name} on {dev}, step {}", step + 1)))?;
+            for (i, (p, w)) in params.iter().zip(want.as_array().unwrap()).enumerate() {
+                let got = p.to_vec::<f32>().or_else(err("read param"))?;
+                check(
+                    &format!("{name} on {dev}, step {}, param {i}", step + 1),
+                    &got,
+                    &floats(w),
+                )?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn fixture_suite(dev: Device) {
+    let cfgs = configs();
+    assert!(cfgs.len() >= 7, "fixture has only {} configs", cfgs.len());
+    let failures: Vec<String> = cfgs
+        .iter()
+        .filter_map(|c| run_config(c, dev).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} configs failed:\n{}",
+        failures.len(),
+        cfgs.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn fixtures_interp() {
+    fixture_suite(Device::Interp);
+}
+
+#[test]
+fn fixtures_cpu() {
+    fixture_suite(Device::Cpu);
+}
+
+/// A (4,3) and a (3,) parameter with gradients set, on the interpreter.
+fn params_with_grads() -> Vec<Tensor> {
+    let p = [
+        Tensor::from_vec((0..12).map(|i| i as f32 / 10.0 - 0.5).collect(), &[4, 3]).unwrap(),
+        Tensor::from_vec(vec![0.5f32, -1.0, 2.0], &[3]).unwrap(),
+    ];
+    for t in &p {
+        t.set_requires_grad(true);
+        t.set_grad(Some(
+            t.mul(0.5).unwrap().add(0.25).unwrap().realize().unwrap(),
+        ));
+    }
+    p.to_vec()
+}
+
+#[test]
+fn step_outside_training_mode_errors() {
+    Context::new().dev(Device::Interp).training(false).run(|| {
+        let params = params_with_grads();
+        let before = params[0].to_vec::<f32>().unwrap();
+        let mut opts: Vec<Box<dyn Optimizer>> = vec![
+            Box::new(Sgd::new(params.clone()).unwrap()),
+            Box::new(Adam::new(params.clone()).unwrap()),
+            Box::new(Muon::new(params.clone()).unwrap()),
+        ];
+        for o in &mut opts {
+            let e = o.step().unwrap_err().to_string();
+            assert!(
+                e.contains("training"),
+                "message does not mention training: {e}"
+            );
+            assert!(e.contains("Context::new().training(true)"), "no hint: {e}");
+            assert!(o.schedule_step().is_err());
+        }
+        assert_eq!(params[0].to_vec::<f32>().unwrap(), before);
+    });
+}
+
+#[test]
+fn step_without_gradient_errors() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let params = params_with_grads();
+        let mut opt = AdamW::new(params.clone()).unwrap();
+        opt.zero_grad();
+        assert!(params.iter().all(|p| p.grad().is_none()));
+        let e = opt.step().unwrap_err().to_string();
+        assert!(
+            e.contains("backward()"),
+            "message does not say to call backward(): {e}"
+        );
+        // A wrongly shaped gradient is an error too, not a panic.
+        params[1].set_grad(Some(Tensor::zeros(&[4]).unwrap()));
+        params[0].set_grad(Some(Tensor::zeros(&[4, 3]).unwrap()));
+        assert!(opt.step().is_err());
+    });
+}
+
+#[test]
+fn params_are_filtered_and_deduplicated() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let params = params_with_grads();
+        let frozen = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        let list = vec![
+            params[0].clone(),
+            frozen.clone(),
+            params[1].clone(),
+            params[0].clone(),
+        ];
+        let opt = Sgd::new(list).unwrap();
+        assert_eq!(opt.params().len(), 2);
+        assert!(opt.params()[0].same(&params[0]) && opt.params()[1].same(&params[1]));
+        assert!(Sgd::new(vec![]).is_err());
+        assert!(Adam::new(vec![frozen]).is_err());
+    });
+}
+
+/// The state tensors are the same handles, realized, after every step; their values carry over
+/// (the fixtures check that numerically).
+#[test]
+fn state_stays_in_realized_buffers() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let params = params_with_grads();
+        let mut opts: Vec<Box<dyn Optimizer>> = vec![
+            Box::new(Sgd::new(params.clone()).unwrap().momentum(0.9)),
+            Box::new(Lars::new(params.clone()).unwrap()),
+            Box::new(Adam::new(params.clone()).unwrap()),
+            Box::new(Lamb::new(params.clone()).unwrap()),
+        ];
+        for o in &mut opts {
+            let before = o.state();
+            for s in &before {
+                assert!(format!("{s:?}").contains("realized=true"), "{s:?}");
+            }
+            for _ in 0..2 {
+                o.step().unwrap();
+                let after = o.state();
+                assert!(after.len() > 1, "no state besides the learning rate");
+                for s in &after {
+                    assert!(format!("{s:?}").contains("realized=true"), "{s:?}");
+                }
+            }
+        }
+        // Adam's moments after two steps of a constant gradient g: m = (1 - 0.9^2) g.
+        let s = opts[2].state()[2].to_vec::<f32>().unwrap();
+        let g = params[1].grad().unwrap().to_vec::<f32>().unwrap();
+        for i in 0..3 {
+            assert!((s[i] - 0.19 * g[i]).abs() < 1e-6, "m = {s:?}, g = {g:?}");
+        }
+        // b1^2 and b2^2 sit after m and v.
+        assert!(
+            (s[3] - 0.81).abs() < 1e-6 && (s[7] - 0.998001).abs() < 1e-6,
+            "{s:?}"
+        );
+    });
+}
+
+#[test]
+fn learning_rate_can_change_between_steps() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        p.set_requires_grad(true);
+        let mut opt = Sgd::new(vec![p.clone()]).unwrap().lr(0.5);
+        assert_eq!(opt.learning_rate(), 0.5);
+        p.set_grad(Some(Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap()));
+        opt.step().unwrap();
+        assert_eq!(p.to_vec::<f32>().unwrap(), vec![0.5, 1.5]);
+        opt.set_lr(0.25).unwrap();
+        assert_eq!(opt.state()[0].to_vec::<f32>().unwrap(), vec![0.25]);
+        opt.step().unwrap();
+        assert_eq!(p.to_vec::<f32>().unwrap(), vec![0.25, 1.25]);
+    });
+}
+
+/// f16 parameters stay f16 (the update is computed in f32 and cast back).
+#[test]
+fn half_parameters_keep_their_dtype() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let p = Tensor::from_vec(vec![1.0f32, -2.0, 0.5], &[3])
+            .unwrap()
+            .cast(DType::F16)
+            .unwrap()
+            .realize()
+            .unwrap();
+        p.set_requires_grad(true);
+        let mut opt = Adam::new(vec![p.clone()]).unwrap().lr(0.125);
+        p.set_grad(Some(p.ones_like()));
+        opt.step().unwrap();
+        assert_eq!(p.dtype(), DType::F16);
+        let got = p.cast(DType::F32).unwrap().to_vec::<f32>().unwrap();
+        for (g, w) in got.iter().zip([0.875f32, -2.125, 0.375]) {
+            assert!((g - w).abs() < 1e-3, "{got:?}");
+        }
+    });
+}
+
+/// An Adam step with realized gradients: one kernel advances each parameter's state (m, v and
+/// the powers of b1, b2 share one buffer), one updates the parameter.
+#[test]
+fn adam_step_kernel_count() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let params = params_with_grads();
+        let mut opt = Adam::new(params.clone()).unwrap().lr(0.01);
+        opt.step().unwrap(); // the first step also writes the learning rate set above
+        let before = GlobalCounters::kernel_count();
+        opt.step().unwrap();
+        let n = GlobalCounters::kernel_count() - before;
+        println!(
+            "Adam step: {n} kernels for {} parameters",
+            opt.params().len()
+        );
+        assert!(
+            n <= 2 * opt.params().len() as u64,
+            "Adam step took {n} kernels"
+        );
+    });
+}
+
+/// The update can join the forward/backward schedule: loss and step realized together.
+#[test]
+fn step_realizes_with_the_loss() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let w = Tensor::from_vec(vec![0.5f32, -0.5, 1.0, 2.0], &[2, 2]).unwrap();
+        w.set_requires_grad(true);
+        let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]).unwrap();
+        let mut opt = AdamW::new(vec![w.clone()]).unwrap().lr(0.1);
+        let mut losses = vec![];
+        for _ in 0..5 {
+            opt.zero_grad();
+            let loss = x
+                .matmul(&w)
+                .unwrap()
+                .square()
+                .unwrap()
+                .sum((), false)
+                .unwrap();
+            loss.backward().unwrap();
+            let mut ts = opt.schedule_step().unwrap();
+            ts.push(loss.clone());
+            Tensor::realize_all(&ts.iter().collect::<Vec<_>>()).unwrap();
+            losses.push(loss.item::<f32>().unwrap());
+        }
+        assert!(
+            losses.windows(2).all(|w| w[1] < w[0]),
+            "loss does not fall: {losses:?}"
+        );
+    });
+}
+
+/// A 2-layer MLP training step (forward, backward, update as one schedule): Sgd's update fuses
+/// into each weight's gradient kernel exactly as the hand-written update of tests/fusion.rs does;
+/// momentum and Adam add a bounded number of kernels per weight.
+#[test]
+fn mlp_step_kernel_counts() {
+    /// Kernels of the second training step; `None`: the hand-written update `w -= 0.1 * grad`.
+    fn count(make: Option<Make>) -> usize {
+        Context::new().dev(Device::Interp).training(true).run(|| {
+            Tensor::manual_seed(1);
+            let w1 = Tensor::uniform(&[16, 32], -0.3, 0.3)
+                .unwrap()
+                .realize()
+                .unwrap();
+            let w2 = Tensor::uniform(&[32, 10], -0.3, 0.3)
+                .unwrap()
+                .realize()
+                .unwrap();
+            let x = Tensor::from_vec((0..128).map(|i| (i % 7) as f32 / 7.0).collect(), &[8, 16])
+                .unwrap();
+            let y = Tensor::from_vec((0..8).collect::<Vec<i32>>(), &[8]).unwrap();
+            for w in [&w1, &w2] {
+                w.set_requires_grad(true);
+            }
+            let mut opt = make.map(|m| m(vec![w1.clone(), w2.clone()]));
+            let mut n = 0;
+            for _ in 0..2 {
+                for w in [&w1, &w2] {
+                    w.set_grad(None);
+                }
+                let loss = x
+                    .matmul(&w1)
+                    .unwrap()
+                    .relu()
+                    .unwrap()
+                    .matmul(&w2)
+                    .unwrap()
+                    .sparse_categorical_crossentropy(&y, &Default::default())
+                    .unwrap();
+                loss.backward().unwrap();
+                let mut ts = match &mut opt {
+                    Some(o) => o.schedule_step().unwrap(),
+                    None => [&w1, &w2]
+                        .map(|w| {
+                            let g = w.grad().unwrap().detach();
+                            w.assign(&w.detach().sub(g.mul(0.1).unwrap()).unwrap())
+                                .unwrap()
+                        })
+                        .to_vec(),
+                };
+                ts.push(loss);
+                let refs: Vec<&Tensor> = ts.iter().collect();
+                n = wgrad::realize::schedule_of(&refs).unwrap().len();
+                Tensor::realize_all(&refs).unwrap();
+            }
+            n
+        })
+    }
+    let manual = count(None);
+    let sgd = count(Some(|p| Box::new(Sgd::new(p).unwrap().lr(0.1))));
+    let momentum = count(Some(|p| Box::new(Sgd::new(p).unwrap().momentum(0.9))));
+    let adam = count(Some(|p| Box::new(Adam::new(p).unwrap())));
+    println!(
+        "MLP training step kernels: hand-written SGD {manual}, Sgd {sgd}, Sgd+momentum \
+         {momentum}, Adam {adam}"
+    );
+    assert_eq!(
+        sgd, manual,
+        "Sgd's step does not fuse like the hand-written update"
+    );
+    // One more kernel per weight for the momentum buffer; two for Adam (its state, and the
+    // gradient, which the state update reads twice).
+    assert!(
+        momentum <= manual + 2,
+        "Sgd+momentum step took {momentum} kernels"
+    );
+    assert!(adam <= manual + 4, "Adam step took {adam} kernels");
+}
+
+/// Optimizer steps captured by TinyJit and replayed (without running the Rust step code) give the
+/// same parameters as eager steps: every piece of state lives in device buffers advanced by the
+/// recorded kernels. A learning-rate change between replays is seen by the replay.
+#[test]
+fn jitted_steps_equal_eager() {
+    let makers: [(&str, Make); 4] = [
+        ("SGD+momentum", |p| {
+            Box::new(Sgd::new(p).unwrap().lr(0.05).momentum(0.9).nesterov(true))
+        }),
+        ("Adam", |p| Box::new(Adam::new(p).unwrap().lr(0.01))),
+        ("LAMB", |p| Box::new(Lamb::new(p).unwrap().lr(0.01))),
+        ("Muon", |p| Box::new(Muon::new(p).unwrap())),
+    ];
+    fn train(make: Make, jit: bool) -> Vec<Vec<f32>> {
+        Context::new().dev(Device::Interp).training(true).run(|| {
+            let w1 = Tensor::from_vec(
+                (0..24).map(|i| (i % 5) as f32 / 5.0 - 0.4).collect(),
+                &[4, 6],
+            )
+            .unwrap();
+            let w2 = Tensor::from_vec((0..6).map(|i| i as f32 / 10.0).collect(), &[6]).unwrap();
+            for w in [&w1, &w2] {
+                w.set_requires_grad(true);
+            }
+            let x =
+                Tensor::from_vec((0..12).map(|i| (i % 3) as f32 - 1.0).collect(), &[3, 4]).unwrap();
+            let mut opt = make(vec![w1.clone(), w2.clone()]);
+            let step = |opt: &mut Box<dyn Optimizer>| -> wgrad::Result<Vec<Tensor>> {
+                opt.zero_grad();
+                let loss = x.matmul(&w1)?.tanh()?.add(&w2)?.square()?.sum((), false)?;
+                loss.backward()?;
+                let mut ts = opt.schedule_step()?;
+                ts.push(loss.clone());
+                Tensor::realize_all(&ts.iter().collect::<Vec<_>>())?;
+                Ok(vec![loss])
+            };
+            let mut out = vec![];
+            if jit {
+                let opt_cell = std::cell::RefCell::new(opt);
+                let mut f = TinyJit::new(|_: &[Tensor]| step(&mut opt_cell.borrow_mut()));
+                for i in 0..8 {
+                    if i == 5 {
+                        opt_cell.borrow_mut().set_lr(0.003).unwrap();
+                    }
+                    f.call(&[]).unwrap();
+                    out.push(w1.to_vec::<f32>().unwrap());
+                }
+                assert!(f.launches() > 0, "nothing captured");
+            } else {
+                for i in 0..8 {
+                    if i == 5 {
+                        opt.set_lr(0.003).unwrap();
+                    }
+                    step(&mut opt).unwrap();
+                    out.push(w1.to_vec::<f32>().unwrap());
+                }
+            }
+            out
+        })
+    }
+    for (name, make) in makers {
+        let (eager, jitted) = (train(make, false), train(make, true));
+        for (i, (e, j)) in eager.iter().zip(&jitted).enumerate() {
+            for (a, b) in e.iter().zip(j) {
+                assert!(
+                    (a - b).abs() <= 1e-6,
+                    "{name} step {i}: eager {e:?} vs jit {j:?}"
+                );
+            }
+        }
+        assert_ne!(eager[4], eager[7], "{name}: parameters stopped changing");
+    }
+}
