@@ -47,8 +47,12 @@ pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
     lk
 }
 
-/// Lower a kernel, choosing the upcasts (up to two output axes, at most 32 outputs per
-/// invocation) that need the fewest loads per output element. Only kernels with a reduce loop
+/// Outputs one invocation may compute (accumulators beyond the register file spill to L1,
+/// which still beats re-streaming the reduce's inputs from memory).
+const MAX_UPCAST: usize = 36;
+
+/// Lower a kernel, choosing the upcasts (up to three output axes, at most `MAX_UPCAST` outputs
+/// per invocation) that need the fewest loads per output element. Only kernels with a reduce loop
 /// benefit; elementwise kernels are lowered as they are.
 fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
     use crate::codegen::lower::{loads_per_output, Upcast};
@@ -65,7 +69,7 @@ fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
                 continue;
             }
             for amount in [16, 9, 8, 4, 3, 2] {
-                if size % amount == 0 && used * amount <= 32 {
+                if size % amount == 0 && used * amount <= MAX_UPCAST {
                     let mut v = chosen.to_vec();
                     v.push(Upcast { axis, amount });
                     out.push(v);
@@ -75,7 +79,7 @@ fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
         out
     };
     let mut best = (loads_per_output(&plain), plain, vec![]);
-    for _round in 0..2 {
+    for _round in 0..3 {
         let chosen = best.2.clone();
         let mut improved = false;
         for cand in options(&chosen) {

@@ -211,7 +211,12 @@ impl Builder<'_> {
             // that means once per loop iteration) costs more than a buffer: materialize it.
             // Padded views read each element at most once, and a short scalar expression is
             // cheaper to recompute than to launch.
-            let broadcast = st.views.iter().any(|v| v.shape.iter().zip(&v.strides).any(|(&d, &s)| d > 1 && s == 0));
+            let broadcast = st.views.iter().any(|v| {
+                v.shape
+                    .iter()
+                    .zip(&v.strides)
+                    .any(|(&d, &s)| d > 1 && s == 0)
+            });
             let cost = self.cost(&base);
             if broadcast && cost > 1 && !(base.numel() == 1 && cost <= 8) {
                 self.materialize.insert(base.id);

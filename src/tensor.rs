@@ -539,16 +539,20 @@ impl Tensor {
     pub fn assign(&self, value: &Tensor) -> Result<Tensor> {
         let (n, v) = (self.node(), value.node());
         if n.shape != v.shape || n.dtype != v.dtype || n.device != v.device {
-            bail!(
-                Shape,
-                "assign: value {:?} {} on {} does not match target {:?} {} on {}",
-                v.shape,
-                v.dtype,
-                v.device,
-                n.shape,
-                n.dtype,
-                n.device
-            );
+            let kind = if n.shape != v.shape {
+                ErrorKind::Shape
+            } else if n.dtype != v.dtype {
+                ErrorKind::DType
+            } else {
+                ErrorKind::Device
+            };
+            return Err(Error::new(
+                kind,
+                format!(
+                    "assign: value {:?} {} on {} does not match target {:?} {} on {}",
+                    v.shape, v.dtype, v.device, n.shape, n.dtype, n.device
+                ),
+            ));
         }
         if !n.is_realized() && n.op != Op::Assign {
             // The target must own a buffer to write into (a pending assign will have one).

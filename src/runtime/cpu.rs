@@ -46,7 +46,6 @@ const FLAGS: &[&str] = &[
     "-march=native",
     "-fPIC",
     "-shared",
-    "-fwrapv",
     "-fno-math-errno",
     "-fno-trapping-math",
 ];
