@@ -1,7 +1,7 @@
 //! The engine: realize target nodes by scheduling them, compiling each kernel once per device
 //! (programs are cached by their linearized form), allocating outputs and launching.
 
-use crate::codegen::{linearize::linearize, linearize::BufArg, lower::lower, Inst, LinearKernel};
+use crate::codegen::{linearize::linearize, linearize::BufArg, Inst, LinearKernel};
 use crate::context::{debug, GlobalCounters};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::{Op, UOp};
@@ -26,7 +26,7 @@ fn cache() -> &'static ProgramCache {
 
 /// Lower and linearize a scheduled kernel.
 pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
-    let l = optimize(ast);
+    let l = crate::codegen::opt::optimize(ast);
     let bufs = ast
         .bufs
         .iter()
@@ -45,56 +45,6 @@ pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
     let dims: Vec<String> = ast.root.shape.iter().map(|d| d.to_string()).collect();
     lk.name = format!("{kind}_{}", dims.join("_"));
     lk
-}
-
-/// Outputs one invocation may compute (accumulators beyond the register file spill to L1,
-/// which still beats re-streaming the reduce's inputs from memory).
-const MAX_UPCAST: usize = 36;
-
-/// Lower a kernel, choosing the upcasts (up to three output axes, at most `MAX_UPCAST` outputs
-/// per invocation) that need the fewest loads per output element. Only kernels with a reduce loop
-/// benefit; elementwise kernels are lowered as they are.
-fn optimize(ast: &KernelAst) -> crate::codegen::lower::Lowered {
-    use crate::codegen::lower::{loads_per_output, Upcast};
-    let plain = lower(ast, &[]);
-    let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
-    if !has_loop || !crate::context::upcast_enabled() {
-        return plain;
-    }
-    let options = |chosen: &[Upcast]| -> Vec<Vec<Upcast>> {
-        let used: usize = chosen.iter().map(|u| u.amount).product();
-        let mut out = vec![];
-        for (axis, &size) in ast.root.shape.iter().enumerate() {
-            if chosen.iter().any(|u| u.axis == axis) {
-                continue;
-            }
-            for amount in [16, 9, 8, 4, 3, 2] {
-                if size % amount == 0 && used * amount <= MAX_UPCAST {
-                    let mut v = chosen.to_vec();
-                    v.push(Upcast { axis, amount });
-                    out.push(v);
-                }
-            }
-        }
-        out
-    };
-    let mut best = (loads_per_output(&plain), plain, vec![]);
-    for _round in 0..3 {
-        let chosen = best.2.clone();
-        let mut improved = false;
-        for cand in options(&chosen) {
-            let l = lower(ast, &cand);
-            let cost = loads_per_output(&l);
-            if cost < best.0 * 0.95 {
-                best = (cost, l, cand);
-                improved = true;
-            }
-        }
-        if !improved {
-            break;
-        }
-    }
-    best.1
 }
 
 /// A structural key of a kernel's AST (shared subtrees numbered once), for the program cache:

@@ -1,12 +1,13 @@
 //! Code generation: a scheduled kernel (`schedule::KernelAst`) is lowered into a `KGraph` (an
 //! SSA graph of scalar ops with index arithmetic, simplified on construction by
-//! `rewrite.rs`), linearized into a flat instruction list (`linearize.rs`), and rendered to
+//! `rewrite.rs`), optimized (`opt.rs`: upcasting), linearized into a flat instruction list (`linearize.rs`), and rendered to
 //! source text by a dialect of the shared C-like printer (`render.rs`, `c.rs`). The interpreter
 //! runs the linear instructions directly.
 
 pub mod c;
 pub mod linearize;
 pub mod lower;
+pub mod opt;
 pub mod render;
 
 pub use linearize::{Inst, LinearKernel};
