@@ -5,7 +5,7 @@
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::Op;
-use crate::tensor::{check_shape, norm_axis, Tensor};
+use crate::tensor::{check_shape, check_shape_below, norm_axis, Tensor, MAX_VIEW_NUMEL};
 
 impl Tensor {
     pub(crate) fn reshape_u(&self, shape: &[usize]) -> Result<Tensor> {
@@ -29,7 +29,7 @@ impl Tensor {
         if s == shape {
             return Ok(self.clone());
         }
-        check_shape("expand", shape)?;
+        check_shape_below("expand", shape, MAX_VIEW_NUMEL)?;
         if s.len() != shape.len() || s.iter().zip(shape).any(|(&a, &b)| a != b && a != 1) {
             bail!(Shape, "expand: cannot expand {s:?} to {shape:?}");
         }

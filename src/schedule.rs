@@ -389,6 +389,15 @@ fn build_kernel(
     materialize: &mut HashSet<u64>,
     max_bufs: usize,
 ) -> Result<ScheduleItem> {
+    if n.numel() > crate::tensor::MAX_NUMEL {
+        bail!(
+            Shape,
+            "schedule: {:?} of shape {:?} would need a buffer of more than {} elements",
+            n.op,
+            n.shape,
+            crate::tensor::MAX_NUMEL
+        );
+    }
     loop {
         let mut b = Builder {
             g,

@@ -159,6 +159,14 @@ impl fmt::Debug for Tensor {
 }
 
 pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
+    check_shape_below(op, shape, MAX_NUMEL)
+}
+
+/// Broadcast views may be larger than any buffer (they are never materialized as such: a
+/// kernel reduces over them); their element count only has to stay far from overflow.
+pub(crate) const MAX_VIEW_NUMEL: usize = 1 << 50;
+
+pub(crate) fn check_shape_below(op: &str, shape: &[usize], max: usize) -> Result<()> {
     if shape.contains(&0) {
         bail!(
             Shape,
@@ -168,11 +176,8 @@ pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
     let mut n: usize = 1;
     for &d in shape {
         n = match n.checked_mul(d) {
-            Some(v) if v <= MAX_NUMEL => v,
-            _ => bail!(
-                Shape,
-                "{op}: shape {shape:?} has more than {MAX_NUMEL} elements"
-            ),
+            Some(v) if v <= max => v,
+            _ => bail!(Shape, "{op}: shape {shape:?} has more than {max} elements"),
         };
     }
     Ok(())
