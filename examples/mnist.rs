@@ -10,30 +10,11 @@ use std::time::Instant;
 use wgrad::nn::datasets::mnist;
 use wgrad::nn::optim::{Adam, Muon, Optimizer, Sgd};
 use wgrad::nn::state::{get_parameters, get_state_dict, safe_save};
-use wgrad::nn::{Conv2d, Linear};
 use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor, TinyJit};
 
-struct Model {
-    l1: Conv2d,
-    l2: Conv2d,
-    l3: Linear,
-}
-wgrad::state!(Model { l1, l2, l3 });
-
-impl Model {
-    fn new() -> Result<Model> {
-        Ok(Model {
-            l1: Conv2d::new(1, 32, (3, 3))?,
-            l2: Conv2d::new(32, 64, (3, 3))?,
-            l3: Linear::new(1600, 10)?,
-        })
-    }
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
-        let x = self.l2.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
-        self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
-    }
-}
+#[path = "common/model.rs"]
+mod model;
+use model::Model;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)

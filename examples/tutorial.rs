@@ -4,43 +4,11 @@
 //! `DEV` picks the device (CPU, INTERP), `STEPS` the number of steps, `BS` the batch size.
 
 use std::time::Instant;
-use wgrad::nn::{Conv2d, Linear};
 use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor};
 
-struct Model {
-    l1: Conv2d,
-    l2: Conv2d,
-    l3: Linear,
-}
-
-impl Model {
-    fn new() -> Result<Model> {
-        Ok(Model {
-            l1: Conv2d::new(1, 32, (3, 3))?,
-            l2: Conv2d::new(32, 64, (3, 3))?,
-            l3: Linear::new(1600, 10)?,
-        })
-    }
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let x = self.l1.forward(x)?.relu()?.max_pool2d((2, 2), None)?;
-        let x = self.l2.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
-        self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
-    }
-    fn params(&self) -> Vec<Tensor> {
-        let mut v = vec![
-            self.l1.weight.clone(),
-            self.l2.weight.clone(),
-            self.l3.weight.clone(),
-        ];
-        v.extend(
-            [&self.l1.bias, &self.l2.bias, &self.l3.bias]
-                .into_iter()
-                .flatten()
-                .cloned(),
-        );
-        v
-    }
-}
+#[path = "common/model.rs"]
+mod model;
+use model::Model;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -54,7 +22,7 @@ fn main() -> Result<()> {
     println!("wgrad on {}", Device::default());
     Tensor::manual_seed(1337);
     let model = Model::new()?;
-    let params = model.params();
+    let params = wgrad::nn::state::get_parameters(&model);
     let x = Tensor::rand(&[bs, 1, 28, 28])?.realize()?;
     let y = Tensor::randint(&[bs], 0, 10)?.realize()?;
     let mut first = None;
