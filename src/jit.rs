@@ -4,7 +4,7 @@
 //! the list is replayed (on the CPU: a flat list of function calls). Intermediates are
 //! memory-planned into shared buffers (`memory.rs`). `JIT=0` turns it off.
 
-use crate::context::{debug, Context};
+use crate::context::debug;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::UOp;
@@ -303,9 +303,4 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             .map(|(b, s)| Tensor::from_node(UOp::from_buffer(b.clone(), s.dtype, s.shape.clone())))
             .collect())
     }
-}
-
-/// Run `f` with training mode on (convenience for jitted training steps).
-pub fn training<R>(f: impl FnOnce() -> R) -> R {
-    Context::new().training(true).run(f)
 }

@@ -72,6 +72,19 @@ fn ast_key(ast: &KernelAst) -> String {
     out
 }
 
+static KERNEL_LOG: Mutex<Option<Vec<LinearKernel>>> = Mutex::new(None);
+
+/// Start (or stop) recording every kernel this process lowers, for tools and tests that check
+/// generated code (e.g. validating every WGSL rendering with naga). Returns what was recorded.
+pub fn record_kernels(on: bool) -> Vec<LinearKernel> {
+    let mut log = KERNEL_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    let out = log.take().unwrap_or_default();
+    if on {
+        *log = Some(vec![]);
+    }
+    out
+}
+
 /// Compile (or fetch from the cache) the program for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
     let akey = (device, ast_key(ast));
@@ -83,6 +96,13 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
         return Ok(p.clone());
     }
     let lk = linear_kernel(ast);
+    if let Some(log) = KERNEL_LOG
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+    {
+        log.push(lk.clone());
+    }
     let key = (device, lk);
     let cached = cache()
         .lock()

@@ -9,6 +9,7 @@ pub mod linearize;
 pub mod lower;
 pub mod opt;
 pub mod render;
+pub mod wgsl;
 
 pub use linearize::{Inst, LinearKernel};
 

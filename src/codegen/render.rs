@@ -37,6 +37,14 @@ pub trait Dialect {
     fn max(&self, dt: DType, a: &str, b: &str) -> String {
         self.binary(BinaryOp::Max, dt, a, b)
     }
+    /// One step of a reduce loop, `acc = acc (op) val` (WGSL overrides it: u8 sums wrap, bool
+    /// sums are `||`).
+    fn acc(&self, op: ReduceOp, dt: DType, acc: &str, val: &str) -> String {
+        match op {
+            ReduceOp::Sum => format!("{acc} = {acc} + {val};"),
+            ReduceOp::Max => format!("{acc} = {};", self.max(dt, acc, val)),
+        }
+    }
 }
 
 pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
@@ -129,14 +137,7 @@ pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
                 op,
                 dtype,
                 val,
-            } => {
-                let a = format!("acc{acc}");
-                let v = name(&names, *val);
-                match op {
-                    ReduceOp::Sum => format!("{a} = {a} + {v};"),
-                    ReduceOp::Max => format!("{a} = {};", d.max(*dtype, &a, &v)),
-                }
-            }
+            } => d.acc(*op, *dtype, &format!("acc{acc}"), &name(&names, *val)),
             Inst::Store {
                 slot,
                 dtype,
