@@ -165,8 +165,9 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                     None => merged.push((r, c)),
                 }
             }
+            let recombined = recombine(g, &mut merged);
             let parts = merged.iter().filter(|t| t.1 != 0).count() + (k != 0) as usize;
-            if parts >= count_leaves(g, a) + count_leaves(g, b) {
+            if !recombined && parts >= count_leaves(g, a) + count_leaves(g, b) {
                 return None;
             }
             Some(build_sum(g, &merged, k))
@@ -315,6 +316,63 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             }
         }
         _ => None,
+    }
+}
+
+/// Undo an unravel: `x%a * k + (x/a) * a*k` is `x * k`, and `x%a * k + (x/a % b) * a*k` is
+/// `x % (a*b) * k` (x >= 0). Returns whether anything changed.
+fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
+    let mut changed = false;
+    'again: loop {
+        for i in 0..ts.len() {
+            let (m, k) = ts[i];
+            let mn = g.node(m).clone();
+            if mn.op != KOp::Binary(BinaryOp::Mod) || k == 0 {
+                continue;
+            }
+            let (x, Some(a)) = (mn.src[0], g.const_value(mn.src[1])) else {
+                continue;
+            };
+            if g.bounds[x as usize].0 < 0.0 || a <= 0.0 {
+                continue;
+            }
+            for j in 0..ts.len() {
+                let (t, kt) = ts[j];
+                if j == i || kt != k * a as i64 {
+                    continue;
+                }
+                let tn = g.node(t).clone();
+                let replacement = match tn.op {
+                    // (x/a) * a*k
+                    KOp::Binary(BinaryOp::Div)
+                        if tn.src[0] == x && g.const_value(tn.src[1]) == Some(a) =>
+                    {
+                        Some(x)
+                    }
+                    // (x/a % b) * a*k
+                    KOp::Binary(BinaryOp::Mod) => {
+                        let inner = g.node(tn.src[0]).clone();
+                        match (inner.op, g.const_value(tn.src[1])) {
+                            (KOp::Binary(BinaryOp::Div), Some(b))
+                                if inner.src[0] == x && g.const_value(inner.src[1]) == Some(a) =>
+                            {
+                                let ab = g.int((a * b) as i64);
+                                Some(g.binary(BinaryOp::Mod, x, ab))
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(r) = replacement {
+                    ts[i] = (r, k);
+                    ts.remove(j);
+                    changed = true;
+                    continue 'again;
+                }
+            }
+        }
+        return changed;
     }
 }
 
@@ -469,6 +527,21 @@ mod tests {
         let ten = g.int(10);
         let lt = g.lt(x, ten);
         assert_eq!(g.const_value(lt), Some(1.0));
+    }
+
+    #[test]
+    fn unravel_then_linearize_is_the_identity() {
+        let mut g = KGraph::new();
+        let x = g.gidx(120);
+        let idx = crate::shape::unravel(&mut g, x, &[2, 3, 4, 5]);
+        let st = crate::shape::strides_for(&[2, 3, 4, 5]);
+        let mut lin = g.int(0);
+        for (i, &ix) in idx.iter().enumerate() {
+            let c = g.int(st[i] as i64);
+            let t = g.mul(ix, c);
+            lin = g.add(lin, t);
+        }
+        assert_eq!(lin, x);
     }
 
     #[test]
