@@ -164,7 +164,14 @@ pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
 
 /// Broadcast views may be larger than any buffer (they are never materialized as such: a
 /// kernel reduces over them); their element count only has to stay far from overflow.
-pub(crate) const MAX_VIEW_NUMEL: usize = 1 << 50;
+pub(crate) const MAX_VIEW_NUMEL: usize = {
+    const LIMIT: u64 = 1 << 50;
+    if LIMIT > usize::MAX as u64 {
+        usize::MAX
+    } else {
+        LIMIT as usize
+    }
+};
 
 pub(crate) fn check_shape_below(op: &str, shape: &[usize], max: usize) -> Result<()> {
     if shape.contains(&0) {
