@@ -349,6 +349,19 @@ fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
                     {
                         Some(x)
                     }
+                    // (x%c / a) * a*k with a | c: together with x%a that is x%c
+                    KOp::Binary(BinaryOp::Div) if g.const_value(tn.src[1]) == Some(a) => {
+                        let inner = g.node(tn.src[0]).clone();
+                        let c = inner.src.get(1).and_then(|&r| g.const_value(r));
+                        match (inner.op, c) {
+                            (KOp::Binary(BinaryOp::Mod), Some(c))
+                                if inner.src[0] == x && c > 0.0 && (c as i64) % (a as i64) == 0 =>
+                            {
+                                Some(tn.src[0])
+                            }
+                            _ => None,
+                        }
+                    }
                     // (x/a % b) * a*k
                     KOp::Binary(BinaryOp::Mod) => {
                         let inner = g.node(tn.src[0]).clone();
@@ -542,6 +555,14 @@ mod tests {
             lin = g.add(lin, t);
         }
         assert_eq!(lin, x);
+        // (x%9)/3*3 + x%3 == x%9
+        let nine = g.int(9);
+        let three = g.int(3);
+        let m9 = g.modulo(x, nine);
+        let d = g.div(m9, three);
+        let d3 = g.mul(d, three);
+        let m3 = g.modulo(x, three);
+        assert_eq!(g.add(d3, m3), m9);
     }
 
     #[test]
