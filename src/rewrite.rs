@@ -73,7 +73,7 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
 }
 
 /// A sum of `node * coefficient` terms plus a constant: the normal form for index arithmetic.
-fn terms(g: &KGraph, r: Ref, coef: i64, out: &mut Vec<(Ref, i64)>, konst: &mut i64) {
+pub(crate) fn terms(g: &KGraph, r: Ref, coef: i64, out: &mut Vec<(Ref, i64)>, konst: &mut i64) {
     let n = g.node(r);
     match n.op {
         KOp::Const(bits) => *konst += coef * f64::from_bits(bits) as i64,

@@ -82,17 +82,24 @@ pub fn lower(k: &KernelAst, ups: &[Upcast]) -> Lowered {
     }
 }
 
-/// Loads executed per output element (loads inside reduce loops weighted by trip count), to
-/// compare upcast choices.
+/// Memory accesses inside reduce loops per output element, to compare upcast choices. Loads
+/// from one buffer whose indices differ only by a small constant (consecutive elements, as an
+/// upcast along a contiguous axis produces) count once: they share cache lines and vectorize.
 pub fn loads_per_output(l: &Lowered) -> f64 {
-    let loads = l
-        .graph
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, n)| matches!(n.op, KOp::Load(_)) && l.graph.ranges[*i] != 0)
-        .count();
-    loads as f64 / l.stores.len() as f64
+    use std::collections::HashSet;
+    let g = &l.graph;
+    let mut groups: HashSet<(u32, Vec<(Ref, i64)>, i64)> = HashSet::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let KOp::Load(slot) = n.op else { continue };
+        if g.ranges[i] == 0 {
+            continue;
+        }
+        let (mut ts, mut k) = (vec![], 0i64);
+        crate::rewrite::terms(g, n.src[0], 1, &mut ts, &mut k);
+        ts.sort();
+        groups.insert((slot, ts, k.div_euclid(16)));
+    }
+    groups.len() as f64 / l.stores.len() as f64
 }
 
 fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Memo) -> Ref {
