@@ -88,7 +88,9 @@ pub fn lower(k: &KernelAst, ups: &[Upcast]) -> Lowered {
 pub fn loads_per_output(l: &Lowered) -> f64 {
     use std::collections::HashSet;
     let g = &l.graph;
-    let mut groups: HashSet<(u32, Vec<(Ref, i64)>, i64)> = HashSet::new();
+    // (buffer slot, index terms without the constant, constant / 16)
+    type Group = (u32, Vec<(Ref, i64)>, i64);
+    let mut groups: HashSet<Group> = HashSet::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let KOp::Load(slot) = n.op else { continue };
         if g.ranges[i] == 0 {
