@@ -8,7 +8,7 @@ use crate::context::debug;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::UOp;
-use crate::runtime::{Buffer, Device, Program};
+use crate::runtime::{Buffer, Device, Graph, GraphLaunch, Program};
 use crate::tensor::Tensor;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -108,6 +108,72 @@ struct Captured {
     inputs: Vec<Spec>,
     outputs: Vec<(Arc<Buffer>, Spec)>,
     plan: crate::memory::PlanStats,
+    graph: Option<GraphReplay>,
+}
+
+/// The step as a backend graph (one submit on WebGPU). The graph binds private copies of the
+/// inputs, so a replay copies the caller's inputs in first (and back out, for inputs the step
+/// writes) instead of rebinding.
+struct GraphReplay {
+    graph: Box<dyn Graph>,
+    /// Per input: the private buffer the graph reads, if the step uses that input.
+    private: Vec<Option<Arc<Buffer>>>,
+    written: Vec<bool>,
+}
+
+/// Build a backend graph for a captured step when every launch is on one device whose backend
+/// supports graphs.
+fn build_graph(
+    launches: &[Launch],
+    inputs: &[Arc<Buffer>],
+    input_slots: &[Vec<(usize, usize)>],
+) -> Result<Option<GraphReplay>> {
+    let dev = match launches.first() {
+        Some(Launch::Kernel { dev, .. }) => *dev,
+        Some(Launch::Copy { src, .. }) => src.device,
+        None => return Ok(None),
+    };
+    let one_device = launches.iter().all(|l| match l {
+        Launch::Kernel { dev: d, .. } => *d == dev,
+        Launch::Copy { src, dst } => src.device == dev && dst.device == dev,
+    }) && inputs.iter().all(|b| b.device == dev);
+    if !one_device {
+        return Ok(None);
+    }
+    let be = dev.backend();
+    let mut launches = launches.to_vec();
+    let mut private = vec![];
+    let mut written = vec![];
+    for (ib, slots) in inputs.iter().zip(input_slots) {
+        if slots.is_empty() {
+            private.push(None);
+            written.push(false);
+            continue;
+        }
+        let p = Arc::new(be.alloc(ib.size)?);
+        let mut w = false;
+        for &(li, ai) in slots {
+            w |= match &launches[li] {
+                Launch::Kernel { .. } => ai == 0,
+                Launch::Copy { .. } => ai == 1,
+            };
+            *launches[li].buffers_mut()[ai] = p.clone();
+        }
+        private.push(Some(p));
+        written.push(w);
+    }
+    let list: Vec<GraphLaunch> = launches
+        .into_iter()
+        .map(|l| match l {
+            Launch::Kernel { prog, bufs, .. } => GraphLaunch::Kernel { prog, bufs },
+            Launch::Copy { src, dst } => GraphLaunch::Copy { src, dst },
+        })
+        .collect();
+    Ok(be.graph(&list)?.map(|graph| GraphReplay {
+        graph,
+        private,
+        written,
+    }))
 }
 
 /// A function captured once and replayed afterwards (see the module docs).
@@ -227,7 +293,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             }
         }
         let plan = crate::memory::plan(&mut launches, &rec.allocated, &hold)?;
-        let input_slots = bufs
+        let input_slots: Vec<Vec<(usize, usize)>> = bufs
             .iter()
             .map(|ib| {
                 let mut v = vec![];
@@ -249,7 +315,15 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                 plan.bytes_after
             );
         }
+        let graph = build_graph(&launches, &bufs, &input_slots)?;
+        if debug() >= 1 && graph.is_some() {
+            eprintln!(
+                "TinyJit: replaying as one {} graph",
+                launches[0].buffers()[0].device
+            );
+        }
         self.captured = Some(Captured {
+            graph,
             launches,
             input_slots,
             inputs: inputs.iter().map(spec).collect(),
@@ -289,6 +363,34 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                 );
             }
         }
+        match &c.graph {
+            // DEBUG>=2 times each kernel, so it replays launch by launch.
+            Some(g) if debug() < 2 => {
+                let pairs = |copy_in: bool| -> Vec<(&Buffer, &Buffer)> {
+                    bufs.iter()
+                        .zip(&g.private)
+                        .zip(&g.written)
+                        .filter_map(|((b, p), &w)| {
+                            let p = p.as_ref()?;
+                            match copy_in {
+                                true => Some((b.as_ref(), p.as_ref())),
+                                false if w => Some((p.as_ref(), b.as_ref())),
+                                false => None,
+                            }
+                        })
+                        .collect()
+                };
+                g.graph.run(&pairs(true), &pairs(false))?;
+                for l in &c.launches {
+                    if let Launch::Kernel { prog, bufs, .. } = l {
+                        let bytes = bufs.iter().map(|b| b.size as u64).sum();
+                        crate::context::GlobalCounters::record(prog.ops, bytes, 0);
+                    }
+                }
+                return Ok(self.outputs(c));
+            }
+            _ => {}
+        }
         let mut launches = c.launches.clone();
         for (slots, b) in c.input_slots.iter().zip(bufs) {
             for &(li, ai) in slots {
@@ -298,9 +400,13 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         for l in &launches {
             l.run()?;
         }
-        Ok(c.outputs
+        Ok(self.outputs(c))
+    }
+
+    fn outputs(&self, c: &Captured) -> Vec<Tensor> {
+        c.outputs
             .iter()
             .map(|(b, s)| Tensor::from_node(UOp::from_buffer(b.clone(), s.dtype, s.shape.clone())))
-            .collect())
+            .collect()
     }
 }

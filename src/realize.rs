@@ -280,10 +280,12 @@ pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
     let bytes: u64 = bufs.iter().map(|b| b.size as u64).sum();
     let timed = debug() >= 2;
     let ns = if timed {
-        elapsed_ns(|| {
-            be.launch(prog, bufs)?;
-            be.synchronize()
-        })?
+        let mut device_ns = None;
+        let host_ns = elapsed_ns(|| {
+            device_ns = be.launch_timed(prog, bufs)?;
+            Ok(())
+        })?;
+        device_ns.unwrap_or(host_ns)
     } else {
         be.launch(prog, bufs)?;
         0

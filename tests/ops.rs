@@ -16,6 +16,8 @@
 //! case's `atol`, 1e-5 for sums of many products) and rtol 1e-3; gradients atol 1e-4, rtol 1e-3.
 //! Integer and bool outputs must match exactly.
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::Value;
@@ -580,6 +582,13 @@ fn op_suite_cpu() {
     run_suite(Device::Cpu);
 }
 
+#[test]
+fn op_suite_wgpu() {
+    if common::usable(Device::Wgpu) {
+        run_suite(Device::Wgpu);
+    }
+}
+
 // ------------------------------------------------------------------------------------ finite differences
 
 const FD_CASES: [&str; 10] = [
@@ -748,7 +757,7 @@ fn check_f16_direct() -> R<()> {
 fn f16_ops() {
     let cases = load_cases();
     let mut failures = Vec::new();
-    for dev in [Device::Interp, Device::Cpu] {
+    for dev in common::devices() {
         for name in F16_CASES {
             let c = case_by_name(&cases, name);
             if let Err(e) = on_device(dev, || check_f16(c)) {

@@ -201,7 +201,11 @@ impl Backend for Cpu {
                 "cpu: cannot launch a program compiled for another backend"
             )
         };
-        let ptrs = SendPtrs(bufs.iter().map(|b| b.host().ptr()).collect());
+        let ptrs = SendPtrs(
+            bufs.iter()
+                .map(|b| b.host().map(|h| h.ptr()))
+                .collect::<Result<_>>()?,
+        );
         let n = p.global_size;
         if n > i32::MAX as usize {
             bail!(

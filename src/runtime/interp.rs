@@ -81,7 +81,10 @@ pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
             bufs.len()
         );
     }
-    let mem: Vec<(*mut u8, usize)> = bufs.iter().map(|b| (b.host().ptr(), b.size)).collect();
+    let mem: Vec<(*mut u8, usize)> = bufs
+        .iter()
+        .map(|b| b.host().map(|h| (h.ptr(), b.size)))
+        .collect::<Result<_>>()?;
     // Matching EndLoop of every Loop.
     let mut ends = vec![0usize; k.insts.len()];
     let mut stack = vec![];

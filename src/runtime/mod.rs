@@ -7,6 +7,9 @@ pub mod interp;
 #[cfg(feature = "cpu")]
 pub mod cpu;
 
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
+
 use crate::codegen::LinearKernel;
 use crate::error::{bail, Result};
 use std::alloc::Layout;
@@ -24,6 +27,9 @@ pub enum Device {
     /// C source compiled by the system C compiler, run on all cores.
     #[cfg(feature = "cpu")]
     Cpu,
+    /// WGSL through wgpu: WebGPU in the browser; Vulkan, Metal or DX12 natively.
+    #[cfg(feature = "wgpu")]
+    Wgpu,
 }
 
 impl Device {
@@ -33,6 +39,8 @@ impl Device {
             Device::Interp,
             #[cfg(feature = "cpu")]
             Device::Cpu,
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu,
         ]
     }
     pub fn name(self) -> &'static str {
@@ -40,6 +48,8 @@ impl Device {
             Device::Interp => "INTERP",
             #[cfg(feature = "cpu")]
             Device::Cpu => "CPU",
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu => "WEBGPU",
         }
     }
     /// Whether the backend can run here (e.g. a C compiler exists for `Cpu`), with the reason
@@ -49,6 +59,8 @@ impl Device {
             Device::Interp => Ok(()),
             #[cfg(feature = "cpu")]
             Device::Cpu => cpu::available(),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu => wgpu::available(),
         }
     }
     pub(crate) fn backend(self) -> &'static dyn Backend {
@@ -59,16 +71,30 @@ impl Device {
             Device::Interp => INTERP.get_or_init(interp::Interp::default),
             #[cfg(feature = "cpu")]
             Device::Cpu => CPU.get_or_init(cpu::Cpu::default),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu => wgpu::global(),
         }
     }
-    /// The best available device (`DEV` overrides it; see `Context`).
+    /// The best available device (`DEV` overrides it; see `Context`): a hardware GPU through
+    /// WebGPU, else compiled C, else the interpreter. A software WebGPU adapter (lavapipe) is
+    /// slower than the C backend, so it is only chosen by name.
     pub fn best() -> Device {
         static BEST: OnceLock<Device> = OnceLock::new();
         *BEST.get_or_init(|| {
+            let rank = |d: &Device| match d {
+                #[cfg(feature = "wgpu")]
+                Device::Wgpu => match wgpu::adapter_info() {
+                    Some(a) if a.device_type != "Cpu" => 3,
+                    _ => 0,
+                },
+                Device::Interp => 1,
+                #[allow(unreachable_patterns)]
+                _ => 2,
+            };
             let d = Device::all()
                 .into_iter()
-                .rev()
-                .find(|d| d.available().is_ok())
+                .filter(|d| d.available().is_ok())
+                .max_by_key(rank)
                 .unwrap_or(Device::Interp);
             if crate::context::debug() >= 1 {
                 eprintln!("wgrad: default device {}", d.name());
@@ -93,7 +119,10 @@ impl fmt::Display for Device {
 impl std::str::FromStr for Device {
     type Err = crate::Error;
     fn from_str(s: &str) -> Result<Device> {
-        let up = s.trim().to_ascii_uppercase();
+        let mut up = s.trim().to_ascii_uppercase();
+        if up == "WGPU" || up == "GPU" {
+            up = "WEBGPU".into();
+        }
         for d in Device::all() {
             if d.name() == up {
                 return Ok(d);
@@ -174,6 +203,8 @@ pub struct Buffer {
 
 pub(crate) enum Mem {
     Host(HostMem),
+    #[cfg(feature = "wgpu")]
+    Wgpu(wgpu::GpuMem),
 }
 
 impl fmt::Debug for Buffer {
@@ -183,9 +214,11 @@ impl fmt::Debug for Buffer {
 }
 
 impl Buffer {
-    pub(crate) fn host(&self) -> &HostMem {
+    pub(crate) fn host(&self) -> Result<&HostMem> {
         match &self.mem {
-            Mem::Host(h) => h,
+            Mem::Host(h) => Ok(h),
+            #[allow(unreachable_patterns)]
+            _ => bail!(Device, "a {} buffer is not in host memory", self.device),
         }
     }
 }
@@ -205,6 +238,24 @@ pub(crate) enum ProgramImpl {
     Interp(Arc<LinearKernel>),
     #[cfg(feature = "cpu")]
     Cpu(cpu::CpuProgram),
+    #[cfg(feature = "wgpu")]
+    Wgpu(wgpu::WgpuProgram),
+}
+
+/// One launch of a captured step, as handed to `Backend::graph`.
+pub enum GraphLaunch {
+    Kernel {
+        prog: Arc<Program>,
+        bufs: Vec<Arc<Buffer>>,
+    },
+    /// A copy between two buffers of the same device.
+    Copy { src: Arc<Buffer>, dst: Arc<Buffer> },
+}
+
+/// A captured step prepared by a backend for replay (pipelines and bindings made once).
+pub trait Graph: Send + Sync {
+    /// Replay: copy each `before` pair (src, dst), run the step, then copy each `after` pair.
+    fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()>;
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -219,13 +270,24 @@ pub trait Backend: Send + Sync {
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
     fn compile(&self, k: &LinearKernel) -> Result<Program>;
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()>;
+    /// Launch and wait, returning the kernel's device time where the backend can measure it
+    /// (`DEBUG>=2`); `None` lets the caller time it on the host.
+    fn launch_timed(&self, p: &Program, bufs: &[&Buffer]) -> Result<Option<u64>> {
+        self.launch(p, bufs)?;
+        self.synchronize()?;
+        Ok(None)
+    }
     fn synchronize(&self) -> Result<()>;
+    /// Prepare a captured step for replay, or `None` to have TinyJit replay launch by launch.
+    fn graph(&self, _launches: &[GraphLaunch]) -> Result<Option<Box<dyn Graph>>> {
+        Ok(None)
+    }
 }
 
 /// Copy out of host memory (the interpreter and the CPU backend share it).
 pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
     // SAFETY: kernels run synchronously on host backends; none is running now.
-    Ok(unsafe { buf.host().as_slice() }[..buf.size].to_vec())
+    Ok(unsafe { buf.host()?.as_slice() }[..buf.size].to_vec())
 }
 
 pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
@@ -238,7 +300,7 @@ pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
         );
     }
     // SAFETY: host backends run kernels synchronously; nothing else holds this memory now.
-    unsafe { buf.host().as_mut_slice()[..data.len()].copy_from_slice(data) };
+    unsafe { buf.host()?.as_mut_slice()[..data.len()].copy_from_slice(data) };
     Ok(())
 }
 

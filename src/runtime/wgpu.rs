@@ -1,0 +1,852 @@
+//! The WebGPU backend: kernels rendered to WGSL (`codegen::wgsl`) and run through wgpu, on
+//! Vulkan/Metal/DX12 natively and on the browser's WebGPU on wasm32.
+//!
+//! Launches are encoded into one pending command encoder and submitted when something needs the
+//! results (a readback, a write from the host, `synchronize`) or after `MAX_PENDING` dispatches.
+//! Buffers come from a pool of freed buffers of the same (word-rounded) size. wgpu reports
+//! errors asynchronously: native device creation, compilation and allocation run inside error
+//! scopes; everything else lands in the uncaptured-error handler and is returned as an `Err` by
+//! the next call (device loss stays an error for good). A TinyJit capture becomes a `Graph`:
+//! pipelines and bind groups are made once, and a replay encodes the whole list into one encoder
+//! with one submit.
+
+use super::{Backend, BoxFuture, Buffer, Device, Graph, GraphLaunch, Mem, Program, ProgramImpl};
+use crate::codegen::linearize::LinearKernel;
+use crate::codegen::wgsl::{dispatch_size, render_wgsl, MAX_WORKGROUPS_PER_DIM, WORKGROUP_SIZE};
+use crate::error::{bail, Error, ErrorKind, Result};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll, Waker};
+
+/// Dispatches encoded before the pending encoder is submitted anyway (bounds its memory).
+const MAX_PENDING: usize = 512;
+/// Bytes of freed buffers kept for reuse.
+const POOL_BYTES: u64 = 512 << 20;
+
+/// Counters of the GPU objects this process created, for tests and benchmarks (a JIT replay must
+/// not create pipelines, bind groups or buffers, and submits once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub pipelines: u64,
+    pub bind_groups: u64,
+    pub buffers: u64,
+    pub submits: u64,
+    pub dispatches: u64,
+    /// Host time spent encoding the last graph replay (ns; 0 where no clock exists).
+    pub last_replay_encode_ns: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    pipelines: AtomicU64,
+    bind_groups: AtomicU64,
+    buffers: AtomicU64,
+    submits: AtomicU64,
+    dispatches: AtomicU64,
+    last_replay_encode_ns: AtomicU64,
+}
+
+static COUNTERS: Counters = Counters {
+    pipelines: AtomicU64::new(0),
+    bind_groups: AtomicU64::new(0),
+    buffers: AtomicU64::new(0),
+    submits: AtomicU64::new(0),
+    dispatches: AtomicU64::new(0),
+    last_replay_encode_ns: AtomicU64::new(0),
+};
+
+/// What the WebGPU backend has created so far (process-wide).
+pub fn stats() -> Stats {
+    let c = &COUNTERS;
+    Stats {
+        pipelines: c.pipelines.load(Ordering::Relaxed),
+        bind_groups: c.bind_groups.load(Ordering::Relaxed),
+        buffers: c.buffers.load(Ordering::Relaxed),
+        submits: c.submits.load(Ordering::Relaxed),
+        dispatches: c.dispatches.load(Ordering::Relaxed),
+        last_replay_encode_ns: c.last_replay_encode_ns.load(Ordering::Relaxed),
+    }
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The adapter a device was created on.
+#[derive(Clone, Debug)]
+pub struct AdapterInfo {
+    pub name: String,
+    pub backend: String,
+    /// "DiscreteGpu", "IntegratedGpu", "Cpu" (a software rasterizer such as lavapipe), ...
+    pub device_type: String,
+    pub driver: String,
+    pub max_storage_buffers_per_stage: u32,
+    pub max_storage_binding_bytes: u64,
+    pub timestamps: bool,
+}
+
+/// The backend: a device, or the reason there is none.
+pub struct Wgpu {
+    gpu: std::result::Result<Gpu, String>,
+}
+
+struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: AdapterInfo,
+    limits: wgpu::Limits,
+    state: Mutex<State>,
+    errors: Arc<Mutex<Errors>>,
+}
+
+#[derive(Default)]
+struct Errors {
+    pending: Vec<String>,
+    lost: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    encoder: Option<wgpu::CommandEncoder>,
+    pending: usize,
+    pool: HashMap<u64, Vec<wgpu::Buffer>>,
+    pooled_bytes: u64,
+    layouts: HashMap<Vec<bool>, Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
+    pipelines: HashMap<String, Arc<wgpu::ComputePipeline>>,
+}
+
+/// A compiled kernel: its pipeline, bind group layout and grid.
+pub struct WgpuProgram {
+    pipeline: Arc<wgpu::ComputePipeline>,
+    layout: Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
+    grid: (u32, u32, u32),
+    nbufs: usize,
+}
+
+/// A device buffer; returned to the pool when dropped.
+pub struct GpuMem {
+    buf: Option<wgpu::Buffer>,
+}
+
+impl GpuMem {
+    fn buf(&self) -> Result<&wgpu::Buffer> {
+        self.buf
+            .as_ref()
+            .ok_or_else(|| Error::new(ErrorKind::Device, "webgpu: buffer already released"))
+    }
+}
+
+impl Drop for GpuMem {
+    fn drop(&mut self) {
+        if let (Some(b), Some(Ok(gpu))) = (self.buf.take(), GLOBAL.get().map(|w| &w.gpu)) {
+            gpu.release(b);
+        }
+    }
+}
+
+static GLOBAL: OnceLock<Wgpu> = OnceLock::new();
+
+/// The process's WebGPU backend. Natively it is created on first use; in the browser `init`
+/// must have been awaited first (adapter and device requests are asynchronous there).
+pub fn global() -> &'static Wgpu {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        GLOBAL.get_or_init(|| super::block_on(Wgpu::create()))
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        static NOT_READY: Wgpu = Wgpu {
+            gpu: Err(String::new()),
+        };
+        GLOBAL.get().unwrap_or(&NOT_READY)
+    }
+}
+
+/// Create the device (once). Returns the adapter it got, or why there is none.
+pub async fn init() -> Result<AdapterInfo> {
+    if GLOBAL.get().is_none() {
+        let w = Wgpu::create().await;
+        let _ = GLOBAL.set(w);
+    }
+    match GLOBAL.get().map(|w| &w.gpu) {
+        Some(Ok(g)) => Ok(g.info.clone()),
+        Some(Err(e)) => bail!(Device, "webgpu: {e}"),
+        None => bail!(Device, "webgpu: not initialised"),
+    }
+}
+
+/// Whether a WebGPU device exists, with the reason when it does not.
+pub fn available() -> std::result::Result<(), String> {
+    match &global().gpu {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_empty() => Err("webgpu: not initialised (await init() first)".into()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// The adapter in use, if any.
+pub fn adapter_info() -> Option<AdapterInfo> {
+    global().gpu.as_ref().ok().map(|g| g.info.clone())
+}
+
+impl Wgpu {
+    async fn create() -> Wgpu {
+        Wgpu {
+            gpu: Gpu::create().await,
+        }
+    }
+    fn gpu(&self) -> Result<&Gpu> {
+        match &self.gpu {
+            Ok(g) => {
+                g.check()?;
+                Ok(g)
+            }
+            Err(e) if e.is_empty() => {
+                bail!(
+                    Device,
+                    "webgpu: not initialised (await init() before using WEBGPU)"
+                )
+            }
+            Err(e) => bail!(Device, "webgpu: {e}"),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gpu {
+    async fn create() -> std::result::Result<Gpu, String> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("no adapter ({e}); natively install a Vulkan driver (e.g. Debian's mesa-vulkan-drivers), in a browser enable WebGPU"))?;
+        let ai = adapter.get_info();
+        let limits = adapter.limits();
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgrad"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("cannot create a device on {}: {e}", ai.name))?;
+        let errors: Arc<Mutex<Errors>> = Arc::default();
+        let e2 = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            lock(&e2).pending.push(e.to_string());
+        }));
+        let e3 = errors.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            lock(&e3).lost = Some(format!("device lost ({reason:?}): {msg}"));
+        });
+        let info = AdapterInfo {
+            name: ai.name.clone(),
+            backend: format!("{:?}", ai.backend),
+            device_type: format!("{:?}", ai.device_type),
+            driver: format!("{} {}", ai.driver, ai.driver_info)
+                .trim()
+                .to_string(),
+            max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
+            max_storage_binding_bytes: limits.max_storage_buffer_binding_size as u64,
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        };
+        if crate::context::debug() >= 1 {
+            eprintln!("wgrad: webgpu adapter {info:?}");
+        }
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            state: Mutex::default(),
+            errors,
+        })
+    }
+
+    /// Turn errors wgpu reported since the last call into an `Err`.
+    fn check(&self) -> Result<()> {
+        let mut e = lock(&self.errors);
+        if let Some(l) = &e.lost {
+            bail!(Backend, "webgpu: {l}");
+        }
+        if !e.pending.is_empty() {
+            let msgs = std::mem::take(&mut e.pending);
+            bail!(Backend, "webgpu: {}", msgs.join("; "));
+        }
+        Ok(())
+    }
+
+    /// Run `f` inside validation and out-of-memory error scopes and turn what they catch into an
+    /// `Err`. In the browser popping a scope is asynchronous, so errors arrive through the
+    /// uncaptured-error handler instead.
+    fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let v = f();
+            let e1 = super::block_on(val.pop());
+            let e2 = super::block_on(oom.pop());
+            if let Some(e) = e1.or(e2) {
+                bail!(Backend, "webgpu: {what}: {e}");
+            }
+            Ok(v)
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = what;
+            Ok(f())
+        }
+    }
+
+    fn submit(&self, st: &mut State) {
+        if let Some(enc) = st.encoder.take() {
+            self.queue.submit([enc.finish()]);
+            bump(&COUNTERS.submits, 1);
+            st.pending = 0;
+        }
+    }
+
+    fn release(&self, b: wgpu::Buffer) {
+        let mut st = lock(&self.state);
+        let size = b.size();
+        if st.pooled_bytes + size <= POOL_BYTES {
+            st.pooled_bytes += size;
+            st.pool.entry(size).or_default().push(b);
+        }
+    }
+
+    fn new_buffer(&self, bytes: u64) -> Result<wgpu::Buffer> {
+        if let Some(b) = {
+            let mut st = lock(&self.state);
+            let b = st.pool.get_mut(&bytes).and_then(|v| v.pop());
+            if b.is_some() {
+                st.pooled_bytes -= bytes;
+            }
+            b
+        } {
+            return Ok(b);
+        }
+        let b = self.scoped("allocating a buffer", || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        bump(&COUNTERS.buffers, 1);
+        Ok(b)
+    }
+
+    fn layout(
+        &self,
+        writes: Vec<bool>,
+    ) -> Result<Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>> {
+        if let Some(l) = lock(&self.state).layouts.get(&writes) {
+            return Ok(l.clone());
+        }
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: !w },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let l = self.scoped("creating a bind group layout", || {
+            let bgl = self
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: None,
+                    entries: &entries,
+                });
+            let pl = self
+                .device
+                .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: None,
+                    bind_group_layouts: &[Some(&bgl)],
+                    immediate_size: 0,
+                });
+            Arc::new((bgl, pl))
+        })?;
+        lock(&self.state).layouts.insert(writes, l.clone());
+        Ok(l)
+    }
+
+    fn bind_group(&self, p: &WgpuProgram, bufs: &[&Buffer]) -> Result<wgpu::BindGroup> {
+        if bufs.len() != p.nbufs {
+            bail!(
+                Backend,
+                "webgpu: kernel takes {} buffers, got {}",
+                p.nbufs,
+                bufs.len()
+            );
+        }
+        let mems = bufs
+            .iter()
+            .map(|b| mem(b).and_then(|m| m.buf()))
+            .collect::<Result<Vec<_>>>()?;
+        let entries: Vec<wgpu::BindGroupEntry> = mems
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        bump(&COUNTERS.bind_groups, 1);
+        Ok(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &p.layout.0,
+            entries: &entries,
+        }))
+    }
+
+    /// Wait for everything submitted (natively; the browser resolves map callbacks on its own).
+    fn wait(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Err(e) = self.device.poll(wgpu::PollType::wait_indefinitely()) {
+            bail!(Backend, "webgpu: waiting for the device: {e}");
+        }
+        Ok(())
+    }
+
+    /// Map `staging` for reading and return its bytes.
+    async fn read_staging(&self, staging: wgpu::Buffer, len: usize) -> Result<Vec<u8>> {
+        let signal = Signal::default();
+        let s2 = signal.clone();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| s2.set(r));
+        self.wait()?;
+        if let Err(e) = signal.await {
+            self.check()?;
+            bail!(Backend, "webgpu: reading a buffer back failed: {e}");
+        }
+        let out = match staging.get_mapped_range(..) {
+            Ok(v) => v[..len].to_vec(),
+            Err(e) => bail!(Backend, "webgpu: mapping a buffer: {e}"),
+        };
+        staging.unmap();
+        Ok(out)
+    }
+
+    fn staging(&self, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+}
+
+fn mem(b: &Buffer) -> Result<&GpuMem> {
+    match &b.mem {
+        Mem::Wgpu(m) => Ok(m),
+        #[allow(unreachable_patterns)]
+        _ => bail!(Device, "webgpu: a {} buffer was passed to WEBGPU", b.device),
+    }
+}
+
+fn program(p: &Program) -> Result<&WgpuProgram> {
+    match &p.imp {
+        ProgramImpl::Wgpu(w) => Ok(w),
+        #[allow(unreachable_patterns)]
+        _ => bail!(
+            Device,
+            "webgpu: program {} was not compiled for WEBGPU",
+            p.name
+        ),
+    }
+}
+
+/// A one-shot value set by a wgpu callback and awaited by the caller.
+struct Signal<T>(Arc<Mutex<(Option<T>, Option<Waker>)>>);
+
+impl<T> Default for Signal<T> {
+    fn default() -> Self {
+        Signal(Arc::new(Mutex::new((None, None))))
+    }
+}
+
+impl<T> Clone for Signal<T> {
+    fn clone(&self) -> Self {
+        Signal(self.0.clone())
+    }
+}
+
+impl<T> Signal<T> {
+    fn set(&self, v: T) {
+        let mut s = lock(&self.0);
+        s.0 = Some(v);
+        if let Some(w) = s.1.take() {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Future for Signal<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = lock(&self.0);
+        match s.0.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Word-rounded size of a buffer of `bytes` (WGSL arrays hold whole u32 words; no empty buffers).
+fn storage_size(bytes: usize) -> u64 {
+    (bytes.div_ceil(4).max(1) * 4) as u64
+}
+
+impl Backend for Wgpu {
+    fn device(&self) -> Device {
+        Device::Wgpu
+    }
+
+    fn max_buffers(&self) -> usize {
+        match &self.gpu {
+            Ok(g) => g.limits.max_storage_buffers_per_shader_stage as usize,
+            // WebGPU's guaranteed minimum is 8; 4 in wgpu's downlevel defaults.
+            Err(_) => 4,
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        let gpu = self.gpu()?;
+        let size = storage_size(bytes);
+        let max =
+            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        if size > max {
+            bail!(
+                Device,
+                "webgpu: a buffer of {bytes} bytes exceeds this device's largest storage binding ({max} bytes, adapter {})",
+                gpu.info.name
+            );
+        }
+        let b = gpu.new_buffer(size)?;
+        Ok(Buffer {
+            device: Device::Wgpu,
+            size: bytes,
+            mem: Mem::Wgpu(GpuMem { buf: Some(b) }),
+        })
+    }
+
+    fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+        let gpu = self.gpu()?;
+        if data.len() > buf.size {
+            bail!(
+                Device,
+                "copy_in: {} bytes into a buffer of {}",
+                data.len(),
+                buf.size
+            );
+        }
+        let b = mem(buf)?.buf()?;
+        // Commands encoded so far must see the old contents: submit them first (a queue write
+        // lands before the next submit's commands).
+        gpu.submit(&mut lock(&gpu.state));
+        let whole = data.len() / 4 * 4;
+        if whole > 0 {
+            gpu.queue.write_buffer(b, 0, &data[..whole]);
+        }
+        if whole < data.len() {
+            let mut tail = [0u8; 4];
+            tail[..data.len() - whole].copy_from_slice(&data[whole..]);
+            gpu.queue.write_buffer(b, whole as u64, &tail);
+        }
+        Ok(())
+    }
+
+    fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
+        Box::pin(async move {
+            let gpu = self.gpu()?;
+            let src = mem(buf)?.buf()?;
+            let size = storage_size(buf.size);
+            let staging = gpu.staging(size);
+            {
+                let mut st = lock(&gpu.state);
+                let enc = st.encoder.get_or_insert_with(|| {
+                    gpu.device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+                });
+                enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
+                gpu.submit(&mut st);
+            }
+            let out = gpu.read_staging(staging, buf.size).await?;
+            gpu.check()?;
+            Ok(out)
+        })
+    }
+
+    fn compile(&self, k: &LinearKernel) -> Result<Program> {
+        let gpu = self.gpu()?;
+        if k.bufs.len() > gpu.limits.max_storage_buffers_per_shader_stage as usize {
+            bail!(
+                Device,
+                "webgpu: kernel {} binds {} buffers; this device allows {}",
+                k.name,
+                k.bufs.len(),
+                gpu.limits.max_storage_buffers_per_shader_stage
+            );
+        }
+        let groups = k.global_size.div_ceil(WORKGROUP_SIZE as usize);
+        let max = MAX_WORKGROUPS_PER_DIM as usize;
+        if groups > max * max {
+            bail!(
+                Device,
+                "webgpu: kernel {} has {} invocations, more than one dispatch can cover",
+                k.name,
+                k.global_size
+            );
+        }
+        let src = render_wgsl(k);
+        crate::context::dump_source(&src, "wgsl");
+        let layout = gpu.layout(k.bufs.iter().map(|b| b.writes).collect())?;
+        let cached = lock(&gpu.state).pipelines.get(&src).cloned();
+        let pipeline = match cached {
+            Some(p) => p,
+            None => {
+                let p = gpu.scoped(&format!("compiling kernel {}", k.name), || {
+                    let module = gpu
+                        .device
+                        .create_shader_module(wgpu::ShaderModuleDescriptor {
+                            label: Some(&k.name),
+                            source: wgpu::ShaderSource::Wgsl(src.as_str().into()),
+                        });
+                    gpu.device
+                        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                            label: Some(&k.name),
+                            layout: Some(&layout.1),
+                            module: &module,
+                            entry_point: Some("main"),
+                            compilation_options: Default::default(),
+                            cache: None,
+                        })
+                })?;
+                bump(&COUNTERS.pipelines, 1);
+                let p = Arc::new(p);
+                lock(&gpu.state).pipelines.insert(src.clone(), p.clone());
+                p
+            }
+        };
+        Ok(Program {
+            name: k.name.clone(),
+            global_size: k.global_size,
+            ops: k.ops_per_item() * k.global_size as u64,
+            imp: ProgramImpl::Wgpu(WgpuProgram {
+                pipeline,
+                layout,
+                grid: dispatch_size(k.global_size),
+                nbufs: k.bufs.len(),
+            }),
+            source: src,
+        })
+    }
+
+    fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+        let gpu = self.gpu()?;
+        let wp = program(p)?;
+        let bg = gpu.bind_group(wp, bufs)?;
+        let mut st = lock(&gpu.state);
+        let enc = st.encoder.get_or_insert_with(|| {
+            gpu.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&wp.pipeline);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
+        }
+        bump(&COUNTERS.dispatches, 1);
+        st.pending += 1;
+        if st.pending >= MAX_PENDING {
+            gpu.submit(&mut st);
+        }
+        Ok(())
+    }
+
+    fn launch_timed(&self, p: &Program, bufs: &[&Buffer]) -> Result<Option<u64>> {
+        let gpu = self.gpu()?;
+        if !gpu.info.timestamps || cfg!(target_arch = "wasm32") {
+            self.launch(p, bufs)?;
+            return Ok(None);
+        }
+        let wp = program(p)?;
+        let bg = gpu.bind_group(wp, bufs)?;
+        let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: None,
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = gpu.staging(16);
+        {
+            let mut st = lock(&gpu.state);
+            let enc = st.encoder.get_or_insert_with(|| {
+                gpu.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+            });
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &qs,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }),
+                });
+                pass.set_pipeline(&wp.pipeline);
+                pass.set_bind_group(0, &bg, &[]);
+                pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
+            }
+            enc.resolve_query_set(&qs, 0..2, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, 16);
+            bump(&COUNTERS.dispatches, 1);
+            gpu.submit(&mut st);
+        }
+        let raw = super::block_on(gpu.read_staging(staging, 16))?;
+        let t0 = u64::from_le_bytes(raw[0..8].try_into().unwrap_or_default());
+        let t1 = u64::from_le_bytes(raw[8..16].try_into().unwrap_or_default());
+        let ns = t1.saturating_sub(t0) as f64 * gpu.queue.get_timestamp_period() as f64;
+        Ok(Some(ns as u64))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let gpu = self.gpu()?;
+        gpu.submit(&mut lock(&gpu.state));
+        gpu.wait()?;
+        gpu.check()
+    }
+
+    fn graph(&self, launches: &[GraphLaunch]) -> Result<Option<Box<dyn Graph>>> {
+        let gpu = self.gpu()?;
+        let mut steps = Vec::with_capacity(launches.len());
+        for l in launches {
+            steps.push(match l {
+                GraphLaunch::Kernel { prog, bufs } => {
+                    let wp = program(prog)?;
+                    let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+                    Step::Dispatch {
+                        pipeline: wp.pipeline.clone(),
+                        bind_group: gpu.bind_group(wp, &refs)?,
+                        grid: wp.grid,
+                        _bufs: bufs.clone(),
+                    }
+                }
+                GraphLaunch::Copy { src, dst } => Step::Copy {
+                    src: src.clone(),
+                    dst: dst.clone(),
+                },
+            });
+        }
+        Ok(Some(Box::new(WgpuGraph { steps })))
+    }
+}
+
+enum Step {
+    Dispatch {
+        pipeline: Arc<wgpu::ComputePipeline>,
+        bind_group: wgpu::BindGroup,
+        grid: (u32, u32, u32),
+        // The bind group refers to these; holding them keeps them out of the pool.
+        _bufs: Vec<Arc<Buffer>>,
+    },
+    Copy {
+        src: Arc<Buffer>,
+        dst: Arc<Buffer>,
+    },
+}
+
+/// A captured step: bind groups made once, replayed as one encoder and one submit.
+struct WgpuGraph {
+    steps: Vec<Step>,
+}
+
+fn encode_copy(enc: &mut wgpu::CommandEncoder, src: &Buffer, dst: &Buffer) -> Result<()> {
+    let n = storage_size(src.size.min(dst.size));
+    enc.copy_buffer_to_buffer(mem(src)?.buf()?, 0, mem(dst)?.buf()?, 0, n);
+    Ok(())
+}
+
+impl Graph for WgpuGraph {
+    fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()> {
+        let gpu = global().gpu()?;
+        #[cfg(not(target_arch = "wasm32"))]
+        let t0 = std::time::Instant::now();
+        let mut st = lock(&gpu.state);
+        // Work launched before the replay goes first, in its own submit.
+        gpu.submit(&mut st);
+        let mut enc = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        for (s, d) in before {
+            encode_copy(&mut enc, s, d)?;
+        }
+        let mut i = 0;
+        while i < self.steps.len() {
+            if let Step::Copy { src, dst } = &self.steps[i] {
+                encode_copy(&mut enc, src, dst)?;
+                i += 1;
+                continue;
+            }
+            // Consecutive dispatches share one compute pass (each dispatch is its own usage
+            // scope, so a dispatch sees the writes of the one before).
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            while let Some(Step::Dispatch {
+                pipeline,
+                bind_group,
+                grid,
+                ..
+            }) = self.steps.get(i)
+            {
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(grid.0, grid.1, grid.2);
+                bump(&COUNTERS.dispatches, 1);
+                i += 1;
+            }
+        }
+        for (s, d) in after {
+            encode_copy(&mut enc, s, d)?;
+        }
+        gpu.queue.submit([enc.finish()]);
+        bump(&COUNTERS.submits, 1);
+        #[cfg(not(target_arch = "wasm32"))]
+        COUNTERS
+            .last_replay_encode_ns
+            .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}

@@ -1,0 +1,33 @@
+//! Helpers shared by the integration tests: which backends to run on, and skipping one whose
+//! hardware or driver is missing (reported with the reason; `WGRAD_REQUIRE=wgpu,cpu` turns
+//! such a skip into a failure, as CI does).
+
+#![allow(dead_code)]
+
+use wgrad::Device;
+
+/// Whether `dev` can run here. Prints why not; panics instead when `WGRAD_REQUIRE` names it.
+pub fn usable(dev: Device) -> bool {
+    let Err(why) = dev.available() else {
+        return true;
+    };
+    let required = std::env::var("WGRAD_REQUIRE").unwrap_or_default();
+    let names = |d: Device| match d.name() {
+        "WEBGPU" => vec!["webgpu", "wgpu"],
+        other => vec![other],
+    };
+    let wanted = required
+        .split(',')
+        .map(|r| r.trim().to_ascii_lowercase())
+        .any(|r| names(dev).iter().any(|n| n.eq_ignore_ascii_case(&r)));
+    if wanted {
+        panic!("{dev} is required (WGRAD_REQUIRE={required}) but unavailable: {why}");
+    }
+    eprintln!("SKIPPED on {dev}: {why}");
+    false
+}
+
+/// Every backend in this build that can run here (skips reported as above).
+pub fn devices() -> Vec<Device> {
+    Device::all().into_iter().filter(|&d| usable(d)).collect()
+}
