@@ -14,39 +14,13 @@ use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor, TinyJit};
 
 #[path = "common/model.rs"]
 mod model;
-use model::Model;
+use model::{accuracy, Model};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
-}
-
-/// Test accuracy in percent, evaluated in chunks (dropout is off outside training).
-fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
-    let n = x.shape()[0];
-    // Chunks keep the fused convolution's index space within 32 bits.
-    let chunk = 250;
-    let mut correct = 0i64;
-    let mut start = 0;
-    while start < n {
-        let end = (start + chunk).min(n);
-        let xs = x
-            .slice(0, start as isize, end as isize, 1)?
-            .cast(DType::F32)?;
-        let ys = y
-            .slice(0, start as isize, end as isize, 1)?
-            .cast(DType::I32)?;
-        let hit = model
-            .forward(&xs)?
-            .argmax(Some(1), false)?
-            .eq(&ys)?
-            .sum((), false)?;
-        correct += hit.item::<i32>()? as i64;
-        start = end;
-    }
-    Ok(correct as f64 * 100.0 / n as f64)
 }
 
 fn main() -> Result<()> {

@@ -1,6 +1,8 @@
 //! TinyJit: replay equals eager execution over many steps (the JIT must not change results),
 //! the error cases, memory planning, and fresh random numbers on every replay.
 
+mod common;
+
 use wgrad::{Context, CrossEntropyOpts, DType, Device, ErrorKind, Result, Tensor, TinyJit};
 
 struct Mlp {
@@ -75,11 +77,7 @@ fn losses(dev: Device, jit: bool) -> Vec<f32> {
 
 #[test]
 fn replay_equals_eager() {
-    for dev in [Device::Interp, Device::Cpu] {
-        if dev.available().is_err() {
-            eprintln!("skipped {dev}: unavailable");
-            continue;
-        }
+    for dev in common::devices() {
         let eager = losses(dev, false);
         let jitted = losses(dev, true);
         assert_eq!(eager.len(), 25);
@@ -105,75 +103,79 @@ fn err_kind<T>(r: Result<T>) -> (ErrorKind, String) {
 
 #[test]
 fn input_mismatch_and_duplicates_are_errors() {
-    Context::new().dev(Device::Interp).run(|| {
-        let mut f = TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].add(&xs[1])?.mul(2.0)?]));
-        let a = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
-        let b = Tensor::from_vec(vec![2.0f32; 4], &[4]).unwrap();
-        for _ in 0..3 {
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            let mut f = TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].add(&xs[1])?.mul(2.0)?]));
+            let a = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
+            let b = Tensor::from_vec(vec![2.0f32; 4], &[4]).unwrap();
+            for _ in 0..3 {
+                assert_eq!(
+                    f.call(&[&a, &b]).unwrap()[0].to_vec::<f32>().unwrap(),
+                    vec![6.0; 4]
+                );
+            }
+            // New values are used by the replay.
+            let c = Tensor::from_vec(vec![5.0f32; 4], &[4]).unwrap();
             assert_eq!(
-                f.call(&[&a, &b]).unwrap()[0].to_vec::<f32>().unwrap(),
-                vec![6.0; 4]
+                f.call(&[&a, &c]).unwrap()[0].to_vec::<f32>().unwrap(),
+                vec![12.0; 4]
             );
-        }
-        // New values are used by the replay.
-        let c = Tensor::from_vec(vec![5.0f32; 4], &[4]).unwrap();
-        assert_eq!(
-            f.call(&[&a, &c]).unwrap()[0].to_vec::<f32>().unwrap(),
-            vec![12.0; 4]
-        );
-        let wrong = Tensor::from_vec(vec![1.0f32; 5], &[5]).unwrap();
-        let (k, m) = err_kind(f.call(&[&a, &wrong]));
-        assert_eq!(k, ErrorKind::Jit);
-        assert!(
-            m.contains("input 1") && m.contains("[5]") && m.contains("[4]"),
-            "{m}"
-        );
-        let ints = Tensor::from_vec(vec![1i32; 4], &[4]).unwrap();
-        assert!(err_kind(f.call(&[&a, &ints])).1.contains("i32"));
-        let (k, m) = err_kind(f.call(&[&a, &a]));
-        assert_eq!(k, ErrorKind::Jit);
-        assert!(m.contains("duplicate"), "{m}");
-        // reset() captures again, with the new shapes.
-        f.reset();
-        for _ in 0..3 {
-            assert_eq!(
-                f.call(&[&wrong, &wrong.add(1.0).unwrap()]).unwrap()[0]
-                    .to_vec::<f32>()
-                    .unwrap(),
-                vec![6.0; 5]
+            let wrong = Tensor::from_vec(vec![1.0f32; 5], &[5]).unwrap();
+            let (k, m) = err_kind(f.call(&[&a, &wrong]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(
+                m.contains("input 1") && m.contains("[5]") && m.contains("[4]"),
+                "{m}"
             );
-        }
-    });
+            let ints = Tensor::from_vec(vec![1i32; 4], &[4]).unwrap();
+            assert!(err_kind(f.call(&[&a, &ints])).1.contains("i32"));
+            let (k, m) = err_kind(f.call(&[&a, &a]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(m.contains("duplicate"), "{m}");
+            // reset() captures again, with the new shapes.
+            f.reset();
+            for _ in 0..3 {
+                assert_eq!(
+                    f.call(&[&wrong, &wrong.add(1.0).unwrap()]).unwrap()[0]
+                        .to_vec::<f32>()
+                        .unwrap(),
+                    vec![6.0; 5]
+                );
+            }
+        });
+    }
 }
 
 #[test]
 fn readback_nesting_and_empty_capture_are_errors() {
-    Context::new().dev(Device::Interp).run(|| {
-        let a = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
-        let mut reads = TinyJit::new(|xs: &[Tensor]| {
-            let s = xs[0].sum((), false)?;
-            let v = s.item::<f32>()?;
-            Ok(vec![xs[0].mul(v)?])
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            let a = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
+            let mut reads = TinyJit::new(|xs: &[Tensor]| {
+                let s = xs[0].sum((), false)?;
+                let v = s.item::<f32>()?;
+                Ok(vec![xs[0].mul(v)?])
+            });
+            reads.call(&[&a]).unwrap();
+            let (k, m) = err_kind(reads.call(&[&a]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(m.contains("reading"), "{m}");
+
+            let mut empty = TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].clone()]));
+            empty.call(&[&a]).unwrap();
+            let (k, m) = err_kind(empty.call(&[&a]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(m.contains("no kernel"), "{m}");
+
+            let inner =
+                std::cell::RefCell::new(TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].add(1.0)?])));
+            let mut outer = TinyJit::new(|xs: &[Tensor]| inner.borrow_mut().call(&[&xs[0]]));
+            outer.call(&[&a]).unwrap();
+            let (k, m) = err_kind(outer.call(&[&a]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(m.contains("nested"), "{m}");
         });
-        reads.call(&[&a]).unwrap();
-        let (k, m) = err_kind(reads.call(&[&a]));
-        assert_eq!(k, ErrorKind::Jit);
-        assert!(m.contains("reading"), "{m}");
-
-        let mut empty = TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].clone()]));
-        empty.call(&[&a]).unwrap();
-        let (k, m) = err_kind(empty.call(&[&a]));
-        assert_eq!(k, ErrorKind::Jit);
-        assert!(m.contains("no kernel"), "{m}");
-
-        let inner =
-            std::cell::RefCell::new(TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].add(1.0)?])));
-        let mut outer = TinyJit::new(|xs: &[Tensor]| inner.borrow_mut().call(&[&xs[0]]));
-        outer.call(&[&a]).unwrap();
-        let (k, m) = err_kind(outer.call(&[&a]));
-        assert_eq!(k, ErrorKind::Jit);
-        assert!(m.contains("nested"), "{m}");
-    });
+    }
 }
 
 #[test]
@@ -205,17 +207,19 @@ fn memory_planning_shares_intermediate_buffers() {
 
 #[test]
 fn rand_differs_on_every_replay() {
-    Context::new().dev(Device::Interp).run(|| {
-        let mut f = TinyJit::new(|_: &[Tensor]| {
-            Ok(vec![Tensor::rand(&[6])?.mul(10.0)?.cast(DType::I32)?])
-        });
-        let draws: Vec<Vec<i32>> = (0..5)
-            .map(|_| f.call(&[]).unwrap()[0].to_vec::<i32>().unwrap())
-            .collect();
-        for i in 0..draws.len() {
-            for j in 0..i {
-                assert_ne!(draws[i], draws[j]);
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            let mut f = TinyJit::new(|_: &[Tensor]| {
+                Ok(vec![Tensor::rand(&[6])?.mul(10.0)?.cast(DType::I32)?])
+            });
+            let draws: Vec<Vec<i32>> = (0..5)
+                .map(|_| f.call(&[]).unwrap()[0].to_vec::<i32>().unwrap())
+                .collect();
+            for i in 0..draws.len() {
+                for j in 0..i {
+                    assert_ne!(draws[i], draws[j]);
+                }
             }
-        }
-    });
+        });
+    }
 }

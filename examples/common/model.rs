@@ -1,8 +1,11 @@
-//! The tutorial's CNN, shared by the examples: Conv2d(1,32,3) → relu → max_pool2d(2) →
+//! The tutorial's CNN, shared by the examples and tests/mnist.rs: Conv2d(1,32,3) → relu → max_pool2d(2) →
 //! Conv2d(32,64,3) → relu → max_pool2d(2) → flatten → dropout(0.5) → Linear(1600,10).
 
+// Not every user of this file needs every helper.
+#![allow(dead_code)]
+
 use wgrad::nn::{Conv2d, Linear};
-use wgrad::{Result, Tensor};
+use wgrad::{DType, Result, Tensor};
 
 pub struct Model {
     pub l1: Conv2d,
@@ -24,4 +27,30 @@ impl Model {
         let x = self.l2.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
         self.l3.forward(&x.flatten(1)?.dropout(0.5)?)
     }
+}
+
+/// Test accuracy in percent, evaluated in chunks (dropout is off outside training).
+pub fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
+    let n = x.shape()[0];
+    // Chunks keep the fused convolution's index space within 32 bits.
+    let chunk = 250;
+    let mut correct = 0i64;
+    let mut start = 0;
+    while start < n {
+        let end = (start + chunk).min(n);
+        let xs = x
+            .slice(0, start as isize, end as isize, 1)?
+            .cast(DType::F32)?;
+        let ys = y
+            .slice(0, start as isize, end as isize, 1)?
+            .cast(DType::I32)?;
+        let hit = model
+            .forward(&xs)?
+            .argmax(Some(1), false)?
+            .eq(&ys)?
+            .sum((), false)?;
+        correct += hit.item::<i32>()? as i64;
+        start = end;
+    }
+    Ok(correct as f64 * 100.0 / n as f64)
 }

@@ -1,0 +1,274 @@
+//! The WebGPU backend natively (wgpu on Vulkan; lavapipe on machines without a GPU): what the op
+//! suite does not cover. JIT replay as one submit with no new GPU objects, the storage-buffer
+//! limit forced to 4, a tensor larger than a binding, the kernel dump, GPU timing at DEBUG=2, and
+//! moving data between backends. Skipped (with the reason) without an adapter, unless
+//! `WGRAD_REQUIRE=wgpu`.
+
+mod common;
+
+use std::sync::Mutex;
+use wgrad::nn::optim::{Adam, Optimizer};
+use wgrad::nn::state::get_parameters;
+use wgrad::nn::{Conv2d, Linear};
+use wgrad::runtime::wgpu::stats;
+use wgrad::schedule::ScheduleItem;
+use wgrad::{Context, CrossEntropyOpts, DType, Device, ErrorKind, GlobalCounters, Tensor, TinyJit};
+
+/// The GPU object counters are process-wide: tests that read them run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn on_gpu<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if !common::usable(Device::Wgpu) {
+        return None;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Some(Context::new().dev(Device::Wgpu).run(f))
+}
+
+#[test]
+fn jit_replay_is_one_submit_without_new_gpu_objects() {
+    on_gpu(|| {
+        Tensor::manual_seed(3);
+        let conv = Conv2d::new(1, 8, (3, 3)).unwrap();
+        let lin = Linear::new(8 * 13 * 13, 10).unwrap();
+        let mut params = get_parameters(&conv);
+        params.extend(get_parameters(&lin));
+        let mut opt = Adam::new(params).unwrap();
+        let x_all = Tensor::rand(&[64, 1, 28, 28]).unwrap().realize().unwrap();
+        let y_all = Tensor::randint(&[64], 0, 10).unwrap().realize().unwrap();
+        let mut step = TinyJit::new(|_: &[Tensor]| {
+            Context::new().training(true).run(|| {
+                let s = Tensor::randint(&[16], 0, 64)?;
+                let (x, y) = (x_all.index(&s)?, y_all.index(&s)?);
+                opt.zero_grad();
+                let h = conv.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
+                let loss = lin
+                    .forward(&h.flatten(1)?)?
+                    .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+                loss.backward()?;
+                opt.step()?;
+                Ok(vec![loss.realize()?])
+            })
+        });
+        let mut losses = vec![];
+        for _ in 0..3 {
+            losses.push(step.call(&[]).unwrap()[0].item::<f32>().unwrap());
+        }
+        let launches = step.launches() as u64;
+        assert!(launches > 10, "captured {launches} launches");
+        let before = stats();
+        GlobalCounters::reset();
+        const REPLAYS: u64 = 20;
+        let mut outs = vec![];
+        for _ in 0..REPLAYS {
+            outs.push(step.call(&[]).unwrap().remove(0));
+        }
+        let after = stats();
+        assert_eq!(
+            after.submits - before.submits,
+            REPLAYS,
+            "one submit per replay"
+        );
+        assert_eq!(
+            after.pipelines, before.pipelines,
+            "pipelines created by replays"
+        );
+        assert_eq!(
+            after.bind_groups, before.bind_groups,
+            "bind groups created by replays"
+        );
+        assert_eq!(
+            after.buffers, before.buffers,
+            "buffers allocated by replays"
+        );
+        assert_eq!(after.dispatches - before.dispatches, REPLAYS * launches);
+        assert_eq!(GlobalCounters::kernel_count(), REPLAYS * launches);
+        assert!(after.last_replay_encode_ns > 0);
+        for o in &outs {
+            losses.push(o.item::<f32>().unwrap());
+        }
+        let n = losses.len();
+        let first = losses[..4].iter().sum::<f32>();
+        let last = losses[n - 4..].iter().sum::<f32>();
+        assert!(last < first, "loss did not fall: {losses:?}");
+    });
+}
+
+#[test]
+fn jit_replay_reads_new_inputs_and_writes_back_assigned_ones() {
+    on_gpu(|| {
+        let w = Tensor::zeros(&[4]).unwrap().realize().unwrap();
+        // Input 0 is read; input 1 is updated in place by the step.
+        let mut f = TinyJit::new(|xs: &[Tensor]| {
+            xs[1].assign(&xs[1].add(&xs[0])?)?;
+            Ok(vec![xs[0].mul(2.0)?.realize()?, xs[1].realize()?])
+        });
+        let acc = Tensor::zeros(&[4]).unwrap().realize().unwrap();
+        for i in 1..=5 {
+            let x = Tensor::full(&[4], i as f64).unwrap().realize().unwrap();
+            let out = f.call(&[&x, &acc]).unwrap();
+            assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0 * i as f32; 4]);
+            let want = (1..=i).sum::<i32>() as f32;
+            assert_eq!(acc.to_vec::<f32>().unwrap(), vec![want; 4], "call {i}");
+        }
+        drop(w);
+    });
+}
+
+#[test]
+fn buffer_limit_of_four_splits_kernels() {
+    on_gpu(|| {
+        let ts: Vec<Tensor> = (0..7)
+            .map(|i| {
+                Tensor::arange(0.0, 12.0, 1.0, DType::F32)
+                    .unwrap()
+                    .reshape(&[3, 4])
+                    .unwrap()
+                    .add(i as f64)
+                    .unwrap()
+                    .realize()
+                    .unwrap()
+            })
+            .collect();
+        let sum = |ts: &[Tensor]| {
+            let mut acc = ts[0].clone();
+            for t in &ts[1..] {
+                acc = acc.mul(t).unwrap().add(t).unwrap();
+            }
+            acc
+        };
+        let want = sum(&ts)
+            .to(Device::Interp)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        Context::new().max_buffers(4).run(|| {
+            let t = sum(&ts);
+            let items = wgrad::realize::schedule_of(&[&t]).unwrap();
+            assert!(items.len() > 1);
+            for it in &items {
+                if let ScheduleItem::Kernel { ast, .. } = it {
+                    assert!(
+                        ast.bufs.len() <= 4,
+                        "kernel binds {} buffers",
+                        ast.bufs.len()
+                    );
+                }
+            }
+            let got = t.to_vec::<f32>().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-6 * w.abs(), "{got:?} != {want:?}");
+            }
+        });
+    });
+}
+
+#[test]
+fn tensor_larger_than_a_binding_is_an_error() {
+    on_gpu(|| {
+        let max = wgrad::runtime::wgpu::adapter_info()
+            .unwrap()
+            .max_storage_binding_bytes;
+        let n = (max / 4 + 1) as usize;
+        if n > i32::MAX as usize {
+            eprintln!("skipped: the binding limit ({max} bytes) exceeds the largest tensor");
+            return;
+        }
+        let e = Tensor::full(&[n], 1.0)
+            .unwrap()
+            .contiguous()
+            .realize()
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Device, "{e}");
+        assert!(e.msg.contains("storage binding"), "{e}");
+        // The engine keeps working.
+        let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+        assert_eq!(
+            t.mul(2.0).unwrap().to_vec::<f32>().unwrap(),
+            vec![2.0, 4.0, 6.0]
+        );
+    });
+}
+
+#[test]
+fn kernel_dump_writes_wgsl_and_c() {
+    let dir = std::env::temp_dir().join(format!("wgrad-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::env::set_var("WGRAD_DUMP", &dir);
+    // A constant no other test uses, so the kernel is compiled here and not taken from a cache.
+    let run = |dev: Device| {
+        Context::new().dev(dev).run(|| {
+            Tensor::from_vec(vec![1.0f32, 2.0], &[2])
+                .unwrap()
+                .mul(0.123456)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap()
+        })
+    };
+    let mut want = vec![];
+    if common::usable(Device::Cpu) {
+        run(Device::Cpu);
+        want.push("c");
+    }
+    if common::usable(Device::Wgpu) {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        run(Device::Wgpu);
+        want.push("wgsl");
+    }
+    std::env::remove_var("WGRAD_DUMP");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    for ext in want {
+        let hit = files.iter().any(|p| {
+            p.extension().is_some_and(|e| e == ext)
+                && std::fs::read_to_string(p).is_ok_and(|s| s.contains("0.123456"))
+        });
+        assert!(
+            hit,
+            "no .{ext} kernel with the constant in {}: {files:?}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn debug_2_times_kernels_on_the_gpu() {
+    on_gpu(|| {
+        Context::new().debug(2).run(|| {
+            GlobalCounters::reset();
+            let t = Tensor::rand(&[256, 256]).unwrap();
+            let s = t.matmul(&t).unwrap().sum((), false).unwrap();
+            s.realize().unwrap();
+            assert!(GlobalCounters::kernel_count() >= 1);
+            assert!(GlobalCounters::time_ns() > 0);
+        });
+    });
+}
+
+#[test]
+fn data_moves_between_backends() {
+    on_gpu(|| {
+        let x: Vec<f32> = (0..1001).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let g = Tensor::from_vec(x.clone(), &[7, 11, 13]).unwrap();
+        assert_eq!(g.device(), Device::Wgpu);
+        // Odd byte counts (u8, f16) round to whole words on the GPU.
+        let u = g.cast(DType::U8).unwrap();
+        let back = u.to(Device::Interp).unwrap();
+        let want: Vec<u8> = x.iter().map(|&v| v as i32 as u8).collect();
+        assert_eq!(back.to_vec::<u8>().unwrap(), want);
+        let h = Tensor::from_vec(x.clone(), &[1001])
+            .unwrap()
+            .to(Device::Interp)
+            .unwrap()
+            .cast(DType::F16)
+            .unwrap()
+            .to(Device::Wgpu)
+            .unwrap()
+            .cast(DType::F32)
+            .unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), x);
+    });
+}
