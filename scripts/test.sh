@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The full test suite: formatting, lints, the wasm32 build of the core, and every test on every
-# backend present. Installs what it needs first (scripts/setup.sh).
+# The full test suite: formatting, lints, the wasm32 builds, and every test on every backend
+# present (WGRAD_REQUIRE=wgpu,cpu makes a missing backend a failure instead of a skip).
+# Installs what it needs first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Mesa's Vulkan drivers complain on stderr without a runtime directory.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  export XDG_RUNTIME_DIR="${TMPDIR:-/tmp}/wgrad-runtime-$(id -u)"
+  mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
-echo "== wasm32 build of the core (interpreter only, no native dependency)"
+echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
 cargo build --target wasm32-unknown-unknown --no-default-features
+cargo build --target wasm32-unknown-unknown --no-default-features --features wgpu
 echo "== cargo test"
 bash scripts/data.sh
 cargo test

@@ -72,37 +72,45 @@ fn ast_key(ast: &KernelAst) -> String {
     out
 }
 
-static KERNEL_LOG: Mutex<Option<Vec<LinearKernel>>> = Mutex::new(None);
+thread_local! {
+    static KERNEL_LOG: std::cell::RefCell<Option<Vec<LinearKernel>>> =
+        const { std::cell::RefCell::new(None) };
+}
 
-/// Start (or stop) recording every kernel this process lowers, for tools and tests that check
+/// Start (or stop) recording every kernel this thread runs, for tools and tests that check
 /// generated code (e.g. validating every WGSL rendering with naga). Returns what was recorded.
+/// While recording, kernels are lowered even when their program is cached, so the log does not
+/// depend on what ran before.
 pub fn record_kernels(on: bool) -> Vec<LinearKernel> {
-    let mut log = KERNEL_LOG.lock().unwrap_or_else(|e| e.into_inner());
-    let out = log.take().unwrap_or_default();
-    if on {
-        *log = Some(vec![]);
-    }
-    out
+    KERNEL_LOG.with(|log| {
+        let mut log = log.borrow_mut();
+        let out = log.take().unwrap_or_default();
+        if on {
+            *log = Some(vec![]);
+        }
+        out
+    })
 }
 
 /// Compile (or fetch from the cache) the program for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
     let akey = (device, ast_key(ast));
-    if let Some(p) = ast_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&akey)
-    {
-        return Ok(p.clone());
+    let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
+    if !recording {
+        if let Some(p) = ast_cache()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&akey)
+        {
+            return Ok(p.clone());
+        }
     }
     let lk = linear_kernel(ast);
-    if let Some(log) = KERNEL_LOG
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_mut()
-    {
-        log.push(lk.clone());
-    }
+    KERNEL_LOG.with(|l| {
+        if let Some(log) = l.borrow_mut().as_mut() {
+            log.push(lk.clone());
+        }
+    });
     let key = (device, lk);
     let cached = cache()
         .lock()

@@ -7,8 +7,9 @@
 //! the reference, then `loss = sum(out * upstream)` is backpropagated and every input gradient is
 //! compared with the reference gradient.
 //!
-//! * `op_suite_interp` / `op_suite_cpu`: all cases on `Device::Interp` / `Device::Cpu`; every failure
-//!   is collected and reported (case name + worst mismatch) at the end.
+//! * `op_suite_interp` / `op_suite_cpu` / `op_suite_wgpu`: all cases on each backend; every failure
+//!   is collected and reported (case name + worst mismatch) at the end. The interpreter run also
+//!   validates the WGSL rendering of every kernel with naga.
 //! * `finite_difference_grads_interp`: autograd against central finite differences of the forward.
 //! * `f16_ops`: a few cases with inputs cast to f16, compared with the f32 reference loosely.
 //!
@@ -572,9 +573,31 @@ fn run_suite(dev: Device) {
     }
 }
 
+/// Also renders every kernel the suite lowers (forward and backward) as WGSL and validates it
+/// with naga, so the WebGPU code for every op is checked even where no adapter exists.
 #[test]
 fn op_suite_interp() {
+    wgrad::realize::record_kernels(true);
     run_suite(Device::Interp);
+    let kernels = wgrad::realize::record_kernels(false);
+    assert!(kernels.len() > 300, "recorded {} kernels", kernels.len());
+    let bad: Vec<String> = kernels
+        .iter()
+        .filter_map(|k| {
+            let src = wgrad::codegen::wgsl::render_wgsl(k);
+            common::validate_wgsl(&src)
+                .err()
+                .map(|e| format!("{}:\n{e}\n{src}", k.name))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {} WGSL kernels fail naga validation:\n{}",
+        bad.len(),
+        kernels.len(),
+        bad.join("\n")
+    );
+    eprintln!("{} op-suite kernels validated as WGSL", kernels.len());
 }
 
 #[test]

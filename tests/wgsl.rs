@@ -5,14 +5,13 @@
 //!
 //! `WGSL_DUMP=dir` writes every recorded kernel's rendering there.
 //!
-//! The kernel log and the program caches are process-global: the tests here take `LOG` so
-//! their recordings do not mix, and golden kernels use shapes no other test uses (a kernel
-//! lowered once is not lowered, so not recorded, again).
+//! The kernel log is per thread, and while it records every kernel is lowered again even when
+//! its program is cached, so what a test records does not depend on the tests before it.
+
+mod common;
 
 use std::fmt::Write;
-use std::sync::Mutex;
 
-use naga::valid::{Capabilities, ValidationFlags, Validator};
 use wgrad::codegen::wgsl::render_wgsl;
 use wgrad::codegen::LinearKernel;
 use wgrad::nn::optim::{Adam, Optimizer};
@@ -22,11 +21,8 @@ use wgrad::{
     Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Padding, Reduction, Result, Tensor,
 };
 
-static LOG: Mutex<()> = Mutex::new(());
-
 /// The kernels lowered while `f` runs.
 fn record(f: impl FnOnce() -> Result<()>) -> Vec<LinearKernel> {
-    let _g = LOG.lock().unwrap_or_else(|e| e.into_inner());
     record_kernels(true);
     let r = f();
     let ks = record_kernels(false);
@@ -36,13 +32,7 @@ fn record(f: impl FnOnce() -> Result<()>) -> Vec<LinearKernel> {
     ks
 }
 
-fn validate(src: &str) -> std::result::Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    Validator::new(ValidationFlags::all(), Capabilities::empty())
-        .validate(&module)
-        .map_err(|e| e.emit_to_string(src))?;
-    Ok(())
-}
+use common::validate_wgsl as validate;
 
 fn lcg(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
     let mut s = seed;

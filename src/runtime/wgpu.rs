@@ -259,7 +259,7 @@ impl Gpu {
                 .trim()
                 .to_string(),
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
-            max_storage_binding_bytes: limits.max_storage_buffer_binding_size as u64,
+            max_storage_binding_bytes: limits.max_storage_buffer_binding_size,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         if crate::context::debug() >= 1 {
@@ -540,8 +540,10 @@ impl Backend for Wgpu {
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
         let gpu = self.gpu()?;
         let size = storage_size(bytes);
-        let max =
-            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        let max = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
         if size > max {
             bail!(
                 Device,

@@ -1,6 +1,6 @@
-//! Helpers shared by the integration tests: which backends to run on, and skipping one whose
+//! Helpers shared by the integration tests: which backends to run on, skipping one whose
 //! hardware or driver is missing (reported with the reason; `WGRAD_REQUIRE=wgpu,cpu` turns
-//! such a skip into a failure, as CI does).
+//! such a skip into a failure, as CI does), and naga validation of WGSL (no GPU needed).
 
 #![allow(dead_code)]
 
@@ -30,4 +30,15 @@ pub fn usable(dev: Device) -> bool {
 /// Every backend in this build that can run here (skips reported as above).
 pub fn devices() -> Vec<Device> {
     Device::all().into_iter().filter(|&d| usable(d)).collect()
+}
+
+/// Parse and validate a WGSL module with naga, as WebGPU implementations do (no capabilities
+/// beyond the baseline: the browser may lack `shader-f16`).
+pub fn validate_wgsl(src: &str) -> Result<(), String> {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    Validator::new(ValidationFlags::all(), Capabilities::empty())
+        .validate(&module)
+        .map_err(|e| e.emit_to_string(src))?;
+    Ok(())
 }
