@@ -42,7 +42,12 @@ pub struct WgslDialect;
 
 /// Render a kernel as a WGSL compute shader.
 pub fn render_wgsl(k: &LinearKernel) -> String {
-    super::render::render(k, &WgslDialect)
+    let src = super::render::render(k, &WgslDialect);
+    if src.contains("f32_bits(") {
+        format!("{src}\nfn f32_bits(b: u32) -> f32 {{\n    return bitcast<f32>(b);\n}}\n")
+    } else {
+        src
+    }
 }
 
 /// Workgroup counts `(x, y, z)` for a kernel of `global_size` invocations: one dimension while it
@@ -54,12 +59,10 @@ pub fn dispatch_size(global_size: usize) -> (u32, u32, u32) {
     if groups <= max {
         return (groups as u32, 1, 1);
     }
-    let y = groups.div_ceil(max);
-    assert!(
-        y <= max,
-        "wgsl: a grid of {global_size} invocations is too large"
-    );
-    (groups.div_ceil(y) as u32, y as u32, 1)
+    // Kernels have at most i32::MAX invocations (the scheduler's limit), well within max * max
+    // workgroups; the runtime checks it again before dispatching.
+    let y = groups.div_ceil(max).min(max);
+    (groups.div_ceil(y).min(max) as u32, y as u32, 1)
 }
 
 /// How a dtype packs into `u32` words: `lanes` values of `bits` bits, value `i` in word
@@ -110,8 +113,10 @@ fn storage_ty(dt: DType, writes: bool) -> &'static str {
 
 fn float_lit(f: f32) -> String {
     if !f.is_finite() || (f != 0.0 && f.abs() < f32::MIN_POSITIVE) {
-        // WGSL has no inf/NaN literals, and may reject subnormal ones.
-        return format!("bitcast<f32>(0x{:08x}u)", f.to_bits());
+        // WGSL has no inf/NaN literals, and may reject subnormal ones. A call to `f32_bits`,
+        // not a bare bitcast: a bitcast of a literal is a constant expression, and browsers
+        // (Tint) reject constant expressions whose value is inf or NaN.
+        return format!("f32_bits(0x{:08x}u)", f.to_bits());
     }
     let s = format!("{f:?}f");
     if s.starts_with('-') {
@@ -607,16 +612,16 @@ mod tests {
         assert_eq!(d.constant(1e-7, DType::F32), "1e-7f");
         assert_eq!(
             d.constant(f64::INFINITY, DType::F32),
-            "bitcast<f32>(0x7f800000u)"
+            "f32_bits(0x7f800000u)"
         );
         assert_eq!(
             d.constant(f64::NEG_INFINITY, DType::F32),
-            "bitcast<f32>(0xff800000u)"
+            "f32_bits(0xff800000u)"
         );
         assert!(d
             .constant(f64::NAN, DType::F32)
-            .starts_with("bitcast<f32>(0x7fc"));
-        assert_eq!(d.constant(1e-40, DType::F32), "bitcast<f32>(0x000116c2u)");
+            .starts_with("f32_bits(0x7fc"));
+        assert_eq!(d.constant(1e-40, DType::F32), "f32_bits(0x000116c2u)");
         assert_eq!(
             d.constant(i32::MIN as f64, DType::I32),
             "(-2147483647i - 1i)"

@@ -36,6 +36,14 @@ pub fn devices() -> Vec<Device> {
 /// beyond the baseline: the browser may lack `shader-f16`).
 pub fn validate_wgsl(src: &str) -> Result<(), String> {
     use naga::valid::{Capabilities, ValidationFlags, Validator};
+    // naga accepts a bitcast of a literal to inf/NaN; browsers (Tint) reject it as a constant
+    // expression that f32 cannot represent.
+    if let Some(i) = src.find("bitcast<f32>(0x") {
+        let line = src[..i].lines().count();
+        return Err(format!(
+            "line {line}: bitcast of a literal to f32 (Tint rejects inf/NaN constants)"
+        ));
+    }
     let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
     Validator::new(ValidationFlags::all(), Capabilities::empty())
         .validate(&module)
