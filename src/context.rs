@@ -77,9 +77,35 @@ impl Context {
     }
 }
 
+static PROCESS_DEBUG: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
+/// Set the debug level outside any `Context` (overrides `DEBUG` from the environment; `None`
+/// goes back to it). The browser has no environment, so `setDebug` uses this.
+pub fn set_debug(level: Option<u32>) {
+    PROCESS_DEBUG.store(level.map_or(-1, |l| l as i64), Ordering::Relaxed);
+}
+
 pub fn debug() -> u32 {
     static ENV: OnceLock<u32> = OnceLock::new();
-    lookup(|f| f.debug).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("DEBUG").unwrap_or(0)))
+    lookup(|f| f.debug).unwrap_or_else(|| match PROCESS_DEBUG.load(Ordering::Relaxed) {
+        l if l >= 0 => l as u32,
+        _ => *ENV.get_or_init(|| env_u32("DEBUG").unwrap_or(0)),
+    })
+}
+
+static LOG_SINK: OnceLock<fn(&str)> = OnceLock::new();
+
+/// Where debug output goes: stderr, unless a sink was installed (the browser's console).
+pub fn set_log_sink(f: fn(&str)) {
+    let _ = LOG_SINK.set(f);
+}
+
+/// Write one line of debug output.
+pub fn log(msg: &str) {
+    match LOG_SINK.get() {
+        Some(f) => f(msg),
+        None => eprintln!("{msg}"),
+    }
 }
 
 pub fn training() -> bool {
@@ -110,16 +136,25 @@ pub fn env_device() -> Option<Device> {
         match v.parse::<Device>() {
             Ok(d) => Some(d),
             Err(e) => {
-                eprintln!("wgrad: ignoring DEV={v}: {e}");
+                log(&format!("wgrad: ignoring DEV={v}: {e}"));
                 None
             }
         }
     })
 }
 
+static PROCESS_DEFAULT: std::sync::Mutex<Option<Device>> = std::sync::Mutex::new(None);
+
+/// Set the device used when neither a `Context` nor `DEV` names one (the browser's `init` sets
+/// it to the device it got; natively `Device::best()` decides).
+pub fn set_default_device(d: Option<Device>) {
+    *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = d;
+}
+
 pub fn default_device() -> Device {
     lookup(|f| f.dev)
         .or_else(env_device)
+        .or_else(|| *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()))
         .unwrap_or_else(Device::best)
 }
 
@@ -127,7 +162,7 @@ pub fn default_device() -> Device {
 /// at `DEBUG>=4`.
 pub fn dump_source(src: &str, ext: &str) {
     if debug() >= 4 {
-        eprintln!("{src}");
+        log(src);
     }
     #[cfg(target_arch = "wasm32")]
     let _ = ext;

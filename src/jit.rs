@@ -308,19 +308,19 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             })
             .collect();
         if debug() >= 1 {
-            eprintln!(
+            crate::context::log(&format!(
                 "TinyJit: captured {} launches; intermediates {} -> {} bytes after memory planning",
                 launches.len(),
                 plan.bytes_before,
                 plan.bytes_after
-            );
+            ));
         }
         let graph = build_graph(&launches, &bufs, &input_slots)?;
         if debug() >= 1 && graph.is_some() {
-            eprintln!(
+            crate::context::log(&format!(
                 "TinyJit: replaying as one {} graph",
                 launches[0].buffers()[0].device
-            );
+            ));
         }
         self.captured = Some(Captured {
             graph,

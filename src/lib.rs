@@ -26,6 +26,8 @@ pub mod runtime;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use context::{Context, GlobalCounters};
 pub use dtype::{DType, Element};

@@ -82,11 +82,11 @@ pub fn plan(
         .map(|(k, i)| (k, pool[i].clone()))
         .collect();
     if crate::context::debug() >= 3 {
-        eprintln!(
+        crate::context::log(&format!(
             "memory plan: {} intermediates, {} shared buffers",
             remap.len() + pool.len(),
             pool.len()
-        );
+        ));
     }
     for l in launches.iter_mut() {
         for b in l.buffers_mut() {

@@ -5,7 +5,7 @@ use crate::codegen::{linearize::linearize, linearize::BufArg, Inst, LinearKernel
 use crate::context::{debug, GlobalCounters};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::{Op, UOp};
-use crate::runtime::{block_on, Buffer, Device, Program};
+use crate::runtime::{Buffer, Device, Program};
 use crate::schedule::{schedule, KernelAst, ScheduleItem};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -199,14 +199,15 @@ pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
         .unwrap_or(usize::MAX);
     let items = schedule(&todo, max_bufs)?;
     if debug() >= 3 {
-        eprintln!("schedule: {} items", items.len());
+        crate::context::log(&format!("schedule: {} items", items.len()));
         for (i, it) in items.iter().enumerate() {
             match it {
-                ScheduleItem::Kernel { ast, .. } => {
-                    eprintln!("  {i}: kernel {:?} bufs {:?}", ast.root.shape, ast.bufs)
-                }
+                ScheduleItem::Kernel { ast, .. } => crate::context::log(&format!(
+                    "  {i}: kernel {:?} bufs {:?}",
+                    ast.root.shape, ast.bufs
+                )),
                 ScheduleItem::Copy { out, src } => {
-                    eprintln!("  {i}: copy {} -> {}", src.device, out.device)
+                    crate::context::log(&format!("  {i}: copy {} -> {}", src.device, out.device))
                 }
             }
         }
@@ -276,7 +277,7 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
 
 /// Copy the contents of one buffer into another (possibly on another device).
 pub fn copy(src: &Buffer, dst: &Buffer) -> Result<()> {
-    let data = block_on(src.device.backend().copy_out(src))?;
+    let data = ready_now(src.device.backend().copy_out(src))?;
     dst.device
         .backend()
         .copy_in(dst, &data[..src.size.min(dst.size)])
@@ -300,14 +301,14 @@ pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
     };
     GlobalCounters::record(prog.ops, bytes, ns);
     if timed {
-        eprintln!(
+        crate::context::log(&format!(
             "{:>4} {:<6} {:<28} {:>10} ops {:>9.3} ms",
             GlobalCounters::kernel_count(),
             dev.name(),
             prog.name,
             prog.ops,
             ns as f64 / 1e6
-        );
+        ));
     }
     Ok(())
 }
@@ -324,5 +325,25 @@ fn elapsed_ns(f: impl FnOnce() -> Result<()>) -> Result<u64> {
     {
         f()?;
         Ok(0)
+    }
+}
+
+/// Wait for a readback. Natively that blocks; in the browser a GPU readback completes only once
+/// control returns to the event loop, so one that is not ready at once is an error there.
+#[cfg(not(target_arch = "wasm32"))]
+fn ready_now<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    crate::runtime::block_on(f)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn ready_now<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use std::task::{Context, Poll, Waker};
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => Err(Error::new(
+            ErrorKind::Device,
+            "copy: moving data off WEBGPU needs an await in the browser; read it with `await t.data()` and build a new tensor",
+        )),
     }
 }

@@ -3,6 +3,9 @@
 //! never panics), raw and gzip files, and the URL loader against a local HTTP server on 127.0.0.1
 //! (Content-Length, chunked, read-to-close and redirected responses, the cache, sha256 checks).
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,5 +1,8 @@
 //! Moving tensors between devices, and mixing devices by mistake.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use wgrad::{Context, Device, ErrorKind, Tensor};
 
 #[test]

@@ -1,6 +1,9 @@
 //! Bad input is an `Err` whose message names the op and the shapes / dtypes / devices; nothing
 //! panics, and the engine keeps working afterwards.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use wgrad::{Conv2dOpts, Device, ErrorKind, Padding, Tensor};
 
 fn t(shape: &[usize]) -> Tensor {

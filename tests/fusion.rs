@@ -1,5 +1,8 @@
 //! Fusion and scheduling: kernel counts of common patterns, and the per-kernel buffer limit.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use wgrad::schedule::ScheduleItem;
 use wgrad::{Context, CrossEntropyOpts, Device, GlobalCounters, Result, Tensor};
 

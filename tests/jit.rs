@@ -1,6 +1,9 @@
 //! TinyJit: replay equals eager execution over many steps (the JIT must not change results),
 //! the error cases, memory planning, and fresh random numbers on every replay.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use wgrad::{Context, CrossEntropyOpts, DType, Device, ErrorKind, Result, Tensor, TinyJit};

@@ -3,6 +3,9 @@
 //! jitted step at batch 128 for 60 steps, then test accuracy on the 2,000 held-out digits.
 //! The full 1000-step runs with the 97% target are `examples/mnist.rs` (see the README).
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 #[path = "../examples/common/model.rs"]

@@ -2,6 +2,9 @@
 //! max_pool2d(2) → flatten → dropout(0.5) → Linear(1600,10)), forward and backward at batch 128
 //! on random data: `cpu` must give the same loss and gradients as the reference `interp`.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use wgrad::{Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Tensor};
 
 struct Params {

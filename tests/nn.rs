@@ -11,6 +11,9 @@
 //!   a hand-built file in the format, malformed files.
 //! * `load_state_dict`: values land in the model's own buffers; errors for names, shapes, dtypes.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use half::f16;
 use serde_json::Value;
 use wgrad::nn::state::{

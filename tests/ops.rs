@@ -17,6 +17,9 @@
 //! case's `atol`, 1e-5 for sums of many products) and rtol 1e-3; gradients atol 1e-4, rtol 1e-3.
 //! Integer and bool outputs must match exactly.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -13,6 +13,9 @@
 //! equal eager steps, and the update takes few kernels (Adam: 2 per parameter; an MLP training
 //! step with SGD fuses each update into its gradient kernel).
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 use serde_json::Value;
 use wgrad::nn::optim::{Adam, AdamW, Lamb, Lars, Muon, Optimizer, Sgd};
 use wgrad::{Context, DType, Device, GlobalCounters, Tensor, TinyJit};

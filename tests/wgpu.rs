@@ -4,6 +4,9 @@
 //! moving data between backends. Skipped (with the reason) without an adapter, unless
 //! `WGRAD_REQUIRE=wgpu`.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use std::sync::Mutex;

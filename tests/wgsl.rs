@@ -8,6 +8,9 @@
 //! The kernel log is per thread, and while it records every kernel is lowered again even when
 //! its program is cached, so what a test records does not depend on the tests before it.
 
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use std::fmt::Write;

@@ -152,11 +152,11 @@ impl Backend for Cpu {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer {
-            device: Device::Cpu,
-            size: bytes,
-            mem: Mem::Host(HostMem::new(bytes)?),
-        })
+        Ok(Buffer::new(
+            Device::Cpu,
+            bytes,
+            Mem::Host(HostMem::new(bytes)?),
+        ))
     }
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         host_copy_in(buf, data)

@@ -26,11 +26,11 @@ impl Backend for Interp {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer {
-            device: Device::Interp,
-            size: bytes,
-            mem: Mem::Host(HostMem::new(bytes)?),
-        })
+        Ok(Buffer::new(
+            Device::Interp,
+            bytes,
+            Mem::Host(HostMem::new(bytes)?),
+        ))
     }
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         host_copy_in(buf, data)
@@ -40,9 +40,9 @@ impl Backend for Interp {
     }
     fn compile(&self, k: &LinearKernel) -> Result<Program> {
         if crate::context::debug() >= 4 {
-            eprintln!("{} ({} invocations):", k.name, k.global_size);
+            crate::context::log(&format!("{} ({} invocations):", k.name, k.global_size));
             for i in &k.insts {
-                eprintln!("  {i:?}");
+                crate::context::log(&format!("  {i:?}"));
             }
         }
         Ok(Program {

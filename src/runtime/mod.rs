@@ -97,7 +97,7 @@ impl Device {
                 .max_by_key(rank)
                 .unwrap_or(Device::Interp);
             if crate::context::debug() >= 1 {
-                eprintln!("wgrad: default device {}", d.name());
+                crate::context::log(&format!("wgrad: default device {}", d.name()));
             }
             d
         })
@@ -213,7 +213,34 @@ impl fmt::Debug for Buffer {
     }
 }
 
+static LIVE_BUFFERS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+static LIVE_BYTES: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Buffers alive on every device now, and their bytes (to check that loops do not leak).
+pub fn live_buffers() -> (u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (
+        LIVE_BUFFERS.load(Relaxed).max(0) as u64,
+        LIVE_BYTES.load(Relaxed).max(0) as u64,
+    )
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        LIVE_BUFFERS.fetch_sub(1, Relaxed);
+        LIVE_BYTES.fetch_sub(self.size as i64, Relaxed);
+    }
+}
+
 impl Buffer {
+    /// Wrap a backend's memory (counted as live until dropped).
+    pub(crate) fn new(device: Device, size: usize, mem: Mem) -> Buffer {
+        use std::sync::atomic::Ordering::Relaxed;
+        LIVE_BUFFERS.fetch_add(1, Relaxed);
+        LIVE_BYTES.fetch_add(size as i64, Relaxed);
+        Buffer { device, size, mem }
+    }
     pub(crate) fn host(&self) -> Result<&HostMem> {
         match &self.mem {
             Mem::Host(h) => Ok(h),

@@ -263,7 +263,7 @@ impl Gpu {
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         if crate::context::debug() >= 1 {
-            eprintln!("wgrad: webgpu adapter {info:?}");
+            crate::context::log(&format!("wgrad: webgpu adapter {info:?}"));
         }
         Ok(Gpu {
             device,
@@ -282,8 +282,17 @@ impl Gpu {
             bail!(Backend, "webgpu: {l}");
         }
         if !e.pending.is_empty() {
-            let msgs = std::mem::take(&mut e.pending);
-            bail!(Backend, "webgpu: {}", msgs.join("; "));
+            // Later errors are mostly echoes of the first ("invalid due to a previous error").
+            let mut msgs = std::mem::take(&mut e.pending);
+            msgs.dedup();
+            let more = msgs.len().saturating_sub(3);
+            msgs.truncate(3);
+            let tail = if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            };
+            bail!(Backend, "webgpu: {}{tail}", msgs.join("; "));
         }
         Ok(())
     }
@@ -552,11 +561,11 @@ impl Backend for Wgpu {
             );
         }
         let b = gpu.new_buffer(size)?;
-        Ok(Buffer {
-            device: Device::Wgpu,
-            size: bytes,
-            mem: Mem::Wgpu(GpuMem { buf: Some(b) }),
-        })
+        Ok(Buffer::new(
+            Device::Wgpu,
+            bytes,
+            Mem::Wgpu(GpuMem { buf: Some(b) }),
+        ))
     }
 
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {

@@ -1,0 +1,845 @@
+//! The JS API in a real browser (`wasm-pack test --headless --chrome`, run by
+//! scripts/test_web.sh in Debian's chromium with WebGPU on): every call goes through the same
+//! exported functions and methods JavaScript uses, looked up by name on the JS objects.
+//!
+//! On WebGPU (a software adapter here) and on the interpreter fallback: a subset of the op suite
+//! (forward and backward) against the PyTorch fixtures, autograd, jitted training steps of a
+//! small CNN with the loss falling and replays equal to eager steps, the JIT's errors, bad
+//! inputs throwing errors that name the op (and the engine working afterwards), and a jitted
+//! loop whose live buffers stay flat.
+
+#![cfg(target_arch = "wasm32")]
+
+use js_sys::{Array, Function, Object, Reflect};
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+use wgrad::web;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const FIXTURE: &str = include_str!("fixtures/ops.json");
+
+/// Fixture cases run in the browser: every kind of op, small shapes (the software adapter
+/// compiles each kernel on the CPU).
+const CASES: &[&str] = &[
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "sin",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "abs",
+    "reciprocal",
+    "elu",
+    "leaky_relu",
+    "hardtanh",
+    "clip",
+    "logical_not",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "add_bcast",
+    "mul_bcast",
+    "add_scalar",
+    "div_scalar",
+    "add_i32",
+    "lt",
+    "eq",
+    "eq_scalar",
+    "where",
+    "where_scalar",
+    "cast_f32_i32",
+    "cast_u8_f32",
+    "cast_f32_bool",
+    "sum_axis1",
+    "sum_all",
+    "mean_axes02_keepdim",
+    "max_axis1",
+    "min_all",
+    "logsumexp_axis1",
+    "var_axis1_c1",
+    "std_all_c0",
+    "softmax_axis1",
+    "log_softmax_axis1",
+    "argmax_axis1",
+    "argmin_none",
+    "reshape",
+    "permute",
+    "transpose",
+    "expand",
+    "flatten",
+    "squeeze_axis",
+    "unsqueeze",
+    "pad",
+    "shrink",
+    "slice_step2_negstart",
+    "flip",
+    "cat",
+    "stack",
+    "repeat",
+    "index",
+    "gather_axis1",
+    "matmul_2d",
+    "matmul_batched",
+    "linear",
+    "conv2d_bias",
+    "conv2d_stride2_pad1",
+    "conv2d_groups2",
+    "max_pool2d_k2",
+    "avg_pool2d_k3s2",
+    "sce",
+    "sce_smooth",
+    "sce_ignore",
+    "bce_logits_mean",
+    "mse_mean",
+];
+
+// ------------------------------------------------------------------------------ JS helpers
+
+fn msg(e: &JsValue) -> String {
+    e.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// `obj[method](...args)`, as JavaScript would call it.
+fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, String> {
+    let f = Reflect::get(obj, &method.into()).map_err(|e| msg(&e))?;
+    let f: Function = f
+        .dyn_into()
+        .map_err(|_| format!("{method} is not a method"))?;
+    f.apply(obj, &args.iter().collect::<Array>())
+        .map_err(|e| msg(&e))
+}
+
+fn prop(obj: &JsValue, key: &str) -> JsValue {
+    Reflect::get(obj, &key.into()).unwrap_or(JsValue::UNDEFINED)
+}
+
+async fn await_promise(p: JsValue) -> Result<JsValue, String> {
+    JsFuture::from(js_sys::Promise::from(p))
+        .await
+        .map_err(|e| msg(&e))
+}
+
+/// `await t.data()` as f64s.
+async fn data(t: &JsValue) -> Result<Vec<f64>, String> {
+    let d = await_promise(call(t, "data", &[])?).await?;
+    Ok(Array::from(&d)
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(f64::NAN))
+        .collect())
+}
+
+async fn item(t: &JsValue) -> Result<f64, String> {
+    let v = await_promise(call(t, "item", &[])?).await?;
+    v.as_f64()
+        .or_else(|| v.as_bool().map(|b| b as u8 as f64))
+        .ok_or_else(|| format!("item returned {v:?}"))
+}
+
+fn nums(v: &[f64]) -> JsValue {
+    v.iter()
+        .map(|&x| JsValue::from(x))
+        .collect::<Array>()
+        .into()
+}
+
+fn json_to_js(v: &Value) -> JsValue {
+    match v {
+        Value::Null => JsValue::UNDEFINED,
+        Value::Bool(b) => (*b).into(),
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN).into(),
+        Value::String(s) => s.as_str().into(),
+        Value::Array(a) => a.iter().map(json_to_js).collect::<Array>().into(),
+        Value::Object(o) => {
+            let obj = Object::new();
+            for (k, x) in o {
+                let _ = Reflect::set(&obj, &k.as_str().into(), &json_to_js(x));
+            }
+            obj.into()
+        }
+    }
+}
+
+fn tensor(values: &[f64], shape: &[usize], dtype: &str) -> Result<JsValue, String> {
+    let shape: Vec<f64> = shape.iter().map(|&d| d as f64).collect();
+    web::JsTensor::new(nums(values), nums(&shape), dtype.into())
+        .map(JsValue::from)
+        .map_err(|e| msg(&e.into()))
+}
+
+fn js_dtype(fixture: &str) -> &'static str {
+    match fixture {
+        "f32" => "float32",
+        "f16" => "float16",
+        "i32" => "int32",
+        "u32" => "uint32",
+        "u8" => "uint8",
+        _ => "bool",
+    }
+}
+
+fn camel(s: &str) -> String {
+    let mut out = String::new();
+    let mut up = false;
+    for c in s.chars() {
+        if c == '_' {
+            up = true;
+        } else if up {
+            out.push(c.to_ascii_uppercase());
+            up = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn compare(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} values, want {}", got.len(), want.len()));
+    }
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.is_nan() || (g - w).abs() > atol + rtol * w.abs() {
+            return Err(format!("{what}: index {i}: got {g}, want {w}"));
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------ setup
+
+/// Initialise once with the default choice (WebGPU when the browser has it).
+async fn engine() -> String {
+    let info = await_promise(web::init_engine(JsValue::UNDEFINED).into())
+        .await
+        .expect("init");
+    prop(&info, "device").as_string().unwrap_or_default()
+}
+
+/// The devices to test: WebGPU (the browser here is started with it on, so it must be there)
+/// and the interpreter.
+async fn devices() -> Vec<&'static str> {
+    let dev = engine().await;
+    assert_eq!(
+        dev, "webgpu",
+        "init() did not get WebGPU (is chromium started with --enable-unsafe-webgpu?)"
+    );
+    vec!["webgpu", "cpu"]
+}
+
+/// Run `f` (which builds graphs synchronously) with `device` as the default device.
+fn on<R>(device: &str, f: impl FnOnce() -> R) -> R {
+    let d = if device == "webgpu" {
+        wgrad::Device::Wgpu
+    } else {
+        wgrad::Device::Interp
+    };
+    wgrad::Context::new().dev(d).run(f)
+}
+
+// ------------------------------------------------------------------------------ op subset
+
+struct Built {
+    inputs: Vec<JsValue>,
+    out: JsValue,
+}
+
+fn apply_case(c: &Value) -> Result<Built, String> {
+    let op = c["op"].as_str().unwrap_or_default();
+    let a = &c["args"];
+    let mut inputs = vec![];
+    for inp in c["inputs"].as_array().into_iter().flatten() {
+        let shape: Vec<usize> = inp["shape"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| d.as_u64().unwrap_or(0) as usize)
+            .collect();
+        let vals: Vec<f64> = inp["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                v.as_f64()
+                    .or_else(|| v.as_bool().map(|b| b as u8 as f64))
+                    .unwrap_or(0.0)
+            })
+            .collect();
+        let t = tensor(
+            &vals,
+            &shape,
+            js_dtype(inp["dtype"].as_str().unwrap_or("f32")),
+        )?;
+        if inp["grad"].as_bool() == Some(true) {
+            Reflect::set(&t, &"requiresGrad".into(), &true.into()).map_err(|e| msg(&e))?;
+        }
+        inputs.push(t);
+    }
+    let x = &inputs;
+    let arg = |k: &str| json_to_js(&a[k]);
+    let t = x[0].clone();
+    let out = match op {
+        "elu" => call(&t, "elu", &[arg("alpha")]),
+        "leaky_relu" => call(&t, "leakyRelu", &[arg("slope")]),
+        "hardtanh" | "clip" => call(&t, &camel(op), &[arg("min"), arg("max")]),
+        "cast" => call(
+            &t,
+            "cast",
+            &[js_dtype(a["dtype"].as_str().unwrap_or("")).into()],
+        ),
+        "add" | "sub" | "mul" | "div" | "pow" | "maximum" | "minimum" | "lt" | "le" | "gt"
+        | "ge" | "eq" | "ne" => {
+            let rhs = if a["scalar"].is_null() {
+                x[1].clone()
+            } else {
+                arg("scalar")
+            };
+            call(&t, op, &[rhs])
+        }
+        "where_" => {
+            let b = if a["b"].is_null() {
+                x[2].clone()
+            } else {
+                arg("b")
+            };
+            call(&t, "where", &[x[1].clone(), b])
+        }
+        "sum" | "mean" | "max" | "min" | "logsumexp" => {
+            call(&t, op, &[arg("axes"), arg("keepdim")])
+        }
+        "var" | "std" => call(&t, op, &[arg("axes"), arg("keepdim"), arg("correction")]),
+        "softmax" | "log_softmax" => call(&t, &camel(op), &[arg("axis")]),
+        "argmax" | "argmin" => call(&t, op, &[arg("axis"), arg("keepdim")]),
+        "reshape" | "expand" => call(&t, op, &[arg("shape")]),
+        "permute" => call(&t, op, &[arg("order")]),
+        "transpose" => call(&t, op, &[arg("a"), arg("b")]),
+        "flatten" => call(&t, op, &[arg("start_dim")]),
+        "squeeze" | "unsqueeze" => call(&t, op, &[arg("axis")]),
+        "pad" => call(&t, op, &[arg("pads"), arg("value")]),
+        "shrink" => call(&t, op, &[arg("ranges")]),
+        "slice" => call(
+            &t,
+            op,
+            &[arg("axis"), arg("start"), arg("end"), arg("step")],
+        ),
+        "flip" => call(&t, op, &[arg("axes")]),
+        "repeat" => call(&t, op, &[arg("repeats")]),
+        "cat" | "stack" => {
+            let list: JsValue = x.iter().cloned().collect::<Array>().into();
+            let r = if op == "cat" {
+                web::JsTensor::cat(list, arg("axis"))
+            } else {
+                web::JsTensor::stack(list, arg("axis"))
+            };
+            r.map(JsValue::from).map_err(|e| msg(&e.into()))
+        }
+        "index" | "matmul" | "dot" => call(&t, op, &[x[1].clone()]),
+        "gather" => call(&t, op, &[arg("axis"), x[1].clone()]),
+        "linear" => call(
+            &t,
+            op,
+            &[x[1].clone(), x.get(2).cloned().unwrap_or(JsValue::NULL)],
+        ),
+        "conv2d" => {
+            let o = Object::new();
+            let conv = &a["conv"];
+            let src = if conv.is_object() { conv } else { a };
+            for (k, js) in [
+                ("stride", "stride"),
+                ("padding", "padding"),
+                ("dilation", "dilation"),
+                ("groups", "groups"),
+            ] {
+                if !src[k].is_null() {
+                    let _ = Reflect::set(&o, &js.into(), &json_to_js(&src[k]));
+                }
+            }
+            call(
+                &t,
+                op,
+                &[
+                    x[1].clone(),
+                    x.get(2).cloned().unwrap_or(JsValue::NULL),
+                    o.into(),
+                ],
+            )
+        }
+        "max_pool2d" | "avg_pool2d" => call(&t, &camel(op), &[arg("kernel"), arg("stride")]),
+        "sparse_categorical_crossentropy" => {
+            let o = Object::new();
+            for (k, js) in [
+                ("ignore_index", "ignoreIndex"),
+                ("label_smoothing", "labelSmoothing"),
+                ("reduction", "reduction"),
+            ] {
+                if !a[k].is_null() {
+                    let _ = Reflect::set(&o, &js.into(), &json_to_js(&a[k]));
+                }
+            }
+            call(
+                &t,
+                "sparseCategoricalCrossentropy",
+                &[x[1].clone(), o.into()],
+            )
+        }
+        "binary_crossentropy" | "binary_crossentropy_logits" | "mse" => {
+            call(&t, &camel(op), &[x[1].clone(), arg("reduction")])
+        }
+        unary => call(&t, &camel(unary), &[]),
+    }?;
+    Ok(Built { inputs, out })
+}
+
+async fn check_case(dev: &'static str, c: &'static Value) -> Result<(), String> {
+    // Build forward and backward on `dev`, then read everything back.
+    let b = on(dev, || -> Result<Built, String> {
+        let b = apply_case(c)?;
+        if let Some(up) = c["upstream"].as_array() {
+            let up: Vec<f64> = up.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
+            let shape: Vec<usize> = c["output"]["shape"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| d.as_u64().unwrap_or(0) as usize)
+                .collect();
+            let u = tensor(&up, &shape, "float32")?;
+            let loss = call(&call(&b.out, "mul", &[u])?, "sum", &[])?;
+            call(&loss, "backward", &[])?;
+        }
+        Ok(b)
+    })?;
+    let want: Vec<f64> = c["output"]["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            v.as_f64()
+                .or_else(|| v.as_bool().map(|b| b as u8 as f64))
+                .unwrap_or(f64::NAN)
+        })
+        .collect();
+    let is_float = c["output"]["dtype"].as_str() == Some("f32");
+    let atol = c["atol"].as_f64().unwrap_or(1e-6);
+    let (atol, rtol) = if is_float {
+        (atol.max(1e-5), 1e-3)
+    } else {
+        (0.0, 0.0)
+    };
+    compare("forward", &data(&b.out).await?, &want, atol, rtol)?;
+    for (k, g) in c["grads"].as_array().into_iter().flatten().enumerate() {
+        let Some(g) = g.as_array() else { continue };
+        let want: Vec<f64> = g.iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect();
+        let grad = prop(&b.inputs[k], "grad");
+        if grad.is_undefined() || grad.is_null() {
+            return Err(format!("input {k}: no gradient"));
+        }
+        compare(&format!("grad {k}"), &data(&grad).await?, &want, 1e-4, 1e-3)?;
+    }
+    Ok(())
+}
+
+fn cases() -> &'static Vec<Value> {
+    static C: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        let v: Value = serde_json::from_str(FIXTURE).expect("fixture");
+        v["cases"].as_array().cloned().unwrap_or_default()
+    })
+}
+
+#[wasm_bindgen_test]
+async fn op_subset_matches_pytorch() {
+    let mut failures = vec![];
+    let mut ran = 0;
+    for dev in devices().await {
+        for name in CASES {
+            let c = cases()
+                .iter()
+                .find(|c| c["name"].as_str() == Some(name))
+                .unwrap_or_else(|| panic!("no fixture case {name}"));
+            if let Err(e) = check_case(dev, c).await {
+                failures.push(format!("{name} on {dev}: {e}"));
+            }
+            ran += 1;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+// ------------------------------------------------------------------------------ training
+
+/// The tutorial's CNN, shrunk: Conv2d(1,4,3) → relu → maxPool2d(2) → flatten → Linear(4*5*5, 3),
+/// trained with Adam on a fixed synthetic set by a jitted step.
+struct Cnn {
+    conv: JsValue,
+    lin: JsValue,
+    opt: JsValue,
+    x: JsValue,
+    y: JsValue,
+}
+
+fn cnn() -> Result<Cnn, String> {
+    web::JsTensor::manual_seed(7.0);
+    let conv: JsValue = web::Conv2d::new(1.into(), 4.into(), 3.into(), JsValue::UNDEFINED)
+        .map_err(|e| msg(&e.into()))?
+        .into();
+    let lin: JsValue = web::Linear::new(100.into(), 3.into(), JsValue::UNDEFINED)
+        .map_err(|e| msg(&e.into()))?
+        .into();
+    let params: Array = Array::new();
+    for l in [&conv, &lin] {
+        for p in Array::from(&call(l, "parameters", &[])?).iter() {
+            params.push(&p);
+        }
+    }
+    let opts = Object::new();
+    let _ = Reflect::set(&opts, &"lr".into(), &0.01.into());
+    let opt: JsValue = web::adam(params.into(), opts.into())
+        .map_err(|e| msg(&e.into()))?
+        .into();
+    // Class k: a bright k-th third of the image.
+    let n = 24;
+    let mut xs = vec![0.0; n * 12 * 12];
+    let mut ys = vec![0.0; n];
+    for i in 0..n {
+        let k = i % 3;
+        ys[i] = k as f64;
+        for r in 0..12 {
+            for c in 0..12 {
+                let v = if c / 4 == k { 1.0 } else { 0.1 };
+                xs[i * 144 + r * 12 + c] = v + 0.05 * (((i * 7 + r * 3 + c) % 5) as f64);
+            }
+        }
+    }
+    let x = tensor(&xs, &[n, 1, 12, 12], "float32")?;
+    let y = tensor(&ys, &[n], "int32")?;
+    Ok(Cnn {
+        conv,
+        lin,
+        opt,
+        x,
+        y,
+    })
+}
+
+fn cnn_step(m: &Cnn) -> Result<JsValue, String> {
+    let s =
+        web::JsTensor::randint(nums(&[8.0]), 0.into(), 24.into()).map_err(|e| msg(&e.into()))?;
+    let s: JsValue = s.into();
+    let x = call(&m.x, "index", std::slice::from_ref(&s))?;
+    let y = call(&m.y, "index", &[s])?;
+    call(&m.opt, "zeroGrad", &[])?;
+    let h = call(&m.conv, "forward", &[x])?;
+    let h = call(
+        &call(&call(&h, "relu", &[])?, "maxPool2d", &[2.into()])?,
+        "flatten",
+        &[1.into()],
+    )?;
+    let logits = call(&m.lin, "forward", &[h])?;
+    let loss = call(&logits, "sparseCategoricalCrossentropy", &[y])?;
+    call(&loss, "backward", &[])?;
+    call(&m.opt, "step", &[])?;
+    call(&loss, "realize", &[])
+}
+
+fn training(f: impl FnOnce() -> Result<JsValue, String> + 'static) -> Result<JsValue, String> {
+    let opts = Object::new();
+    let _ = Reflect::set(&opts, &"TRAINING".into(), &1.into());
+    let cell = std::rc::Rc::new(std::cell::RefCell::new(Some(f)));
+    let cb = Closure::<dyn FnMut() -> Result<JsValue, JsValue>>::new(move || {
+        let f = cell
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| JsValue::from("called twice"))?;
+        f().map_err(|e| JsValue::from(js_sys::Error::new(&e)))
+    });
+    web::with_context(opts.into(), cb.as_ref().clone()).map_err(|e| msg(&e.into()))
+}
+
+/// A JS function for `jit`, running `step` in training mode.
+fn jit_fn(m: std::rc::Rc<Cnn>) -> Closure<dyn FnMut() -> Result<JsValue, JsValue>> {
+    Closure::new(move || {
+        let m = m.clone();
+        training(move || cnn_step(&m)).map_err(|e| JsValue::from(js_sys::Error::new(&e)))
+    })
+}
+
+async fn losses(dev: &'static str, jitted: bool, steps: usize) -> Result<Vec<f64>, String> {
+    let m = std::rc::Rc::new(on(dev, cnn)?);
+    let f = jit_fn(m.clone());
+    let mut j = web::TinyJitJs::new(f.as_ref().clone()).map_err(|e| msg(&e.into()))?;
+    let mut out = vec![];
+    for _ in 0..steps {
+        let loss = on(dev, || {
+            if jitted {
+                j.call(Array::new().into()).map_err(|e| msg(&e.into()))
+            } else {
+                let m = m.clone();
+                training(move || cnn_step(&m))
+            }
+        })?;
+        out.push(item(&loss).await?);
+    }
+    drop(f);
+    Ok(out)
+}
+
+#[wasm_bindgen_test]
+async fn jitted_cnn_training_matches_eager_and_learns() {
+    for dev in devices().await {
+        let eager = losses(dev, false, 12)
+            .await
+            .unwrap_or_else(|e| panic!("{dev} eager: {e}"));
+        let jitted = losses(dev, true, 12)
+            .await
+            .unwrap_or_else(|e| panic!("{dev} jit: {e}"));
+        for (i, (a, b)) in eager.iter().zip(&jitted).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * a.abs().max(1.0),
+                "{dev} step {i}: eager {a} vs jit {b}"
+            );
+        }
+        let first = jitted[..3].iter().sum::<f64>();
+        let last = jitted[9..].iter().sum::<f64>();
+        assert!(last < first * 0.8, "{dev}: loss did not fall: {jitted:?}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn jitted_loop_keeps_live_buffers_flat() {
+    devices().await;
+    let m = std::rc::Rc::new(cnn().expect("model"));
+    let f = jit_fn(m.clone());
+    let mut j = web::TinyJitJs::new(f.as_ref().clone()).expect("jit");
+    let counters = || {
+        let c = web::global_counters();
+        (
+            prop(&c, "liveBuffers").as_f64().unwrap_or(-1.0),
+            prop(&c, "liveBytes").as_f64().unwrap_or(-1.0),
+            prop(&c, "liveTensors").as_f64().unwrap_or(-1.0),
+        )
+    };
+    let mut at_500 = None;
+    let mut last_loss = f64::NAN;
+    for i in 1..=2000 {
+        let loss = j
+            .call(Array::new().into())
+            .map_err(|e| msg(&e.into()))
+            .expect("step");
+        if i % 250 == 0 {
+            last_loss = item(&loss).await.expect("loss");
+        }
+        call(&loss, "dispose", &[]).expect("dispose");
+        if i == 500 {
+            at_500 = Some(counters());
+        }
+    }
+    // Handles the step's JS code dropped are freed when the garbage collector gets to them
+    // (weak references), so the counts may only go down.
+    let (end, mid) = (counters(), at_500.expect("step 500"));
+    assert!(
+        end.0 <= mid.0 && end.1 <= mid.1 && end.2 <= mid.2,
+        "live (buffers, bytes, tensors) grew from step 500 {mid:?} to step 2000 {end:?}"
+    );
+    assert!(
+        last_loss.is_finite() && last_loss < 0.5,
+        "loss after 2000 steps: {last_loss}"
+    );
+    drop(f);
+}
+
+// ------------------------------------------------------------------------------ errors
+
+fn expect_err(r: Result<JsValue, String>, parts: &[&str]) {
+    match r {
+        Ok(v) => panic!("expected an error mentioning {parts:?}, got {v:?}"),
+        Err(m) => {
+            for p in parts {
+                assert!(m.contains(p), "error {m:?} does not mention {p:?}");
+            }
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+async fn bad_inputs_throw_errors_naming_the_op() {
+    devices().await;
+    let a = tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], "float32").unwrap();
+    let b = tensor(&[1.0, 2.0, 3.0, 4.0], &[4], "float32").unwrap();
+    expect_err(call(&a, "add", std::slice::from_ref(&b)), &["add", "[2, 3]", "[4]"]);
+    expect_err(call(&a, "matmul", std::slice::from_ref(&a)), &["matmul"]);
+    expect_err(
+        call(&a, "matmul", &["nope".into()]),
+        &["matmul", "must be a Tensor", "string"],
+    );
+    expect_err(
+        call(&a, "add", &[Object::new().into()]),
+        &["add", "Tensor or a number"],
+    );
+    expect_err(call(&a, "reshape", &[nums(&[4.0, 4.0])]), &["reshape"]);
+    expect_err(call(&a, "reshape", &["3".into()]), &["reshape", "array"]);
+    expect_err(call(&a, "cast", &["float64".into()]), &["cast", "float64"]);
+    expect_err(call(&a, "sum", &[5.into()]), &["sum"]);
+    expect_err(call(&a, "softmax", &[1.5.into()]), &["softmax", "integer"]);
+    let labels = tensor(&[0.0, 1.0, 2.0], &[3], "int32").unwrap();
+    expect_err(
+        call(&a, "sparseCategoricalCrossentropy", &[labels]),
+        &["sparseCategoricalCrossentropy"],
+    );
+    expect_err(
+        web::JsTensor::new(
+            nums(&[1.0, 2.0, 3.0]),
+            nums(&[2.0, 2.0]),
+            JsValue::UNDEFINED,
+        )
+        .map(JsValue::from)
+        .map_err(|e| msg(&e.into())),
+        &["Tensor", "4 values", "3"],
+    );
+    expect_err(
+        web::JsTensor::new("text".into(), JsValue::UNDEFINED, JsValue::UNDEFINED)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["Tensor", "string"],
+    );
+    let ragged: JsValue = json_to_js(&serde_json::json!([[1, 2], [3]]));
+    expect_err(
+        web::JsTensor::new(ragged, JsValue::UNDEFINED, JsValue::UNDEFINED)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["ragged"],
+    );
+    // Disposed tensors.
+    call(&b, "dispose", &[]).unwrap();
+    assert_eq!(prop(&b, "isDisposed").as_bool(), Some(true));
+    expect_err(call(&a, "mul", std::slice::from_ref(&b)), &["mul", "disposed"]);
+    expect_err(call(&b, "relu", &[]), &["relu", "disposed"]);
+    // Unsupported device.
+    let o = Object::new();
+    let _ = Reflect::set(&o, &"device".into(), &"tpu".into());
+    expect_err(
+        await_promise(web::init_engine(o.into()).into()).await,
+        &["init", "tpu"],
+    );
+    // Layers and optimizers.
+    expect_err(
+        web::Conv2d::new((-1).into(), 4.into(), 3.into(), JsValue::UNDEFINED)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["Conv2d", "inChannels"],
+    );
+    expect_err(
+        web::adam(Array::new().into(), JsValue::UNDEFINED)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["Adam", "no parameters"],
+    );
+    // Still working.
+    let c = call(&a, "mul", &[2.into()]).unwrap();
+    assert_eq!(
+        data(&c).await.unwrap(),
+        vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    );
+    assert_eq!(item(&call(&c, "sum", &[]).unwrap()).await.unwrap(), 42.0);
+}
+
+#[wasm_bindgen_test]
+async fn jit_errors_are_thrown() {
+    devices().await;
+    let a = tensor(&[1.0, 2.0, 3.0, 4.0], &[4], "float32").unwrap();
+    let make = |f: Closure<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>| {
+        let j = web::TinyJitJs::new(f.as_ref().clone()).unwrap();
+        (j, f)
+    };
+    // Reading a value during capture.
+    let (mut j, _f) = make(Closure::new(|x: JsValue| {
+        let _ = call(&x, "data", &[]).map_err(|e| JsValue::from(js_sys::Error::new(&e)))?;
+        call(&x, "mul", &[2.into()]).map_err(|e| JsValue::from(js_sys::Error::new(&e)))
+    }));
+    let args: JsValue = Array::of1(&a).into();
+    j.call(args.clone()).expect("call 1 runs");
+    expect_err(
+        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        &["jit", "reading"],
+    );
+    // Input shapes must match the capture.
+    let (mut j, _f) = make(Closure::new(|x: JsValue| {
+        call(&x, "add", &[1.into()]).map_err(|e| JsValue::from(js_sys::Error::new(&e)))
+    }));
+    for _ in 0..3 {
+        let out = j.call(args.clone()).unwrap();
+        assert_eq!(data(&out).await.unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+    }
+    let other = tensor(&[1.0, 2.0], &[2], "float32").unwrap();
+    expect_err(
+        j.call(Array::of1(&other).into())
+            .map_err(|e| msg(&e.into())),
+        &["jit", "input 0", "[2]"],
+    );
+    expect_err(
+        j.call(Array::of1(&"x".into()).into())
+            .map_err(|e| msg(&e.into())),
+        &["jit", "must be a Tensor"],
+    );
+    // A new input of the captured shape is read by the replay.
+    let b = tensor(&[10.0, 20.0, 30.0, 40.0], &[4], "float32").unwrap();
+    let out = j.call(Array::of1(&b).into()).unwrap();
+    assert_eq!(data(&out).await.unwrap(), vec![11.0, 21.0, 31.0, 41.0]);
+    // Not a function; a function that throws; one that returns a non-tensor.
+    expect_err(
+        web::TinyJitJs::new(3.into())
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["jit", "function"],
+    );
+    let (mut j, _f) = make(Closure::new(|_x: JsValue| {
+        Err(js_sys::Error::new("boom").into())
+    }));
+    expect_err(
+        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        &["jit", "boom"],
+    );
+    let (mut j, _f) = make(Closure::new(|_x: JsValue| Ok(5.into())));
+    expect_err(
+        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        &["jit", "Tensor"],
+    );
+}
+
+#[wasm_bindgen_test]
+async fn tidy_scopes_release_tensors() {
+    devices().await;
+    let before = prop(&web::global_counters(), "liveTensors")
+        .as_f64()
+        .unwrap();
+    web::start_scope();
+    let a = tensor(&[1.0, 2.0], &[2], "float32").unwrap();
+    let b = call(&a, "mul", &[3.into()]).unwrap();
+    let c = call(&b, "add", &[1.into()]).unwrap();
+    web::end_scope(c.clone());
+    assert_eq!(prop(&a, "isDisposed").as_bool(), Some(true));
+    assert_eq!(prop(&b, "isDisposed").as_bool(), Some(true));
+    assert_eq!(prop(&c, "isDisposed").as_bool(), Some(false));
+    assert_eq!(data(&c).await.unwrap(), vec![4.0, 7.0]);
+    call(&c, "dispose", &[]).unwrap();
+    let after = prop(&web::global_counters(), "liveTensors")
+        .as_f64()
+        .unwrap();
+    assert_eq!(before, after);
+}
