@@ -1,0 +1,98 @@
+// Types of the wgrad package: the engine's classes and functions (generated from src/web.rs by
+// wasm-bindgen) and the JavaScript layer of js/wgrad.js.
+
+import {
+  Tensor,
+  Conv2d,
+  Linear,
+  BatchNorm,
+  LayerNorm,
+  GroupNorm,
+  Embedding,
+  Optim,
+  InitInfo,
+  InitOptions,
+  MnistData,
+} from "../pkg/web/wgrad.js";
+
+export {
+  Tensor,
+  Conv2d,
+  Linear,
+  BatchNorm,
+  LayerNorm,
+  GroupNorm,
+  Embedding,
+  Optim,
+  TinyJitJs,
+  withContext,
+  setDebug,
+  globalCounters,
+  resetGlobalCounters,
+  defaultDevice,
+  DType,
+  Reduction,
+  Conv2dOptions,
+  CrossEntropyOptions,
+  InitOptions,
+  InitInfo,
+  AdapterInfo,
+  ContextOptions,
+  GlobalCounters,
+  MnistData,
+} from "../pkg/web/wgrad.js";
+
+/** Load the engine and pick its device (WebGPU, else the CPU interpreter with a warning). */
+export function init(options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module }): Promise<InitInfo>;
+
+export interface SgdOptions { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean; }
+export interface AdamOptions { lr?: number; b1?: number; b2?: number; eps?: number; }
+export interface AdamWOptions extends AdamOptions { weightDecay?: number; }
+export interface LambOptions { lr?: number; eps?: number; weightDecay?: number; }
+
+type OptimCtor<O> = { new (params: Tensor[], options?: O): Optim; (params: Tensor[], options?: O): Optim };
+
+export const nn: {
+  Conv2d: typeof Conv2d;
+  Linear: typeof Linear;
+  BatchNorm: typeof BatchNorm;
+  LayerNorm: typeof LayerNorm;
+  GroupNorm: typeof GroupNorm;
+  Embedding: typeof Embedding;
+};
+
+export const optim: {
+  SGD: OptimCtor<SgdOptions>;
+  Adam: OptimCtor<AdamOptions>;
+  AdamW: OptimCtor<AdamWOptions>;
+  Muon: OptimCtor<SgdOptions>;
+  LAMB: OptimCtor<LambOptions>;
+  LARS: OptimCtor<SgdOptions>;
+};
+
+/** Every trainable tensor reachable from a layer, a Tensor, or objects/arrays holding them. */
+export function getParameters(model: unknown): Tensor[];
+
+export interface JittedFunction<R extends Tensor | Tensor[]> {
+  (...inputs: Tensor[]): R;
+  /** Forget the capture: the next call runs, the one after captures again. */
+  reset(): void;
+  /** Launches replayed per call (0 before capture). */
+  readonly launches: number;
+}
+
+/** The TinyJit: call 1 runs `fn`, call 2 captures its kernels, later calls replay them. */
+export function jit<R extends Tensor | Tensor[]>(fn: (...inputs: Tensor[]) => R): JittedFunction<R>;
+
+/** Run `fn` and dispose every tensor it created except those it returns. */
+export function tidy<R>(fn: () => R): R;
+
+export interface MnistOptions {
+  baseUrl?: string;
+  buffers?: { trainImages: BufferSource; trainLabels: BufferSource; testImages: BufferSource; testLabels: BufferSource };
+  fashion?: boolean;
+}
+
+export const datasets: {
+  mnist(options: MnistOptions): Promise<MnistData>;
+};

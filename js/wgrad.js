@@ -1,0 +1,166 @@
+// wgrad for JavaScript: the WebAssembly engine (pkg/web, built by wasm-pack from src/web.rs)
+// plus the pieces that are plain JavaScript: `init` (loads the module, then picks the device),
+// the `nn` / `optim` / `datasets` namespaces, `jit`, `tidy` and `getParameters`.
+
+import wasmInit, * as raw from "../pkg/web/wgrad.js";
+
+export {
+  Tensor,
+  TinyJitJs,
+  withContext,
+  setDebug,
+  globalCounters,
+  resetGlobalCounters,
+  defaultDevice,
+} from "../pkg/web/wgrad.js";
+
+let ready = null;
+
+/**
+ * Load the engine and pick its device: WebGPU when the browser has it (with the adapter's
+ * limits), else the CPU interpreter with a console warning. `device: "webgpu"` makes a missing
+ * WebGPU an error; `device: "cpu"` skips WebGPU. `wasm` overrides where the .wasm file is
+ * fetched from. Resolves to `{ device, adapter }`.
+ */
+export async function init(options = {}) {
+  if (options === null || typeof options !== "object") {
+    throw new Error(`init: options must be an object, got ${typeof options}`);
+  }
+  const { wasm, ...engine } = options;
+  if (!ready) {
+    ready = wasmInit(wasm === undefined ? undefined : { module_or_path: wasm });
+  }
+  try {
+    await ready;
+  } catch (e) {
+    ready = null;
+    throw e;
+  }
+  return raw.initEngine(engine);
+}
+
+/** Layers. Each has `forward(x)`, `parameters()` and its tensors as properties. */
+export const nn = {
+  Conv2d: raw.Conv2d,
+  Linear: raw.Linear,
+  BatchNorm: raw.BatchNorm,
+  LayerNorm: raw.LayerNorm,
+  GroupNorm: raw.GroupNorm,
+  Embedding: raw.Embedding,
+};
+
+/** Optimizers: `new optim.Adam(getParameters(model), { lr })`, then `zeroGrad()` / `step()`. */
+export const optim = {
+  SGD: raw.SGD,
+  Adam: raw.Adam,
+  AdamW: raw.AdamW,
+  Muon: raw.Muon,
+  LAMB: raw.LAMB,
+  LARS: raw.LARS,
+};
+
+const isLayer = (v) =>
+  v instanceof raw.Conv2d ||
+  v instanceof raw.Linear ||
+  v instanceof raw.BatchNorm ||
+  v instanceof raw.LayerNorm ||
+  v instanceof raw.GroupNorm ||
+  v instanceof raw.Embedding;
+
+/**
+ * Every trainable tensor reachable from `model`: a layer, a Tensor, or plain objects and arrays
+ * holding them (any depth). Each parameter appears once.
+ */
+export function getParameters(model) {
+  const out = [];
+  const seen = new Set();
+  const add = (t) => {
+    if (!t.isDisposed && t.requiresGrad && !out.some((q) => raw.sameTensor(q, t))) out.push(t);
+  };
+  const visit = (v) => {
+    if (v === null || typeof v !== "object" || seen.has(v)) return;
+    seen.add(v);
+    if (v instanceof raw.Tensor) return add(v);
+    if (isLayer(v)) return v.parameters().forEach(add);
+    for (const x of Array.isArray(v) ? v : Object.values(v)) visit(x);
+  };
+  visit(model);
+  return out;
+}
+
+/**
+ * The TinyJit: returns a function that runs `fn` on its first call, captures the kernels it
+ * launches on the second, and afterwards replays them without running `fn`. `fn` takes tensors
+ * and returns a Tensor or an array of them, synchronously; inputs must keep their shapes and
+ * dtypes (call `reset()` to capture again).
+ */
+export function jit(fn) {
+  const j = new raw.TinyJitJs(fn);
+  const call = (...inputs) => j.call(inputs);
+  call.reset = () => j.reset();
+  Object.defineProperty(call, "launches", { get: () => j.launches });
+  return call;
+}
+
+/**
+ * Run `fn` and dispose every tensor it created except those it returns (a Tensor, or an array
+ * or object holding Tensors). `fn` must be synchronous.
+ */
+export function tidy(fn) {
+  if (typeof fn !== "function") throw new Error(`tidy: expected a function, got ${typeof fn}`);
+  raw.startScope();
+  let result;
+  try {
+    result = fn();
+  } catch (e) {
+    raw.endScope(undefined);
+    throw e;
+  }
+  if (result instanceof Promise) {
+    raw.endScope(undefined);
+    throw new Error("tidy: the function returned a Promise; it must be synchronous");
+  }
+  raw.endScope(result);
+  return result;
+}
+
+async function fetchBytes(url) {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`datasets.mnist: fetching ${url} failed: HTTP ${res.status}`);
+  let body = res.body;
+  // Gzip is undone by the browser's DecompressionStream; the engine also reads raw IDX.
+  if (url.endsWith(".gz") && typeof DecompressionStream !== "undefined") {
+    body = body.pipeThrough(new DecompressionStream("gzip"));
+  }
+  return new Uint8Array(await new Response(body).arrayBuffer());
+}
+
+const asBytes = (b, name) => {
+  if (b instanceof Uint8Array) return b;
+  if (b instanceof ArrayBuffer) return new Uint8Array(b);
+  if (ArrayBuffer.isView(b)) return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  throw new Error(`datasets.mnist: buffers.${name} must be an ArrayBuffer or Uint8Array`);
+};
+
+/** Datasets. */
+export const datasets = {
+  /**
+   * MNIST (or Fashion-MNIST: same format) as `{ xTrain, yTrain, xTest, yTest }`, from
+   * `baseUrl` (the four IDX files, .gz or not, under their usual names: `fashion` only picks
+   * the log label) or from `buffers: { trainImages, trainLabels, testImages, testLabels }`.
+   */
+  async mnist(options = {}) {
+    const { baseUrl, buffers } = options;
+    let parts;
+    if (buffers) {
+      const names = ["trainImages", "trainLabels", "testImages", "testLabels"];
+      parts = names.map((n) => asBytes(buffers[n], n));
+    } else if (typeof baseUrl === "string") {
+      const base = baseUrl.endsWith("/") ? baseUrl : baseUrl + "/";
+      parts = await Promise.all(raw.mnistFiles().map((f) => fetchBytes(base + f)));
+    } else {
+      throw new Error("datasets.mnist: pass { baseUrl } or { buffers }");
+    }
+    return raw.mnistFromBytes(parts[0], parts[1], parts[2], parts[3]);
+  },
+};

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
+# chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
+# webdriver.json), then the npm package built, packed and loaded by a plain page that trains a
+# model (scripts/page_test.mjs). Installs what it needs first (scripts/setup_web.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_web.sh
+export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export CHROMEDRIVER=/usr/bin/chromedriver
+# The software adapter compiles and runs every kernel on the CPU: allow minutes per test.
+export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-900}"
+echo "== wasm-pack test --headless --chrome (tests/web.rs)"
+wasm-pack test --headless --chrome -- --no-default-features --features wgpu --test web
+echo "== npm package"
+bash scripts/build_web.sh
+bash scripts/data.sh
+node scripts/page_test.mjs
