@@ -15,6 +15,9 @@ for target in web bundler; do
   wasm-pack build $mode --target "$target" --out-dir "pkg/$target" --out-name wgrad --weak-refs \
     --no-pack -- --no-default-features --features wgpu
 done
+# wasm-pack writes a .gitignore of "*" into each output, which would make `npm pack` leave the
+# files out (the repository's own .gitignore already ignores pkg/).
+rm -f pkg/*/.gitignore
 wasm=pkg/web/wgrad_bg.wasm
 raw=$(wc -c < "$wasm")
 gz=$(gzip -9 -c "$wasm" | wc -c)

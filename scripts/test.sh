@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full test suite: formatting, lints, the wasm32 builds, and every test on every backend
 # present (WGRAD_REQUIRE=wgpu,cpu makes a missing backend a failure instead of a skip).
-# Installs what it needs first (scripts/setup.sh).
+# Then the browser tests (scripts/test_web.sh; WGRAD_SKIP_WEB=1 skips them). Installs what it
+# needs first (scripts/setup.sh, scripts/setup_web.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,7 +18,11 @@ echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
 cargo build --target wasm32-unknown-unknown --no-default-features
-cargo build --target wasm32-unknown-unknown --no-default-features --features wgpu
+cargo clippy --target wasm32-unknown-unknown --no-default-features --features wgpu --lib --test web -- -D warnings
 echo "== cargo test"
 bash scripts/data.sh
 cargo test
+if [ "${WGRAD_SKIP_WEB:-0}" != 1 ]; then
+  echo "== browser: wasm-bindgen tests in headless Chromium, npm package loaded by a page"
+  bash scripts/test_web.sh
+fi

@@ -2,7 +2,8 @@
 # The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
 # chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
 # webdriver.json), then the npm package built, packed and loaded by a plain page that trains a
-# model (scripts/page_test.mjs). Installs what it needs first (scripts/setup_web.sh).
+# model (scripts/page_test.mjs), and the TypeScript declarations type-check. Installs what it
+# needs first (scripts/setup_web.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_web.sh
@@ -14,5 +15,8 @@ echo "== wasm-pack test --headless --chrome (tests/web.rs)"
 wasm-pack test --headless --chrome -- --no-default-features --features wgpu --test web
 echo "== npm package"
 bash scripts/build_web.sh
+echo "== TypeScript declarations (tsc --strict tests/types/check.ts)"
+npm run -s typecheck
 bash scripts/data.sh
+echo "== the packed package in a plain page"
 node scripts/page_test.mjs

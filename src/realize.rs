@@ -181,15 +181,43 @@ pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
     schedule(&nodes, max_bufs)
 }
 
-/// Realize every target node (compute and store its buffer).
+/// The unrealized nodes of these graphs, and the buffers their pending assigns will overwrite.
+fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>) {
+    let mut seen = HashSet::new();
+    let mut out = HashSet::new();
+    let mut stack: Vec<Arc<UOp>> = targets.to_vec();
+    while let Some(n) = stack.pop() {
+        if n.is_realized() || !seen.insert(n.id) {
+            continue;
+        }
+        let src = n.src();
+        if n.op == Op::Assign {
+            if let Some(b) = src.first().and_then(|t| t.buffer()) {
+                out.insert(Arc::as_ptr(&b) as usize);
+            }
+        }
+        stack.extend(src);
+    }
+    (seen, out)
+}
+
+/// Realize every target node (compute and store its buffer). Live lazy tensors outside these
+/// graphs that still read a buffer an assign here overwrites (a loss read after `opt.step()`)
+/// are realized in the same schedule, before the write. (Tensors inside the graphs, such as
+/// the assigned value or a forward activation the gradient uses, are not materialized for this:
+/// read them before the step if they are needed.)
 pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
-    let todo: Vec<Arc<UOp>> = targets
+    let mut todo: Vec<Arc<UOp>> = targets
         .iter()
         .filter(|t| !t.is_realized())
         .cloned()
         .collect();
     if todo.is_empty() {
         return Ok(());
+    }
+    let (graph, assigned) = graph_and_assigned(&todo);
+    if !assigned.is_empty() {
+        todo.extend(crate::tensor::readers_of(&assigned, &graph));
     }
     let max_bufs = todo
         .iter()

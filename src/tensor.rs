@@ -7,7 +7,7 @@ use crate::dtype::{read_f64, DType, Element};
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::ops::{BinaryOp, Op, UOp, UnaryOp};
 use crate::runtime::Device;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -43,6 +43,60 @@ pub(crate) fn grad_tensors() -> Vec<Tensor> {
 }
 
 /// Node ids of the live tensors that require gradients.
+/// Every tensor this thread created (weakly), so that realizing an assign can find lazy
+/// tensors that still read the old contents of the buffer it overwrites.
+#[derive(Default)]
+struct Live {
+    tensors: Vec<Weak<Inner>>,
+    prune_at: usize,
+}
+
+thread_local! {
+    static LIVE: std::cell::RefCell<Live> = std::cell::RefCell::new(Live::default());
+}
+
+/// The graphs of live, unrealized tensors (other than `skip`) that read one of `bufs` through a
+/// realized node, i.e. would see the value an assign is about to overwrite. Realizing them in
+/// the assign's schedule lets them read the old value (the scheduler orders reads before the
+/// in-place write), as their author meant: `opt.step()` followed by `loss.item()` gives the
+/// loss of the weights the step started from.
+pub(crate) fn readers_of(bufs: &HashSet<usize>, skip: &HashSet<u64>) -> Vec<Arc<UOp>> {
+    let live: Vec<Tensor> = LIVE.with(|l| {
+        let mut l = l.borrow_mut();
+        l.tensors.retain(|w| w.strong_count() > 0);
+        l.tensors
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .map(Tensor)
+            .collect()
+    });
+    let mut memo: HashMap<u64, bool> = HashMap::new();
+    fn reads(n: &Arc<UOp>, bufs: &HashSet<usize>, memo: &mut HashMap<u64, bool>) -> bool {
+        if let Some(&v) = memo.get(&n.id) {
+            return v;
+        }
+        let v = match n.buffer() {
+            Some(b) => bufs.contains(&(Arc::as_ptr(&b) as usize)),
+            // A pending assign is the new value: reading through it is meant.
+            None if n.op == Op::Assign => false,
+            None => n.src().iter().any(|s| reads(s, bufs, memo)),
+        };
+        memo.insert(n.id, v);
+        v
+    }
+    let mut out: Vec<Arc<UOp>> = vec![];
+    for t in live {
+        let n = t.node();
+        if n.is_realized() || n.op == Op::Assign || skip.contains(&n.id) {
+            continue;
+        }
+        if reads(&n, bufs, &mut memo) && !out.iter().any(|o| o.id == n.id) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
     grad_tensors().iter().map(|t| t.node().id).collect()
 }
@@ -234,11 +288,20 @@ impl Tensor {
     // ---- handle plumbing -------------------------------------------------------------------
 
     pub(crate) fn from_node(n: Arc<UOp>) -> Tensor {
-        Tensor(Arc::new(Inner {
+        let t = Tensor(Arc::new(Inner {
             node: Mutex::new(n),
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(None),
-        }))
+        }));
+        LIVE.with(|l| {
+            let mut l = l.borrow_mut();
+            l.tensors.push(Arc::downgrade(&t.0));
+            if l.tensors.len() >= l.prune_at {
+                l.tensors.retain(|w| w.strong_count() > 0);
+                l.prune_at = (l.tensors.len() * 2).max(1024);
+            }
+        });
+        t
     }
     pub(crate) fn node(&self) -> Arc<UOp> {
         lock(&self.0.node).clone()

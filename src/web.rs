@@ -650,9 +650,10 @@ macro_rules! reduce_ops {
                 #[wasm_bindgen(js_name = $js)]
                 pub fn $rs(
                     &self,
-                    #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: JsValue,
-                    #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: JsValue,
+                    #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
+                    #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
                 ) -> JsResult<JsTensor> {
+                    let (axis, keepdim) = (axis.unwrap_or_default(), keepdim.unwrap_or_default());
                     let axes = axes_arg(&axis, $js)?;
                     let keep = opt_bool(&keepdim, $js, "keepdim", false)?;
                     Ok(register(self.get($js)?.$rs(axes, keep).or_fail($js)?))
@@ -677,9 +678,11 @@ impl JsTensor {
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number | boolean | ArrayLike<number> | any[]")]
         data: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number[] | null")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType | null")] dtype: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number[] | null")] shape: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "DType | null")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let shape = shape.unwrap_or(JsValue::UNDEFINED);
+        let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         Ok(register(tensor_from_js(&data, &shape, &dtype)?))
     }
 
@@ -752,6 +755,15 @@ impl JsTensor {
         let t = self.get("realize")?;
         t.realize().or_fail("realize")?;
         Ok(register(t))
+    }
+
+    /// Realize several tensors in one schedule (e.g. the loss with `opt.scheduleStep()`).
+    #[wasm_bindgen(js_name = realizeAll)]
+    pub fn realize_all(
+        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+    ) -> JsResult<()> {
+        let ts = tensors_arg(&tensors, "realizeAll")?;
+        Tensor::realize_all(&ts.iter().collect::<Vec<_>>()).or_fail("realizeAll")
     }
 
     /// The values, as a typed array (awaits the GPU).
@@ -847,23 +859,26 @@ impl JsTensor {
 
     pub fn zeros(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         full("zeros", &shape, 0.0, &dtype)
     }
 
     pub fn ones(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         full("ones", &shape, 1.0, &dtype)
     }
 
     pub fn full(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | boolean")] value: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         let v = match value.as_bool() {
             Some(b) => b as u8 as f64,
             None => number_arg(&value, "full", "value")?,
@@ -902,9 +917,11 @@ impl JsTensor {
     /// Uniform in [low, high).
     pub fn uniform(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] low: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] high: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] low: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] high: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let low = low.unwrap_or(JsValue::UNDEFINED);
+        let high = high.unwrap_or(JsValue::UNDEFINED);
         let op = "uniform";
         let s = shape_arg(&shape, op)?;
         let lo = opt_number(&low, op, "low", 0.0)?;
@@ -916,10 +933,13 @@ impl JsTensor {
     /// dtype says otherwise.
     pub fn arange(
         #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] stop: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] step: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] stop: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] step: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let stop = stop.unwrap_or(JsValue::UNDEFINED);
+        let step = step.unwrap_or(JsValue::UNDEFINED);
+        let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         let op = "arange";
         let (a, b) = if stop.is_undefined() || stop.is_null() {
             (0.0, number_arg(&start, op, "stop")?)
@@ -1010,8 +1030,9 @@ impl JsTensor {
     #[wasm_bindgen(js_name = leakyRelu)]
     pub fn leaky_relu(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] slope: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] slope: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let slope = slope.unwrap_or(JsValue::UNDEFINED);
         let s = opt_number(&slope, "leakyRelu", "slope", 0.01)?;
         Ok(register(
             self.get("leakyRelu")?.leaky_relu(s).or_fail("leakyRelu")?,
@@ -1020,17 +1041,20 @@ impl JsTensor {
 
     pub fn elu(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] alpha: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] alpha: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let alpha = alpha.unwrap_or(JsValue::UNDEFINED);
         let a = opt_number(&alpha, "elu", "alpha", 1.0)?;
         Ok(register(self.get("elu")?.elu(a).or_fail("elu")?))
     }
 
     pub fn hardtanh(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] min: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] max: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] min: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] max: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let min = min.unwrap_or(JsValue::UNDEFINED);
+        let max = max.unwrap_or(JsValue::UNDEFINED);
         let op = "hardtanh";
         let (lo, hi) = (
             opt_number(&min, op, "min", -1.0)?,
@@ -1054,17 +1078,21 @@ impl JsTensor {
     /// Index of the largest value along `axis` (of the flattened tensor when omitted).
     pub fn argmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
+        let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
         self.arg_reduce("argmax", axis, keepdim, true)
     }
 
     pub fn argmin(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
+        let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
         self.arg_reduce("argmin", axis, keepdim, false)
     }
 
@@ -1093,10 +1121,13 @@ impl JsTensor {
     /// Variance with `correction` (1: unbiased, the default).
     pub fn var(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] correction: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] correction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
+        let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
+        let correction = correction.unwrap_or(JsValue::UNDEFINED);
         let op = "var";
         let (a, k) = (
             axes_arg(&axis, op)?,
@@ -1108,10 +1139,13 @@ impl JsTensor {
 
     pub fn std(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] correction: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] correction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
+        let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
+        let correction = correction.unwrap_or(JsValue::UNDEFINED);
         let op = "std";
         let (a, k) = (
             axes_arg(&axis, op)?,
@@ -1124,8 +1158,9 @@ impl JsTensor {
     /// Softmax along `axis` (default -1).
     pub fn softmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = opt_int(&axis, "softmax", "axis", -1)? as isize;
         Ok(register(
             self.get("softmax")?.softmax(a).or_fail("softmax")?,
@@ -1135,8 +1170,9 @@ impl JsTensor {
     #[wasm_bindgen(js_name = logSoftmax)]
     pub fn log_softmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = opt_int(&axis, "logSoftmax", "axis", -1)? as isize;
         Ok(register(
             self.get("logSoftmax")?
@@ -1171,9 +1207,11 @@ impl JsTensor {
     /// Swap two axes (default the last two... as in tinygrad: 1 and 0).
     pub fn transpose(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] a: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] b: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] a: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] b: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let a = a.unwrap_or(JsValue::UNDEFINED);
+        let b = b.unwrap_or(JsValue::UNDEFINED);
         let op = "transpose";
         let (a, b) = (
             opt_int(&a, op, "a", 1)? as isize,
@@ -1197,8 +1235,9 @@ impl JsTensor {
 
     pub fn flatten(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] start_dim: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] start_dim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let start_dim = start_dim.unwrap_or(JsValue::UNDEFINED);
         let d = opt_int(&start_dim, "flatten", "startDim", 0)? as isize;
         Ok(register(
             self.get("flatten")?.flatten(d).or_fail("flatten")?,
@@ -1207,8 +1246,9 @@ impl JsTensor {
 
     pub fn squeeze(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = if axis.is_undefined() || axis.is_null() {
             None
         } else {
@@ -1233,8 +1273,9 @@ impl JsTensor {
     pub fn pad(
         &self,
         #[wasm_bindgen(unchecked_param_type = "[number, number][]")] pads: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] value: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] value: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let value = value.unwrap_or(JsValue::UNDEFINED);
         let op = "pad";
         let p = pairs_arg(&pads, op, "pads")?;
         let v = opt_number(&value, op, "value", 0.0)?;
@@ -1254,10 +1295,13 @@ impl JsTensor {
     pub fn slice(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] end: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] step: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] start: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] end: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number")] step: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let start = start.unwrap_or(JsValue::UNDEFINED);
+        let end = end.unwrap_or(JsValue::UNDEFINED);
+        let step = step.unwrap_or(JsValue::UNDEFINED);
         let op = "slice";
         let t = self.get(op)?;
         let a = int_arg(&axis, op, "axis")? as isize;
@@ -1313,8 +1357,9 @@ impl JsTensor {
     pub fn split(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] sizes: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<Array> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let s = shape_arg(&sizes, "split")?;
         let a = opt_int(&axis, "split", "axis", 0)? as isize;
         Ok(tensor_array(
@@ -1326,8 +1371,9 @@ impl JsTensor {
     pub fn chunk(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number")] n: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<Array> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let n = size_arg(&n, "chunk", "n")?;
         let a = opt_int(&axis, "chunk", "axis", 0)? as isize;
         Ok(tensor_array(
@@ -1337,8 +1383,9 @@ impl JsTensor {
 
     pub fn cat(
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let ts = tensors_arg(&tensors, "cat")?;
         let a = opt_int(&axis, "cat", "axis", 0)? as isize;
         Ok(register(
@@ -1348,8 +1395,9 @@ impl JsTensor {
 
     pub fn stack(
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let ts = tensors_arg(&tensors, "stack")?;
         let a = opt_int(&axis, "stack", "axis", 0)? as isize;
         Ok(register(
@@ -1379,8 +1427,9 @@ impl JsTensor {
     pub fn linear(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let bias = bias.unwrap_or(JsValue::UNDEFINED);
         let w = tensor_arg(&weight, "linear", "the weight")?;
         let b = opt_tensor_arg(&bias, "linear", "the bias")?;
         Ok(register(
@@ -1395,9 +1444,11 @@ impl JsTensor {
     pub fn conv2d(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions")] opts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions")] opts: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let bias = bias.unwrap_or(JsValue::UNDEFINED);
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "conv2d";
         let w = tensor_arg(&weight, op, "the weight")?;
         let b = opt_tensor_arg(&bias, op, "the bias")?;
@@ -1410,18 +1461,26 @@ impl JsTensor {
     #[wasm_bindgen(js_name = maxPool2d)]
     pub fn max_pool2d(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: Option<
+            JsValue,
+        >,
     ) -> JsResult<JsTensor> {
+        let kernel = kernel.unwrap_or(JsValue::UNDEFINED);
+        let stride = stride.unwrap_or(JsValue::UNDEFINED);
         self.pool("maxPool2d", kernel, stride, true)
     }
 
     #[wasm_bindgen(js_name = avgPool2d)]
     pub fn avg_pool2d(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: Option<JsValue>,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: Option<
+            JsValue,
+        >,
     ) -> JsResult<JsTensor> {
+        let kernel = kernel.unwrap_or(JsValue::UNDEFINED);
+        let stride = stride.unwrap_or(JsValue::UNDEFINED);
         self.pool("avgPool2d", kernel, stride, false)
     }
 
@@ -1448,8 +1507,9 @@ impl JsTensor {
     /// Zero elements with probability `p` (default 0.5) and scale the rest, in training mode.
     pub fn dropout(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] p: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] p: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let p = p.unwrap_or(JsValue::UNDEFINED);
         let p = opt_number(&p, "dropout", "p", 0.5)?;
         Ok(register(
             self.get("dropout")?.dropout(p).or_fail("dropout")?,
@@ -1462,8 +1522,9 @@ impl JsTensor {
     pub fn sparse_categorical_crossentropy(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] labels: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "CrossEntropyOptions")] opts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "CrossEntropyOptions")] opts: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "sparseCategoricalCrossentropy";
         let y = tensor_arg(&labels, op, "the labels")?;
         let opts = opts_arg(&opts, op)?;
@@ -1488,8 +1549,9 @@ impl JsTensor {
     pub fn binary_crossentropy(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let op = "binaryCrossentropy";
         let (y, r) = (
             tensor_arg(&y, op, "the target")?,
@@ -1504,8 +1566,9 @@ impl JsTensor {
     pub fn binary_crossentropy_logits(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let op = "binaryCrossentropyLogits";
         let (y, r) = (
             tensor_arg(&y, op, "the target")?,
@@ -1521,8 +1584,9 @@ impl JsTensor {
     pub fn mse(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
+        let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let (y, r) = (
             tensor_arg(&y, "mse", "the target")?,
             reduction_arg(&reduction, "mse")?,
@@ -1639,8 +1703,11 @@ impl Conv2d {
         in_channels: JsValue,
         out_channels: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions & { bias?: boolean }")] opts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions & { bias?: boolean }")] opts: Option<
+            JsValue,
+        >,
     ) -> JsResult<Conv2d> {
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "Conv2d";
         let cin = size_arg(&in_channels, op, "inChannels")?;
         let cout = size_arg(&out_channels, op, "outChannels")?;
@@ -1679,7 +1746,12 @@ pub struct Linear(crate::nn::Linear);
 #[wasm_bindgen]
 impl Linear {
     #[wasm_bindgen(constructor)]
-    pub fn new(in_features: JsValue, out_features: JsValue, bias: JsValue) -> JsResult<Linear> {
+    pub fn new(
+        in_features: JsValue,
+        out_features: JsValue,
+        bias: Option<JsValue>,
+    ) -> JsResult<Linear> {
+        let bias = bias.unwrap_or(JsValue::UNDEFINED);
         let op = "Linear";
         let cin = size_arg(&in_features, op, "inFeatures")?;
         let cout = size_arg(&out_features, op, "outFeatures")?;
@@ -1720,8 +1792,9 @@ impl BatchNorm {
         #[wasm_bindgen(
             unchecked_param_type = "{ eps?: number, momentum?: number, affine?: boolean }"
         )]
-        opts: JsValue,
+        opts: Option<JsValue>,
     ) -> JsResult<BatchNorm> {
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "BatchNorm";
         let n = size_arg(&num_features, op, "numFeatures")?;
         let opts = opts_arg(&opts, op)?;
@@ -1770,8 +1843,11 @@ impl LayerNorm {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number | number[]")] normalized_shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
+            JsValue,
+        >,
     ) -> JsResult<LayerNorm> {
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "LayerNorm";
         let s = shape_arg(&normalized_shape, op)?;
         let opts = opts_arg(&opts, op)?;
@@ -1812,8 +1888,11 @@ impl GroupNorm {
     pub fn new(
         num_groups: JsValue,
         num_channels: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
+            JsValue,
+        >,
     ) -> JsResult<GroupNorm> {
+        let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "GroupNorm";
         let g = size_arg(&num_groups, op, "numGroups")?;
         let c = size_arg(&num_channels, op, "numChannels")?;
@@ -1953,8 +2032,9 @@ impl Optim {
 #[wasm_bindgen(js_name = SGD)]
 pub fn sgd(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("SGD", params, opts, |ps, num, flag| {
         let mut o = Sgd::new(ps).or_fail("SGD")?;
         o = o
@@ -1972,8 +2052,9 @@ pub fn sgd(
 #[wasm_bindgen(js_name = LARS)]
 pub fn lars(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("LARS", params, opts, |ps, num, flag| {
         let mut o = Lars::new(ps).or_fail("LARS")?;
         o = o
@@ -1991,8 +2072,9 @@ pub fn lars(
 #[wasm_bindgen(js_name = Muon)]
 pub fn muon(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("Muon", params, opts, |ps, num, flag| {
         let mut o = Muon::new(ps).or_fail("Muon")?;
         o = o
@@ -2010,8 +2092,9 @@ pub fn muon(
 #[wasm_bindgen(js_name = Adam)]
 pub fn adam(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("Adam", params, opts, |ps, num, _| {
         let o = Adam::new(ps).or_fail("Adam")?;
         Ok(Box::new(
@@ -2027,8 +2110,9 @@ pub fn adam(
 #[wasm_bindgen(js_name = AdamW)]
 pub fn adamw(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("AdamW", params, opts, |ps, num, _| {
         let o = AdamW::new(ps).or_fail("AdamW")?;
         Ok(Box::new(
@@ -2045,8 +2129,9 @@ pub fn adamw(
 #[wasm_bindgen(js_name = LAMB)]
 pub fn lamb(
     #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
-    opts: JsValue,
+    opts: Option<JsValue>,
 ) -> JsResult<Optim> {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     optim("LAMB", params, opts, |ps, num, _| {
         let o = Lamb::new(ps).or_fail("LAMB")?;
         Ok(Box::new(
@@ -2127,8 +2212,9 @@ impl TinyJitJs {
     #[wasm_bindgen(unchecked_return_type = "Tensor | Tensor[]")]
     pub fn call(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] inputs: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] inputs: Option<JsValue>,
     ) -> JsResult<JsValue> {
+        let inputs = inputs.unwrap_or(JsValue::UNDEFINED);
         let ins = if inputs.is_undefined() {
             vec![]
         } else {
@@ -2136,10 +2222,11 @@ impl TinyJitJs {
         };
         let refs: Vec<&Tensor> = ins.iter().collect();
         let out = self.jit.call(&refs).or_fail("jit")?;
-        if self.single.get() == Some(true) && out.len() == 1 {
-            return Ok(register(out.into_iter().next().unwrap_or_else(|| unreachable!())).into());
+        match (self.single.get(), <[Tensor; 1]>::try_from(out)) {
+            (Some(true), Ok([t])) => Ok(register(t).into()),
+            (_, Ok(one)) => Ok(tensor_array(one.to_vec()).into()),
+            (_, Err(many)) => Ok(tensor_array(many).into()),
         }
-        Ok(tensor_array(out).into())
     }
 
     /// Forget the capture: the next call runs, the one after captures again.
@@ -2169,8 +2256,9 @@ fn device_name(d: Device) -> &'static str {
 /// `"cpu"` always uses the interpreter. Resolves to `{ device, adapter }`.
 #[wasm_bindgen(js_name = initEngine, unchecked_return_type = "Promise<InitInfo>")]
 pub fn init_engine(
-    #[wasm_bindgen(unchecked_param_type = "InitOptions")] opts: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "InitOptions")] opts: Option<JsValue>,
 ) -> js_sys::Promise {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
     wasm_bindgen_futures::future_to_promise(async move {
         let op = "init";
         let opts = opts_arg(&opts, op)?;

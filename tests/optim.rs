@@ -539,3 +539,33 @@ fn jitted_steps_equal_eager() {
         assert_ne!(eager[4], eager[7], "{name}: parameters stopped changing");
     }
 }
+
+/// `opt.step()` writes the parameters in place; a loss built before it and read afterwards is
+/// still the loss of the weights the step started from (it is realized in the step's schedule,
+/// before the write), as in the tutorial's `optim.step(); return loss`.
+#[test]
+fn loss_read_after_step_sees_the_old_weights() {
+    for dev in [Device::Interp, Device::Cpu] {
+        Context::new().dev(dev).training(true).run(|| {
+            let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+            w.set_requires_grad(true);
+            let mut opt = Sgd::new(vec![w.clone()]).unwrap().lr(0.1);
+            for (want_loss, want_w) in [(14.0, 0.8f32), (8.96, 0.64)] {
+                opt.zero_grad();
+                let loss = w.mul(&w).unwrap().sum((), false).unwrap();
+                loss.backward().unwrap();
+                opt.step().unwrap();
+                let l = loss.item::<f32>().unwrap();
+                assert!(
+                    (l - want_loss).abs() < 1e-4,
+                    "{dev}: loss {l}, want {want_loss}"
+                );
+                let got = w.to_vec::<f32>().unwrap()[0];
+                assert!(
+                    (got - want_w).abs() < 1e-6,
+                    "{dev}: w[0] {got}, want {want_w}"
+                );
+            }
+        });
+    }
+}

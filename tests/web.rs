@@ -174,7 +174,7 @@ fn json_to_js(v: &Value) -> JsValue {
 
 fn tensor(values: &[f64], shape: &[usize], dtype: &str) -> Result<JsValue, String> {
     let shape: Vec<f64> = shape.iter().map(|&d| d as f64).collect();
-    web::JsTensor::new(nums(values), nums(&shape), dtype.into())
+    web::JsTensor::new(nums(values), Some(nums(&shape)), Some(dtype.into()))
         .map(JsValue::from)
         .map_err(|e| msg(&e.into()))
 }
@@ -222,7 +222,7 @@ fn compare(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) -> Resul
 
 /// Initialise once with the default choice (WebGPU when the browser has it).
 async fn engine() -> String {
-    let info = await_promise(web::init_engine(JsValue::UNDEFINED).into())
+    let info = await_promise(web::init_engine(None).into())
         .await
         .expect("init");
     prop(&info, "device").as_string().unwrap_or_default()
@@ -339,9 +339,9 @@ fn apply_case(c: &Value) -> Result<Built, String> {
         "cat" | "stack" => {
             let list: JsValue = x.iter().cloned().collect::<Array>().into();
             let r = if op == "cat" {
-                web::JsTensor::cat(list, arg("axis"))
+                web::JsTensor::cat(list, Some(arg("axis")))
             } else {
-                web::JsTensor::stack(list, arg("axis"))
+                web::JsTensor::stack(list, Some(arg("axis")))
             };
             r.map(JsValue::from).map_err(|e| msg(&e.into()))
         }
@@ -496,10 +496,10 @@ struct Cnn {
 
 fn cnn() -> Result<Cnn, String> {
     web::JsTensor::manual_seed(7.0);
-    let conv: JsValue = web::Conv2d::new(1.into(), 4.into(), 3.into(), JsValue::UNDEFINED)
+    let conv: JsValue = web::Conv2d::new(1.into(), 4.into(), 3.into(), None)
         .map_err(|e| msg(&e.into()))?
         .into();
-    let lin: JsValue = web::Linear::new(100.into(), 3.into(), JsValue::UNDEFINED)
+    let lin: JsValue = web::Linear::new(100.into(), 3.into(), None)
         .map_err(|e| msg(&e.into()))?
         .into();
     let params: Array = Array::new();
@@ -510,7 +510,7 @@ fn cnn() -> Result<Cnn, String> {
     }
     let opts = Object::new();
     let _ = Reflect::set(&opts, &"lr".into(), &0.01.into());
-    let opt: JsValue = web::adam(params.into(), opts.into())
+    let opt: JsValue = web::adam(params.into(), Some(opts.into()))
         .map_err(|e| msg(&e.into()))?
         .into();
     // Class k: a bright k-th third of the image.
@@ -588,7 +588,8 @@ async fn losses(dev: &'static str, jitted: bool, steps: usize) -> Result<Vec<f64
     for _ in 0..steps {
         let loss = on(dev, || {
             if jitted {
-                j.call(Array::new().into()).map_err(|e| msg(&e.into()))
+                j.call(Some(Array::new().into()))
+                    .map_err(|e| msg(&e.into()))
             } else {
                 let m = m.clone();
                 training(move || cnn_step(&m))
@@ -639,7 +640,7 @@ async fn jitted_loop_keeps_live_buffers_flat() {
     let mut last_loss = f64::NAN;
     for i in 1..=2000 {
         let loss = j
-            .call(Array::new().into())
+            .call(Some(Array::new().into()))
             .map_err(|e| msg(&e.into()))
             .expect("step");
         if i % 250 == 0 {
@@ -682,7 +683,10 @@ async fn bad_inputs_throw_errors_naming_the_op() {
     devices().await;
     let a = tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], "float32").unwrap();
     let b = tensor(&[1.0, 2.0, 3.0, 4.0], &[4], "float32").unwrap();
-    expect_err(call(&a, "add", std::slice::from_ref(&b)), &["add", "[2, 3]", "[4]"]);
+    expect_err(
+        call(&a, "add", std::slice::from_ref(&b)),
+        &["add", "[2, 3]", "[4]"],
+    );
     expect_err(call(&a, "matmul", std::slice::from_ref(&a)), &["matmul"]);
     expect_err(
         call(&a, "matmul", &["nope".into()]),
@@ -703,24 +707,20 @@ async fn bad_inputs_throw_errors_naming_the_op() {
         &["sparseCategoricalCrossentropy"],
     );
     expect_err(
-        web::JsTensor::new(
-            nums(&[1.0, 2.0, 3.0]),
-            nums(&[2.0, 2.0]),
-            JsValue::UNDEFINED,
-        )
-        .map(JsValue::from)
-        .map_err(|e| msg(&e.into())),
+        web::JsTensor::new(nums(&[1.0, 2.0, 3.0]), Some(nums(&[2.0, 2.0])), None)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
         &["Tensor", "4 values", "3"],
     );
     expect_err(
-        web::JsTensor::new("text".into(), JsValue::UNDEFINED, JsValue::UNDEFINED)
+        web::JsTensor::new("text".into(), None, None)
             .map(JsValue::from)
             .map_err(|e| msg(&e.into())),
         &["Tensor", "string"],
     );
     let ragged: JsValue = json_to_js(&serde_json::json!([[1, 2], [3]]));
     expect_err(
-        web::JsTensor::new(ragged, JsValue::UNDEFINED, JsValue::UNDEFINED)
+        web::JsTensor::new(ragged, None, None)
             .map(JsValue::from)
             .map_err(|e| msg(&e.into())),
         &["ragged"],
@@ -728,24 +728,27 @@ async fn bad_inputs_throw_errors_naming_the_op() {
     // Disposed tensors.
     call(&b, "dispose", &[]).unwrap();
     assert_eq!(prop(&b, "isDisposed").as_bool(), Some(true));
-    expect_err(call(&a, "mul", std::slice::from_ref(&b)), &["mul", "disposed"]);
+    expect_err(
+        call(&a, "mul", std::slice::from_ref(&b)),
+        &["mul", "disposed"],
+    );
     expect_err(call(&b, "relu", &[]), &["relu", "disposed"]);
     // Unsupported device.
     let o = Object::new();
     let _ = Reflect::set(&o, &"device".into(), &"tpu".into());
     expect_err(
-        await_promise(web::init_engine(o.into()).into()).await,
+        await_promise(web::init_engine(Some(o.into())).into()).await,
         &["init", "tpu"],
     );
     // Layers and optimizers.
     expect_err(
-        web::Conv2d::new((-1).into(), 4.into(), 3.into(), JsValue::UNDEFINED)
+        web::Conv2d::new((-1).into(), 4.into(), 3.into(), None)
             .map(JsValue::from)
             .map_err(|e| msg(&e.into())),
         &["Conv2d", "inChannels"],
     );
     expect_err(
-        web::adam(Array::new().into(), JsValue::UNDEFINED)
+        web::adam(Array::new().into(), None)
             .map(JsValue::from)
             .map_err(|e| msg(&e.into())),
         &["Adam", "no parameters"],
@@ -773,9 +776,9 @@ async fn jit_errors_are_thrown() {
         call(&x, "mul", &[2.into()]).map_err(|e| JsValue::from(js_sys::Error::new(&e)))
     }));
     let args: JsValue = Array::of1(&a).into();
-    j.call(args.clone()).expect("call 1 runs");
+    j.call(Some(args.clone())).expect("call 1 runs");
     expect_err(
-        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        j.call(Some(args.clone())).map_err(|e| msg(&e.into())),
         &["jit", "reading"],
     );
     // Input shapes must match the capture.
@@ -783,23 +786,23 @@ async fn jit_errors_are_thrown() {
         call(&x, "add", &[1.into()]).map_err(|e| JsValue::from(js_sys::Error::new(&e)))
     }));
     for _ in 0..3 {
-        let out = j.call(args.clone()).unwrap();
+        let out = j.call(Some(args.clone())).unwrap();
         assert_eq!(data(&out).await.unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
     }
     let other = tensor(&[1.0, 2.0], &[2], "float32").unwrap();
     expect_err(
-        j.call(Array::of1(&other).into())
+        j.call(Some(Array::of1(&other).into()))
             .map_err(|e| msg(&e.into())),
         &["jit", "input 0", "[2]"],
     );
     expect_err(
-        j.call(Array::of1(&"x".into()).into())
+        j.call(Some(Array::of1(&"x".into()).into()))
             .map_err(|e| msg(&e.into())),
         &["jit", "must be a Tensor"],
     );
     // A new input of the captured shape is read by the replay.
     let b = tensor(&[10.0, 20.0, 30.0, 40.0], &[4], "float32").unwrap();
-    let out = j.call(Array::of1(&b).into()).unwrap();
+    let out = j.call(Some(Array::of1(&b).into())).unwrap();
     assert_eq!(data(&out).await.unwrap(), vec![11.0, 21.0, 31.0, 41.0]);
     // Not a function; a function that throws; one that returns a non-tensor.
     expect_err(
@@ -812,12 +815,12 @@ async fn jit_errors_are_thrown() {
         Err(js_sys::Error::new("boom").into())
     }));
     expect_err(
-        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        j.call(Some(args.clone())).map_err(|e| msg(&e.into())),
         &["jit", "boom"],
     );
     let (mut j, _f) = make(Closure::new(|_x: JsValue| Ok(5.into())));
     expect_err(
-        j.call(args.clone()).map_err(|e| msg(&e.into())),
+        j.call(Some(args.clone())).map_err(|e| msg(&e.into())),
         &["jit", "Tensor"],
     );
 }
