@@ -650,8 +650,8 @@ macro_rules! reduce_ops {
                 #[wasm_bindgen(js_name = $js)]
                 pub fn $rs(
                     &self,
-                    #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
-                    #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
+                    #[wasm_bindgen(unchecked_optional_param_type = "number | number[] | null")] axis: Option<JsValue>,
+                    #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: Option<JsValue>,
                 ) -> JsResult<JsTensor> {
                     let (axis, keepdim) = (axis.unwrap_or_default(), keepdim.unwrap_or_default());
                     let axes = axes_arg(&axis, $js)?;
@@ -678,8 +678,8 @@ impl JsTensor {
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number | boolean | ArrayLike<number> | any[]")]
         data: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number[] | null")] shape: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "DType | null")] dtype: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[] | null")] shape: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType | null")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let shape = shape.unwrap_or(JsValue::UNDEFINED);
         let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
@@ -859,7 +859,7 @@ impl JsTensor {
 
     pub fn zeros(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         full("zeros", &shape, 0.0, &dtype)
@@ -867,7 +867,7 @@ impl JsTensor {
 
     pub fn ones(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         full("ones", &shape, 1.0, &dtype)
@@ -876,7 +876,7 @@ impl JsTensor {
     pub fn full(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | boolean")] value: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let dtype = dtype.unwrap_or(JsValue::UNDEFINED);
         let v = match value.as_bool() {
@@ -917,8 +917,8 @@ impl JsTensor {
     /// Uniform in [low, high).
     pub fn uniform(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] low: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] high: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] low: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] high: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let low = low.unwrap_or(JsValue::UNDEFINED);
         let high = high.unwrap_or(JsValue::UNDEFINED);
@@ -933,9 +933,9 @@ impl JsTensor {
     /// dtype says otherwise.
     pub fn arange(
         #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] stop: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] step: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "DType")] dtype: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] stop: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] step: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let stop = stop.unwrap_or(JsValue::UNDEFINED);
         let step = step.unwrap_or(JsValue::UNDEFINED);
@@ -1030,7 +1030,7 @@ impl JsTensor {
     #[wasm_bindgen(js_name = leakyRelu)]
     pub fn leaky_relu(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] slope: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] slope: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let slope = slope.unwrap_or(JsValue::UNDEFINED);
         let s = opt_number(&slope, "leakyRelu", "slope", 0.01)?;
@@ -1041,7 +1041,7 @@ impl JsTensor {
 
     pub fn elu(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] alpha: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] alpha: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let alpha = alpha.unwrap_or(JsValue::UNDEFINED);
         let a = opt_number(&alpha, "elu", "alpha", 1.0)?;
@@ -1050,8 +1050,8 @@ impl JsTensor {
 
     pub fn hardtanh(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] min: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] max: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] min: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] max: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let min = min.unwrap_or(JsValue::UNDEFINED);
         let max = max.unwrap_or(JsValue::UNDEFINED);
@@ -1078,8 +1078,8 @@ impl JsTensor {
     /// Index of the largest value along `axis` (of the flattened tensor when omitted).
     pub fn argmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
@@ -1088,8 +1088,8 @@ impl JsTensor {
 
     pub fn argmin(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
@@ -1121,9 +1121,11 @@ impl JsTensor {
     /// Variance with `correction` (1: unbiased, the default).
     pub fn var(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] correction: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | number[] | null")] axis: Option<
+            JsValue,
+        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] correction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
@@ -1139,9 +1141,11 @@ impl JsTensor {
 
     pub fn std(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | number[] | null")] axis: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "boolean")] keepdim: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] correction: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | number[] | null")] axis: Option<
+            JsValue,
+        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keepdim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] correction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let keepdim = keepdim.unwrap_or(JsValue::UNDEFINED);
@@ -1158,7 +1162,7 @@ impl JsTensor {
     /// Softmax along `axis` (default -1).
     pub fn softmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = opt_int(&axis, "softmax", "axis", -1)? as isize;
@@ -1170,7 +1174,7 @@ impl JsTensor {
     #[wasm_bindgen(js_name = logSoftmax)]
     pub fn log_softmax(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = opt_int(&axis, "logSoftmax", "axis", -1)? as isize;
@@ -1207,8 +1211,8 @@ impl JsTensor {
     /// Swap two axes (default the last two... as in tinygrad: 1 and 0).
     pub fn transpose(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] a: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] b: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] a: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] b: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let a = a.unwrap_or(JsValue::UNDEFINED);
         let b = b.unwrap_or(JsValue::UNDEFINED);
@@ -1235,7 +1239,7 @@ impl JsTensor {
 
     pub fn flatten(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] start_dim: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] start_dim: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let start_dim = start_dim.unwrap_or(JsValue::UNDEFINED);
         let d = opt_int(&start_dim, "flatten", "startDim", 0)? as isize;
@@ -1246,7 +1250,7 @@ impl JsTensor {
 
     pub fn squeeze(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | null")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let a = if axis.is_undefined() || axis.is_null() {
@@ -1273,7 +1277,7 @@ impl JsTensor {
     pub fn pad(
         &self,
         #[wasm_bindgen(unchecked_param_type = "[number, number][]")] pads: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] value: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] value: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let value = value.unwrap_or(JsValue::UNDEFINED);
         let op = "pad";
@@ -1295,9 +1299,9 @@ impl JsTensor {
     pub fn slice(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number")] axis: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] start: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] end: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number")] step: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] start: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] end: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] step: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let start = start.unwrap_or(JsValue::UNDEFINED);
         let end = end.unwrap_or(JsValue::UNDEFINED);
@@ -1357,7 +1361,7 @@ impl JsTensor {
     pub fn split(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] sizes: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<Array> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let s = shape_arg(&sizes, "split")?;
@@ -1371,7 +1375,7 @@ impl JsTensor {
     pub fn chunk(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number")] n: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<Array> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let n = size_arg(&n, "chunk", "n")?;
@@ -1383,7 +1387,7 @@ impl JsTensor {
 
     pub fn cat(
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let ts = tensors_arg(&tensors, "cat")?;
@@ -1395,7 +1399,7 @@ impl JsTensor {
 
     pub fn stack(
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] axis: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let axis = axis.unwrap_or(JsValue::UNDEFINED);
         let ts = tensors_arg(&tensors, "stack")?;
@@ -1427,7 +1431,7 @@ impl JsTensor {
     pub fn linear(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let bias = bias.unwrap_or(JsValue::UNDEFINED);
         let w = tensor_arg(&weight, "linear", "the weight")?;
@@ -1444,8 +1448,8 @@ impl JsTensor {
     pub fn conv2d(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] weight: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Tensor | null")] bias: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions")] opts: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] bias: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Conv2dOptions")] opts: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let bias = bias.unwrap_or(JsValue::UNDEFINED);
         let opts = opts.unwrap_or(JsValue::UNDEFINED);
@@ -1461,8 +1465,10 @@ impl JsTensor {
     #[wasm_bindgen(js_name = maxPool2d)]
     pub fn max_pool2d(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: Option<
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")] kernel: Option<
+            JsValue,
+        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number] | null")] stride: Option<
             JsValue,
         >,
     ) -> JsResult<JsTensor> {
@@ -1474,8 +1480,10 @@ impl JsTensor {
     #[wasm_bindgen(js_name = avgPool2d)]
     pub fn avg_pool2d(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: Option<JsValue>,
-        #[wasm_bindgen(unchecked_param_type = "number | [number, number] | null")] stride: Option<
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")] kernel: Option<
+            JsValue,
+        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number] | null")] stride: Option<
             JsValue,
         >,
     ) -> JsResult<JsTensor> {
@@ -1507,7 +1515,7 @@ impl JsTensor {
     /// Zero elements with probability `p` (default 0.5) and scale the rest, in training mode.
     pub fn dropout(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number")] p: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] p: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let p = p.unwrap_or(JsValue::UNDEFINED);
         let p = opt_number(&p, "dropout", "p", 0.5)?;
@@ -1522,7 +1530,9 @@ impl JsTensor {
     pub fn sparse_categorical_crossentropy(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] labels: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "CrossEntropyOptions")] opts: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "CrossEntropyOptions")] opts: Option<
+            JsValue,
+        >,
     ) -> JsResult<JsTensor> {
         let opts = opts.unwrap_or(JsValue::UNDEFINED);
         let op = "sparseCategoricalCrossentropy";
@@ -1549,7 +1559,7 @@ impl JsTensor {
     pub fn binary_crossentropy(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let op = "binaryCrossentropy";
@@ -1566,7 +1576,7 @@ impl JsTensor {
     pub fn binary_crossentropy_logits(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let op = "binaryCrossentropyLogits";
@@ -1584,7 +1594,7 @@ impl JsTensor {
     pub fn mse(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] y: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Reduction")] reduction: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Reduction")] reduction: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let reduction = reduction.unwrap_or(JsValue::UNDEFINED);
         let (y, r) = (
@@ -1703,7 +1713,7 @@ impl Conv2d {
         in_channels: JsValue,
         out_channels: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] kernel: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Conv2dOptions & { bias?: boolean }")] opts: Option<
+        #[wasm_bindgen(unchecked_optional_param_type = "Conv2dOptions & { bias?: boolean }")] opts: Option<
             JsValue,
         >,
     ) -> JsResult<Conv2d> {
@@ -1843,7 +1853,7 @@ impl LayerNorm {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number | number[]")] normalized_shape: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
+        #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
             JsValue,
         >,
     ) -> JsResult<LayerNorm> {
@@ -1888,7 +1898,7 @@ impl GroupNorm {
     pub fn new(
         num_groups: JsValue,
         num_channels: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
+        #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
             JsValue,
         >,
     ) -> JsResult<GroupNorm> {
@@ -2212,7 +2222,7 @@ impl TinyJitJs {
     #[wasm_bindgen(unchecked_return_type = "Tensor | Tensor[]")]
     pub fn call(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] inputs: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
     ) -> JsResult<JsValue> {
         let inputs = inputs.unwrap_or(JsValue::UNDEFINED);
         let ins = if inputs.is_undefined() {
@@ -2256,7 +2266,7 @@ fn device_name(d: Device) -> &'static str {
 /// `"cpu"` always uses the interpreter. Resolves to `{ device, adapter }`.
 #[wasm_bindgen(js_name = initEngine, unchecked_return_type = "Promise<InitInfo>")]
 pub fn init_engine(
-    #[wasm_bindgen(unchecked_param_type = "InitOptions")] opts: Option<JsValue>,
+    #[wasm_bindgen(unchecked_optional_param_type = "InitOptions")] opts: Option<JsValue>,
 ) -> js_sys::Promise {
     let opts = opts.unwrap_or(JsValue::UNDEFINED);
     wasm_bindgen_futures::future_to_promise(async move {
