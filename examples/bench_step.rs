@@ -99,7 +99,7 @@ fn main() -> Result<()> {
             times.iter().cloned().fold(f64::INFINITY, f64::min)
         );
         if let Some(&(submits, dispatches, _)) = gpu.last() {
-            line += &format!(", {dispatches} dispatches and {submits} submits per step");
+            line += &format!(", {dispatches} dispatches and {submits} submits per step (before the loss is read)");
             if jitted {
                 let enc = median(gpu.iter().map(|g| g.2 as f64 / 1e6).collect());
                 line += &format!(", host encode {enc:.3} ms per replay");

@@ -353,34 +353,75 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
             _ => {}
         }
     }
-    let mut items: HashMap<u64, ScheduleItem> = HashMap::new();
     loop {
-        let pending: Vec<u64> = g
-            .order
-            .iter()
-            .copied()
-            .filter(|id| materialize.contains(id) && !items.contains_key(id))
-            .collect();
-        if pending.is_empty() {
-            break;
+        let mut items: HashMap<u64, ScheduleItem> = HashMap::new();
+        loop {
+            let pending: Vec<u64> = g
+                .order
+                .iter()
+                .copied()
+                .filter(|id| materialize.contains(id) && !items.contains_key(id))
+                .collect();
+            if pending.is_empty() {
+                break;
+            }
+            for id in pending {
+                let n = g.nodes[&id].clone();
+                if n.op == Op::Copy {
+                    items.insert(
+                        id,
+                        ScheduleItem::Copy {
+                            out: n.clone(),
+                            src: n.src()[0].clone(),
+                        },
+                    );
+                    continue;
+                }
+                let item = build_kernel(&g, &n, &mut materialize, max_bufs)?;
+                items.insert(id, item);
+            }
         }
-        for id in pending {
-            let n = g.nodes[&id].clone();
-            if n.op == Op::Copy {
-                items.insert(
-                    id,
-                    ScheduleItem::Copy {
-                        out: n.clone(),
-                        src: n.src()[0].clone(),
-                    },
-                );
+        if let Some(ids) = order(&g, &items) {
+            return Ok(ids.into_iter().filter_map(|id| items.remove(&id)).collect());
+        }
+        // In-place writes that read each other's buffers (two parameters whose updates use
+        // both): compute such values into their own buffers first, then the writes are copies.
+        let assigned: Vec<Arc<crate::runtime::Buffer>> = items
+            .values()
+            .filter_map(|it| {
+                let out = it.out();
+                (out.op == Op::Assign)
+                    .then(|| out.src()[0].buffer())
+                    .flatten()
+            })
+            .collect();
+        let mut more = false;
+        for it in items.values() {
+            let (out, ScheduleItem::Kernel { inputs, .. }) = (it.out(), it) else {
+                continue;
+            };
+            if out.op != Op::Assign {
                 continue;
             }
-            let item = build_kernel(&g, &n, &mut materialize, max_bufs)?;
-            items.insert(id, item);
+            let own = out.src()[0].buffer();
+            let reads_other = inputs.iter().filter_map(|i| i.buffer()).any(|b| {
+                assigned.iter().any(|a| Arc::ptr_eq(a, &b))
+                    && !own.as_ref().is_some_and(|o| Arc::ptr_eq(o, &b))
+            });
+            if reads_other {
+                let v = out.src()[1].clone();
+                let (vb, _) = chain(&v);
+                let id = if vb.is_realized() { v.id } else { vb.id };
+                more |= g.nodes.contains_key(&id) && materialize.insert(id);
+            }
+        }
+        if !more {
+            bail!(
+                Other,
+                "schedule: an in-place assign is both read and written by the same step in a cycle"
+            );
         }
     }
-    order(&g, items)
 }
 
 fn build_kernel(
@@ -472,7 +513,8 @@ fn build_kernel(
 
 /// Order the kernels so that every kernel runs after the ones producing its inputs, and a
 /// kernel writing a buffer in place runs after every kernel reading its old contents.
-fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<ScheduleItem>> {
+/// `None` when the in-place writes form a cycle.
+fn order(g: &Graph, items: &HashMap<u64, ScheduleItem>) -> Option<Vec<u64>> {
     let ids: Vec<u64> = g
         .order
         .iter()
@@ -543,15 +585,12 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
         done: &mut HashSet<u64>,
         visiting: &mut HashSet<u64>,
         out: &mut Vec<u64>,
-    ) -> Result<()> {
+    ) -> Option<()> {
         if done.contains(&id) {
-            return Ok(());
+            return Some(());
         }
         if !visiting.insert(id) {
-            bail!(
-                Other,
-                "schedule: an in-place assign is both read and written by the same step in a cycle"
-            );
+            return None;
         }
         for &d in deps.get(&id).map(|v| v.as_slice()).unwrap_or(&[]) {
             visit(d, deps, done, visiting, out)?;
@@ -559,10 +598,10 @@ fn order(g: &Graph, mut items: HashMap<u64, ScheduleItem>) -> Result<Vec<Schedul
         visiting.remove(&id);
         done.insert(id);
         out.push(id);
-        Ok(())
+        Some(())
     }
     for id in &ids {
         visit(*id, &deps, &mut done, &mut visiting, &mut out)?;
     }
-    Ok(out.into_iter().filter_map(|id| items.remove(&id)).collect())
+    Some(out)
 }

@@ -569,3 +569,39 @@ fn loss_read_after_step_sees_the_old_weights() {
         });
     }
 }
+
+/// Two parameters whose updates read each other (each gradient uses the other parameter): the
+/// in-place writes cannot both go first, so the values are computed before either write.
+#[test]
+fn updates_that_read_each_other() {
+    for dev in [Device::Interp, Device::Cpu] {
+        Context::new().dev(dev).training(true).run(|| {
+            let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+            let b = Tensor::from_vec(vec![1.0f32, 1.0, 1.0], &[3]).unwrap();
+            a.set_requires_grad(true);
+            b.set_requires_grad(true);
+            let x = Tensor::from_vec(vec![1.0f32, -1.0, 2.0], &[3]).unwrap();
+            let mut opt = Sgd::new(vec![a.clone(), b.clone()]).unwrap().lr(0.1);
+            opt.zero_grad();
+            let l = x
+                .mul(&a)
+                .unwrap()
+                .relu()
+                .unwrap()
+                .mul(&b)
+                .unwrap()
+                .sum((), false)
+                .unwrap();
+            l.backward().unwrap();
+            opt.step().unwrap();
+            // dl/da = x * (x*a > 0) * b = [1, 0, 2]; dl/db = relu(x*a) = [1, 0, 6].
+            let close = |got: Vec<f32>, want: [f32; 3]| {
+                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6)
+            };
+            let (ga, gb) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            assert!(close(ga.clone(), [0.9, 2.0, 2.8]), "{dev}: a = {ga:?}");
+            assert!(close(gb.clone(), [0.9, 1.0, 0.4]), "{dev}: b = {gb:?}");
+            assert_eq!(l.item::<f32>().unwrap(), 7.0, "{dev}");
+        });
+    }
+}
