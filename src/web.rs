@@ -521,6 +521,20 @@ fn tensor_from_js(data: &JsValue, shape: &JsValue, dtype: &JsValue) -> JsResult<
                 .into_iter()
                 .map(f64::from)
                 .collect()
+        } else if data.is_instance_of::<js_sys::Int32Array>() {
+            js_sys::Int32Array::from(data.clone())
+                .to_vec()
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        } else if data.is_instance_of::<js_sys::Uint32Array>() {
+            js_sys::Uint32Array::from(data.clone())
+                .to_vec()
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        } else if data.is_instance_of::<js_sys::Float64Array>() {
+            js_sys::Float64Array::from(data.clone()).to_vec()
         } else if data.is_instance_of::<js_sys::Uint8Array>() {
             js_sys::Uint8Array::from(data.clone())
                 .to_vec()

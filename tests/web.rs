@@ -846,3 +846,62 @@ async fn tidy_scopes_release_tensors() {
         .unwrap();
     assert_eq!(before, after);
 }
+
+#[wasm_bindgen_test]
+async fn tensors_from_typed_and_nested_arrays() {
+    devices().await;
+    let make = |data: JsValue| -> JsValue {
+        web::JsTensor::new(data, None, None)
+            .map(JsValue::from)
+            .unwrap_or_else(|e| panic!("{}", msg(&e.into())))
+    };
+    let cases: Vec<(JsValue, &str, Vec<f64>, Vec<f64>)> = vec![
+        (
+            js_sys::Int32Array::from(&[-1, 2, 3][..]).into(),
+            "int32",
+            vec![3.0],
+            vec![-1.0, 2.0, 3.0],
+        ),
+        (
+            js_sys::Uint32Array::from(&[7u32, 8][..]).into(),
+            "uint32",
+            vec![2.0],
+            vec![7.0, 8.0],
+        ),
+        (
+            js_sys::Uint8Array::from(&[255u8, 0, 9][..]).into(),
+            "uint8",
+            vec![3.0],
+            vec![255.0, 0.0, 9.0],
+        ),
+        (
+            js_sys::Float64Array::from(&[0.5, -2.25][..]).into(),
+            "float32",
+            vec![2.0],
+            vec![0.5, -2.25],
+        ),
+        (
+            json_to_js(&serde_json::json!([[1, 2, 3], [4, 5, 6]])),
+            "float32",
+            vec![2.0, 3.0],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        ),
+        (
+            json_to_js(&serde_json::json!([true, false])),
+            "bool",
+            vec![2.0],
+            vec![1.0, 0.0],
+        ),
+        (JsValue::from(4.5), "float32", vec![], vec![4.5]),
+    ];
+    for (input, dtype, shape, values) in cases {
+        let t = make(input);
+        assert_eq!(prop(&t, "dtype").as_string().as_deref(), Some(dtype));
+        let got: Vec<f64> = Array::from(&prop(&t, "shape"))
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .collect();
+        assert_eq!(got, shape, "{dtype}");
+        assert_eq!(data(&t).await.unwrap(), values, "{dtype}");
+    }
+}
