@@ -771,6 +771,30 @@ impl JsTensor {
         Ok(register(t))
     }
 
+    /// A copy on another device ("webgpu" or "cpu"), once the values are read back.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Tensor>")]
+    pub fn to(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] device: JsValue,
+    ) -> JsResult<js_sys::Promise> {
+        let t = self.get("to")?;
+        let d = device_arg(&device, "to")?;
+        crate::jit::check_readback().or_fail("to")?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            if t.device() == d {
+                return Ok(register(t).into());
+            }
+            d.available().map_err(|e| fail("to", e))?;
+            let bytes = t.bytes_async().await.or_fail("to")?;
+            let (dt, shape) = (t.dtype(), t.shape());
+            let moved = Context::new()
+                .dev(d)
+                .run(|| Tensor::from_raw(&bytes, dt, &shape))
+                .or_fail("to")?;
+            Ok(register(moved).into())
+        }))
+    }
+
     /// Realize several tensors in one schedule (e.g. the loss with `opt.scheduleStep()`).
     #[wasm_bindgen(js_name = realizeAll)]
     pub fn realize_all(
@@ -2267,6 +2291,18 @@ impl TinyJitJs {
 
 // ------------------------------------------------------------------------------ engine
 
+fn device_arg(v: &JsValue, op: &str) -> JsResult<Device> {
+    match v.as_string().as_deref() {
+        Some("cpu") => Ok(Device::Interp),
+        #[cfg(feature = "wgpu")]
+        Some("webgpu") => Ok(Device::Wgpu),
+        _ => Err(fail(
+            op,
+            format!("device must be \"webgpu\" or \"cpu\", got {}", describe(v)),
+        )),
+    }
+}
+
 fn device_name(d: Device) -> &'static str {
     match d {
         #[cfg(feature = "wgpu")]
@@ -2412,20 +2448,7 @@ pub fn with_context(
     }
     let dev = pick("DEVICE", "device");
     if !dev.is_undefined() {
-        ctx = ctx.dev(match dev.as_string().as_deref() {
-            Some("cpu") => Device::Interp,
-            #[cfg(feature = "wgpu")]
-            Some("webgpu") => Device::Wgpu,
-            _ => {
-                return Err(fail(
-                    op,
-                    format!(
-                        "DEVICE must be \"webgpu\" or \"cpu\", got {}",
-                        describe(&dev)
-                    ),
-                ))
-            }
-        });
+        ctx = ctx.dev(device_arg(&dev, op)?);
     }
     let out = ctx
         .run(|| f.call0(&JsValue::NULL))

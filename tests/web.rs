@@ -905,3 +905,29 @@ async fn tensors_from_typed_and_nested_arrays() {
         assert_eq!(data(&t).await.unwrap(), values, "{dtype}");
     }
 }
+
+#[wasm_bindgen_test]
+async fn tensors_move_between_webgpu_and_the_interpreter() {
+    devices().await;
+    let g = on("webgpu", || tensor(&[1.0, -2.0, 3.5], &[3], "float32")).unwrap();
+    assert_eq!(prop(&g, "device").as_string().as_deref(), Some("webgpu"));
+    let c = await_promise(call(&g, "to", &["cpu".into()]).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(prop(&c, "device").as_string().as_deref(), Some("cpu"));
+    let back = await_promise(
+        call(
+            &call(&c, "mul", &[2.into()]).unwrap(),
+            "to",
+            &["webgpu".into()],
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(prop(&back, "device").as_string().as_deref(), Some("webgpu"));
+    assert_eq!(data(&back).await.unwrap(), vec![2.0, -4.0, 7.0]);
+    expect_err(call(&g, "to", &["tpu".into()]), &["to", "tpu"]);
+    // Mixing devices in one op is an error naming both.
+    expect_err(call(&g, "add", std::slice::from_ref(&c)), &["add"]);
+}
