@@ -30,6 +30,8 @@ export {
   globalCounters,
   resetGlobalCounters,
   defaultDevice,
+  safeSave,
+  safeLoad,
   DType,
   Reduction,
   Conv2dOptions,
@@ -69,6 +71,12 @@ export const optim: {
   LAMB: OptimCtor<LambOptions>;
   LARS: OptimCtor<SgdOptions>;
 };
+
+/** `{ "path.to.weight": Tensor }` for every layer tensor reachable from `model`. */
+export function getStateDict(model: unknown): Record<string, Tensor>;
+
+/** Copy named tensors (e.g. from `safeLoad`) into the model's tensors in place. */
+export function loadStateDict(model: unknown, state: Record<string, Tensor>, options?: { strict?: boolean }): void;
 
 /** Every trainable tensor reachable from a layer, a Tensor, or objects/arrays holding them. */
 export function getParameters(model: unknown): Tensor[];

@@ -12,6 +12,8 @@ export {
   globalCounters,
   resetGlobalCounters,
   defaultDevice,
+  safeSave,
+  safeLoad,
 } from "../pkg/web/wgrad.js";
 
 let ready = null;
@@ -86,6 +88,67 @@ export function getParameters(model) {
   };
   visit(model);
   return out;
+}
+
+// The tensors a layer holds, by the names the Rust state dict uses.
+function layerTensors(v) {
+  const out = [];
+  for (const k of ["weight", "bias", "runningMean", "runningVar"]) {
+    if (!(k in v)) continue;
+    const t = v[k];
+    if (t) out.push([k === "runningMean" ? "running_mean" : k === "runningVar" ? "running_var" : k, t]);
+  }
+  return out;
+}
+
+/**
+ * `{ "path.to.weight": Tensor }` for every layer and Tensor reachable from `model` through
+ * object keys and array indices (the names PyTorch and tinygrad state dicts use).
+ */
+export function getStateDict(model) {
+  const out = {};
+  const seen = new Set();
+  const visit = (v, prefix) => {
+    if (v === null || typeof v !== "object" || seen.has(v)) return;
+    seen.add(v);
+    const name = (k) => (prefix ? `${prefix}.${k}` : String(k));
+    if (v instanceof raw.Tensor) {
+      out[prefix] = v;
+      return;
+    }
+    if (isLayer(v)) {
+      for (const [k, t] of layerTensors(v)) out[name(k)] = t;
+      return;
+    }
+    const entries = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
+    for (const [k, x] of entries) visit(x, name(k));
+  };
+  visit(model, "");
+  return out;
+}
+
+/**
+ * Copy `state` (`{ name: Tensor }`, e.g. from `safeLoad`) into the model's tensors in place.
+ * Every tensor of the model must be present with its shape and dtype (`strict: false` skips
+ * missing ones).
+ */
+export function loadStateDict(model, state, { strict = true } = {}) {
+  const own = getStateDict(model);
+  const missing = Object.keys(own).filter((k) => !(k in state));
+  if (strict && missing.length) throw new Error(`loadStateDict: missing ${missing.join(", ")}`);
+  const unexpected = Object.keys(state).filter((k) => !(k in own));
+  if (strict && unexpected.length) throw new Error(`loadStateDict: unexpected ${unexpected.join(", ")}`);
+  const written = [];
+  for (const [k, t] of Object.entries(own)) {
+    if (!(k in state)) continue;
+    const v = state[k];
+    const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+    if (!same(t.shape, v.shape) || t.dtype !== v.dtype) {
+      throw new Error(`loadStateDict: ${k} is [${v.shape}] ${v.dtype}, the model has [${t.shape}] ${t.dtype}`);
+    }
+    written.push(t.assign(v));
+  }
+  raw.Tensor.realizeAll(written);
 }
 
 /**

@@ -8,9 +8,9 @@
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
 //     next to it that imports ./package/js/wgrad.js and trains a tiny MLP (Linear(4,16) → relu →
 //     Linear(16,3), Adam, 30 jitted steps) on a synthetic 3-class set, and checks in Node that
-//     the loss fell, that live buffers stayed flat over the replays and that no page error, failed
-//     request or console error occurred; on WebGPU (`init()`) and on the interpreter
-//     (`init({ device: "cpu" })`).
+//     the loss fell, that the weights survive safeSave/safeLoad/loadStateDict, that live buffers
+//     stayed flat over the replays and that no page error, failed request or console error
+//     occurred; on WebGPU (`init()`) and on the interpreter (`init({ device: "cpu" })`).
 // (b) --bench: opens www/bench.html?bs=..&steps=..&device=.. from the repository and prints its
 //     BENCH line (defaults bs 128, steps 5).
 // (c) --demo: opens www/index.html?steps=..&bs=..&evalEvery=..&device=.. and prints the demo's
@@ -49,7 +49,8 @@ function fail(msg) {
 const PACKAGE_PAGE = `<!doctype html>
 <meta charset="utf-8"><title>wgrad package test</title><link rel="icon" href="data:,">
 <script type="module">
-import { init, Tensor, nn, optim, jit, withContext, getParameters, tidy, globalCounters } from "./package/js/wgrad.js";
+import { init, Tensor, nn, optim, jit, withContext, getParameters, tidy, globalCounters,
+  getStateDict, loadStateDict, safeSave, safeLoad } from "./package/js/wgrad.js";
 try {
   const device = new URLSearchParams(location.search).get("device");
   const info = await init(device ? { device } : {});
@@ -90,8 +91,16 @@ try {
     live.push([c.liveTensors, c.liveBuffers, c.liveBytes]);
   }
   const after = await evalLoss();
+  // Save the trained weights as safetensors and load them into fresh layers.
+  const bytes = await safeSave(getStateDict({ l1, l2 }));
+  const fresh = { l1: new nn.Linear(4, 16), l2: new nn.Linear(16, 3) };
+  loadStateDict(fresh, safeLoad(bytes));
+  const r = withContext({ NO_GRAD: 1 }, () =>
+    fresh.l2.forward(fresh.l1.forward(X).relu()).sparseCategoricalCrossentropy(Y));
+  const reloaded = await r.item();
   window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
-    losses, live, launches: step.launches, tensorDevice: X.device };
+    losses, live, launches: step.launches, tensorDevice: X.device, reloaded,
+    stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length };
 } catch (e) {
   console.error(e);
   window.testResult = { error: String((e && e.message) || e) };
@@ -178,6 +187,8 @@ async function packageTest(browser) {
           }
           if (!(r.launches > 0)) problems.push(`the jit replays no kernels (launches ${r.launches})`);
           if (!(r.after < r.before * 0.5)) problems.push(`loss did not fall enough: ${r.before} -> ${r.after}`);
+          if (r.reloaded !== r.after) problems.push(`weights saved and loaded give loss ${r.reloaded}, not ${r.after}`);
+          if (r.stateNames !== "l1.weight,l1.bias,l2.weight,l2.bias") problems.push(`state dict names: ${r.stateNames}`);
           if (!r.losses.every(Number.isFinite)) problems.push(`non-finite training loss: ${r.losses}`);
           // Memory stays flat once the step is captured: same live tensors and buffers.
           const [a, b] = [r.live[4], r.live[r.live.length - 1]];

@@ -2569,6 +2569,49 @@ pub fn mnist_from_bytes(
     Ok(o.into())
 }
 
+/// Serialize `{ name: Tensor }` as safetensors bytes (resolves to a Uint8Array).
+#[wasm_bindgen(js_name = safeSave, unchecked_return_type = "Promise<Uint8Array>")]
+pub fn safe_save(
+    #[wasm_bindgen(unchecked_param_type = "Record<string, Tensor>")] state: JsValue,
+) -> JsResult<js_sys::Promise> {
+    let op = "safeSave";
+    if !state.is_object() || Array::is_array(&state) {
+        return Err(fail(
+            op,
+            format!(
+                "expected an object of named Tensors, got {}",
+                describe(&state)
+            ),
+        ));
+    }
+    let mut named = vec![];
+    let keys = Reflect::own_keys(&state).map_err(|e| fail(op, js_error_message(&e)))?;
+    for k in keys.iter() {
+        let Some(name) = k.as_string() else { continue };
+        let v = Reflect::get(&state, &k).map_err(|e| fail(op, js_error_message(&e)))?;
+        named.push((name.clone(), tensor_arg(&v, op, &format!("\"{name}\""))?));
+    }
+    crate::jit::check_readback().or_fail(op)?;
+    Ok(wasm_bindgen_futures::future_to_promise(async move {
+        let bytes = crate::nn::state::safe_save_bytes_async(&named)
+            .await
+            .or_fail(op)?;
+        Ok(js_sys::Uint8Array::from(bytes.as_slice()).into())
+    }))
+}
+
+/// Parse safetensors bytes into `{ name: Tensor }` (on the default device).
+#[wasm_bindgen(js_name = safeLoad, unchecked_return_type = "Record<string, Tensor>")]
+pub fn safe_load(bytes: &[u8]) -> JsResult<JsValue> {
+    let op = "safeLoad";
+    let o = Object::new();
+    for (name, t) in crate::nn::state::safe_load_bytes(bytes).or_fail(op)? {
+        Reflect::set(&o, &name.as_str().into(), &register(t).into())
+            .map_err(|e| fail(op, js_error_message(&e)))?;
+    }
+    Ok(o.into())
+}
+
 /// Whether two handles refer to the same engine tensor.
 #[wasm_bindgen(js_name = sameTensor)]
 pub fn same_tensor(
