@@ -38,7 +38,19 @@ export async function init(options = {}) {
     ready = null;
     throw e;
   }
-  return raw.initEngine(engine);
+  const info = await raw.initEngine(engine);
+  // wgpu reports only the adapter's description, which browsers often leave empty: name it from
+  // GPUAdapterInfo's vendor and architecture instead.
+  if (info.adapter && !info.adapter.name && typeof navigator !== "undefined" && navigator.gpu) {
+    try {
+      const a = await navigator.gpu.requestAdapter();
+      const i = a && a.info;
+      if (i) info.adapter.name = [i.vendor, i.architecture, i.device].filter(Boolean).join(" ");
+    } catch {
+      // Only a label: keep the empty name.
+    }
+  }
+  return info;
 }
 
 /** Layers. Each has `forward(x)`, `parameters()` and its tensors as properties. */
