@@ -2,7 +2,7 @@
 // with --enable-unsafe-webgpu; it never downloads a browser). The package must be built first
 // (bash scripts/build_web.sh).
 //
-//   node scripts/page_test.mjs [--bench] [--demo] [--no-package] [--bs=N] [--steps=N]
+//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--demo] [--no-package] [--bs=N] [--steps=N]
 //                              [--eval-every=N] [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
@@ -13,6 +13,8 @@
 //     occurred; on WebGPU (`init()`) and on the interpreter (`init({ device: "cpu" })`).
 // (b) --bench: opens www/bench.html?bs=..&steps=..&device=.. from the repository and prints its
 //     BENCH line (defaults bs 128, steps 5).
+// (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
+//     its WebGPU backend; needs the tfjs devDependencies from `npm install`).
 // (c) --demo: opens www/index.html?steps=..&bs=..&evalEvery=..&device=.. and prints the demo's
 //     final line (defaults steps 20, bs 32).
 // Exits non-zero with a message on any failure.
@@ -35,7 +37,7 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "demo", "no-package", "bs", "steps", "eval-every", "device", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "demo", "no-package", "bs", "steps", "eval-every", "device", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -228,7 +230,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (flags.has("bench") || flags.has("demo")) {
+    if (flags.has("bench") || flags.has("bench-tfjs") || flags.has("demo")) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -238,6 +240,15 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`bench page took ${seconds.toFixed(0)} s`);
+        }
+        if (flags.has("bench-tfjs")) {
+          for (const f of ["tfjs/dist/tf.fesm.min.js", "tfjs-backend-webgpu/dist/tf-backend-webgpu.fesm.min.js"]) {
+            if (!existsSync(join(ROOT, "node_modules/@tensorflow", f))) fail(`node_modules/@tensorflow/${f} is missing: run \`npm install\``);
+          }
+          const q = { bs: flags.get("bs") ?? 128, steps: flags.get("steps") ?? 5 };
+          const { result, seconds } = await repoPage(browser, srv, "bench_tfjs.html", q, "benchResult");
+          console.log(`BENCH ${JSON.stringify(result)}`);
+          console.log(`tfjs bench page took ${seconds.toFixed(0)} s`);
         }
         if (flags.has("demo")) {
           if (!existsSync(join(ROOT, "data/mnist/train-images-idx3-ubyte.gz"))) fail("data/mnist is missing: run bash scripts/data.sh");
