@@ -10,11 +10,11 @@ use std::time::Instant;
 use wgrad::nn::datasets::mnist;
 use wgrad::nn::optim::{Adam, Muon, Optimizer, Sgd};
 use wgrad::nn::state::{get_parameters, get_state_dict, safe_save};
-use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor, TinyJit};
+use wgrad::{Device, Result, Tensor, TinyJit};
 
 #[path = "common/model.rs"]
 mod model;
-use model::{accuracy, Model};
+use model::{accuracy, train_step, Model};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -57,18 +57,13 @@ fn main() -> Result<()> {
     };
     let (x_train, y_train) = (&data.x_train, &data.y_train);
     let mut step = TinyJit::new(|_: &[Tensor]| {
-        Context::new().training(true).run(|| {
-            let samples = Tensor::randint(&[bs], 0, ntrain as i64)?;
-            let x = x_train.index(&samples)?.cast(DType::F32)?;
-            let y = y_train.index(&samples)?;
-            opt.zero_grad();
-            let loss = model
-                .forward(&x)?
-                .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
-            loss.backward()?;
-            opt.step()?;
-            Ok(vec![loss.realize()?])
-        })
+        Ok(vec![train_step(
+            &model,
+            opt.as_mut(),
+            x_train,
+            y_train,
+            bs,
+        )?])
     });
     let mut times = vec![];
     let mut acc = f64::NAN;

@@ -8,7 +8,7 @@ use crate::context::debug;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::UOp;
-use crate::runtime::{Buffer, Device, Graph, GraphLaunch, Program};
+use crate::runtime::{Buffer, Device, Graph, Program};
 use crate::tensor::Tensor;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -119,6 +119,7 @@ struct GraphReplay {
     /// Per input: the private buffer the graph reads, if the step uses that input.
     private: Vec<Option<Arc<Buffer>>>,
     written: Vec<bool>,
+    counts: Vec<(u64, u64)>,
 }
 
 /// Build a backend graph for a captured step when every launch is on one device whose backend
@@ -162,17 +163,21 @@ fn build_graph(
         private.push(Some(p));
         written.push(w);
     }
-    let list: Vec<GraphLaunch> = launches
-        .into_iter()
-        .map(|l| match l {
-            Launch::Kernel { prog, bufs, .. } => GraphLaunch::Kernel { prog, bufs },
-            Launch::Copy { src, dst } => GraphLaunch::Copy { src, dst },
+    // Counter updates per replayed kernel: (ops, bytes).
+    let counts = launches
+        .iter()
+        .filter_map(|l| match l {
+            Launch::Kernel { prog, bufs, .. } => {
+                Some((prog.ops, bufs.iter().map(|b| b.size as u64).sum()))
+            }
+            Launch::Copy { .. } => None,
         })
         .collect();
-    Ok(be.graph(&list)?.map(|graph| GraphReplay {
+    Ok(be.graph(&launches)?.map(|graph| GraphReplay {
         graph,
         private,
         written,
+        counts,
     }))
 }
 
@@ -381,11 +386,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                         .collect()
                 };
                 g.graph.run(&pairs(true), &pairs(false))?;
-                for l in &c.launches {
-                    if let Launch::Kernel { prog, bufs, .. } = l {
-                        let bytes = bufs.iter().map(|b| b.size as u64).sum();
-                        crate::context::GlobalCounters::record(prog.ops, bytes, 0);
-                    }
+                for &(ops, bytes) in &g.counts {
+                    crate::context::GlobalCounters::record(ops, bytes, 0);
                 }
                 return Ok(self.outputs(c));
             }

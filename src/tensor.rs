@@ -42,7 +42,6 @@ pub(crate) fn grad_tensors() -> Vec<Tensor> {
         .collect()
 }
 
-/// Node ids of the live tensors that require gradients.
 /// Every tensor this thread created (weakly), so that realizing an assign can find lazy
 /// tensors that still read the old contents of the buffer it overwrites.
 #[derive(Default)]
@@ -97,6 +96,7 @@ pub(crate) fn readers_of(bufs: &HashSet<usize>, skip: &HashSet<u64>) -> Vec<Arc<
     out
 }
 
+/// Node ids of the live tensors that require gradients.
 pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
     grad_tensors().iter().map(|t| t.node().id).collect()
 }

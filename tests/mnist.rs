@@ -11,11 +11,11 @@ mod common;
 #[path = "../examples/common/model.rs"]
 mod model;
 
-use model::{accuracy, Model};
+use model::{accuracy, train_step, Model};
 use wgrad::nn::datasets::mnist;
-use wgrad::nn::optim::{Adam, Optimizer};
+use wgrad::nn::optim::Adam;
 use wgrad::nn::state::get_parameters;
-use wgrad::{Context, CrossEntropyOpts, DType, Device, Tensor, TinyJit};
+use wgrad::{Context, Device, Tensor, TinyJit};
 
 const STEPS: usize = 60;
 const BS: usize = 128;
@@ -25,25 +25,12 @@ const TARGET_PCT: f64 = 88.0;
 fn train(dev: Device) -> (Vec<f32>, f64) {
     Context::new().dev(dev).run(|| {
         let data = mnist(false).expect("data/ (bash scripts/data.sh)");
-        let ntrain = data.x_train.shape()[0];
         Tensor::manual_seed(42);
         let model = Model::new().unwrap();
         let mut opt = Adam::new(get_parameters(&model)).unwrap();
         let (xt, yt) = (&data.x_train, &data.y_train);
-        let mut step = TinyJit::new(|_: &[Tensor]| {
-            Context::new().training(true).run(|| {
-                let s = Tensor::randint(&[BS], 0, ntrain as i64)?;
-                let x = xt.index(&s)?.cast(DType::F32)?;
-                let y = yt.index(&s)?;
-                opt.zero_grad();
-                let loss = model
-                    .forward(&x)?
-                    .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
-                loss.backward()?;
-                opt.step()?;
-                Ok(vec![loss.realize()?])
-            })
-        });
+        let mut step =
+            TinyJit::new(|_: &[Tensor]| Ok(vec![train_step(&model, &mut opt, xt, yt, BS)?]));
         let losses: Vec<f32> = (0..STEPS)
             .map(|_| step.call(&[]).unwrap()[0].item::<f32>().unwrap())
             .collect();

@@ -4,8 +4,9 @@
 // Not every user of this file needs every helper.
 #![allow(dead_code)]
 
+use wgrad::nn::optim::Optimizer;
 use wgrad::nn::{Conv2d, Linear};
-use wgrad::{DType, Result, Tensor};
+use wgrad::{Context, CrossEntropyOpts, DType, Result, Tensor};
 
 pub struct Model {
     pub l1: Conv2d,
@@ -53,4 +54,28 @@ pub fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
         start = end;
     }
     Ok(correct as f64 * 100.0 / n as f64)
+}
+
+/// One training step of the tutorial (the function `TinyJit` captures): a batch of `bs` drawn
+/// with `randint`, forward, cross-entropy, backward and the optimizer's update, in training
+/// mode. Returns the realized loss.
+pub fn train_step(
+    model: &Model,
+    opt: &mut dyn Optimizer,
+    x_train: &Tensor,
+    y_train: &Tensor,
+    bs: usize,
+) -> Result<Tensor> {
+    Context::new().training(true).run(|| {
+        let samples = Tensor::randint(&[bs], 0, x_train.shape()[0] as i64)?;
+        let x = x_train.index(&samples)?.cast(DType::F32)?;
+        let y = y_train.index(&samples)?;
+        opt.zero_grad();
+        let loss = model
+            .forward(&x)?
+            .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+        loss.backward()?;
+        opt.step()?;
+        loss.realize()
+    })
 }

@@ -269,16 +269,6 @@ pub(crate) enum ProgramImpl {
     Wgpu(wgpu::WgpuProgram),
 }
 
-/// One launch of a captured step, as handed to `Backend::graph`.
-pub enum GraphLaunch {
-    Kernel {
-        prog: Arc<Program>,
-        bufs: Vec<Arc<Buffer>>,
-    },
-    /// A copy between two buffers of the same device.
-    Copy { src: Arc<Buffer>, dst: Arc<Buffer> },
-}
-
 /// A captured step prepared by a backend for replay (pipelines and bindings made once).
 pub trait Graph: Send + Sync {
     /// Replay: copy each `before` pair (src, dst), run the step, then copy each `after` pair.
@@ -305,8 +295,9 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
     fn synchronize(&self) -> Result<()>;
-    /// Prepare a captured step for replay, or `None` to have TinyJit replay launch by launch.
-    fn graph(&self, _launches: &[GraphLaunch]) -> Result<Option<Box<dyn Graph>>> {
+    /// Prepare a captured step (kernels of this device, copies between its buffers) for replay,
+    /// or `None` to have TinyJit replay it launch by launch.
+    fn graph(&self, _launches: &[crate::jit::Launch]) -> Result<Option<Box<dyn Graph>>> {
         Ok(None)
     }
 }

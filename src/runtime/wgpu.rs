@@ -10,10 +10,11 @@
 //! pipelines and bind groups are made once, and a replay encodes the whole list into one encoder
 //! with one submit.
 
-use super::{Backend, BoxFuture, Buffer, Device, Graph, GraphLaunch, Mem, Program, ProgramImpl};
+use super::{Backend, BoxFuture, Buffer, Device, Graph, Mem, Program, ProgramImpl};
 use crate::codegen::linearize::LinearKernel;
 use crate::codegen::wgsl::{dispatch_size, render_wgsl, MAX_WORKGROUPS_PER_DIM, WORKGROUP_SIZE};
 use crate::error::{bail, Error, ErrorKind, Result};
+use crate::jit::Launch;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -116,6 +117,32 @@ struct State {
     pooled_bytes: u64,
     layouts: HashMap<Vec<bool>, Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
     pipelines: HashMap<String, Arc<wgpu::ComputePipeline>>,
+}
+
+impl State {
+    /// The pending encoder (started on first use).
+    fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        })
+    }
+}
+
+/// Encode one kernel as a compute pass of its own.
+fn encode_dispatch(
+    enc: &mut wgpu::CommandEncoder,
+    wp: &WgpuProgram,
+    bg: &wgpu::BindGroup,
+    timestamp_writes: Option<wgpu::ComputePassTimestampWrites>,
+) {
+    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: None,
+        timestamp_writes,
+    });
+    pass.set_pipeline(&wp.pipeline);
+    pass.set_bind_group(0, bg, &[]);
+    pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
+    bump(&COUNTERS.dispatches, 1);
 }
 
 /// A compiled kernel: its pipeline, bind group layout and grid.
@@ -602,11 +629,8 @@ impl Backend for Wgpu {
             let staging = gpu.staging(size);
             {
                 let mut st = lock(&gpu.state);
-                let enc = st.encoder.get_or_insert_with(|| {
-                    gpu.device
-                        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
-                });
-                enc.copy_buffer_to_buffer(src, 0, &staging, 0, size);
+                st.encoder(&gpu.device)
+                    .copy_buffer_to_buffer(src, 0, &staging, 0, size);
                 gpu.submit(&mut st);
             }
             let out = gpu.read_staging(staging, buf.size).await?;
@@ -685,17 +709,7 @@ impl Backend for Wgpu {
         let wp = program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
         let mut st = lock(&gpu.state);
-        let enc = st.encoder.get_or_insert_with(|| {
-            gpu.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
-        });
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&wp.pipeline);
-            pass.set_bind_group(0, &bg, &[]);
-            pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
-        }
-        bump(&COUNTERS.dispatches, 1);
+        encode_dispatch(st.encoder(&gpu.device), wp, &bg, None);
         st.pending += 1;
         if st.pending >= MAX_PENDING {
             gpu.submit(&mut st);
@@ -725,26 +739,15 @@ impl Backend for Wgpu {
         let staging = gpu.staging(16);
         {
             let mut st = lock(&gpu.state);
-            let enc = st.encoder.get_or_insert_with(|| {
-                gpu.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
-            });
-            {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: None,
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: &qs,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }),
-                });
-                pass.set_pipeline(&wp.pipeline);
-                pass.set_bind_group(0, &bg, &[]);
-                pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
-            }
+            let enc = st.encoder(&gpu.device);
+            let writes = wgpu::ComputePassTimestampWrites {
+                query_set: &qs,
+                beginning_of_pass_write_index: Some(0),
+                end_of_pass_write_index: Some(1),
+            };
+            encode_dispatch(enc, wp, &bg, Some(writes));
             enc.resolve_query_set(&qs, 0..2, &resolve, 0);
             enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, 16);
-            bump(&COUNTERS.dispatches, 1);
             gpu.submit(&mut st);
         }
         let raw = super::block_on(gpu.read_staging(staging, 16))?;
@@ -761,12 +764,12 @@ impl Backend for Wgpu {
         gpu.check()
     }
 
-    fn graph(&self, launches: &[GraphLaunch]) -> Result<Option<Box<dyn Graph>>> {
+    fn graph(&self, launches: &[Launch]) -> Result<Option<Box<dyn Graph>>> {
         let gpu = self.gpu()?;
         let mut steps = Vec::with_capacity(launches.len());
         for l in launches {
             steps.push(match l {
-                GraphLaunch::Kernel { prog, bufs } => {
+                Launch::Kernel { prog, bufs, .. } => {
                     let wp = program(prog)?;
                     let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
                     Step::Dispatch {
@@ -776,7 +779,7 @@ impl Backend for Wgpu {
                         _bufs: bufs.clone(),
                     }
                 }
-                GraphLaunch::Copy { src, dst } => Step::Copy {
+                Launch::Copy { src, dst } => Step::Copy {
                     src: src.clone(),
                     dst: dst.clone(),
                 },
