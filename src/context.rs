@@ -1,7 +1,7 @@
 //! Knobs, like tinygrad's: `DEBUG`, `TRAINING`, `DEV`, `JIT` from the environment, overridable
 //! for a scope with `Context`; and `GlobalCounters` (kernels launched, FLOPs, bytes, time).
 
-use crate::runtime::Device;
+use crate::device::Device;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -146,16 +146,17 @@ pub fn env_device() -> Option<Device> {
 static PROCESS_DEFAULT: std::sync::Mutex<Option<Device>> = std::sync::Mutex::new(None);
 
 /// Set the device used when neither a `Context` nor `DEV` names one (the browser's `init` sets
-/// it to the device it got; natively `Device::best()` decides).
+/// it to the device it got; otherwise the runtime picks the best one).
 pub fn set_default_device(d: Option<Device>) {
     *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = d;
 }
 
-pub fn default_device() -> Device {
+/// The device asked for, if any: the innermost `Context` that names one, else `DEV`, else the
+/// process default. `Device::default()` falls back to the best available device.
+pub fn device_override() -> Option<Device> {
     lookup(|f| f.dev)
         .or_else(env_device)
         .or_else(|| *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()))
-        .unwrap_or_else(Device::best)
 }
 
 /// Write a kernel's source into `$WGRAD_DUMP` (one file per kernel, named by hash) and print it

@@ -7,92 +7,12 @@
 use crate::context::debug;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::ops::UOp;
-use crate::runtime::{Buffer, Device, Graph, Program};
+use crate::realize::{capturing, end_capture, run_launch, start_capture};
+use crate::runtime::{Buffer, Device, Graph, Launch};
 use crate::tensor::Tensor;
-use std::cell::RefCell;
+use crate::uop::UOp;
 use std::collections::HashSet;
 use std::sync::Arc;
-
-/// One recorded step of a captured function.
-#[derive(Clone)]
-pub enum Launch {
-    Kernel {
-        dev: Device,
-        prog: Arc<Program>,
-        bufs: Vec<Arc<Buffer>>,
-    },
-    Copy {
-        src: Arc<Buffer>,
-        dst: Arc<Buffer>,
-    },
-}
-
-impl Launch {
-    pub(crate) fn buffers_mut(&mut self) -> Vec<&mut Arc<Buffer>> {
-        match self {
-            Launch::Kernel { bufs, .. } => bufs.iter_mut().collect(),
-            Launch::Copy { src, dst } => vec![src, dst],
-        }
-    }
-    pub(crate) fn buffers(&self) -> Vec<&Arc<Buffer>> {
-        match self {
-            Launch::Kernel { bufs, .. } => bufs.iter().collect(),
-            Launch::Copy { src, dst } => vec![src, dst],
-        }
-    }
-    fn run(&self) -> Result<()> {
-        match self {
-            Launch::Kernel { dev, prog, bufs } => {
-                let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
-                crate::realize::launch(*dev, prog, &refs)
-            }
-            Launch::Copy { src, dst } => crate::realize::copy(src, dst),
-        }
-    }
-}
-
-#[derive(Default)]
-struct Recorder {
-    launches: Vec<Launch>,
-    allocated: Vec<Arc<Buffer>>,
-}
-
-thread_local! {
-    static CAPTURE: RefCell<Option<Recorder>> = const { RefCell::new(None) };
-}
-
-pub(crate) fn capturing() -> bool {
-    CAPTURE.with(|c| c.borrow().is_some())
-}
-
-pub(crate) fn record(l: Launch) {
-    CAPTURE.with(|c| {
-        if let Some(r) = c.borrow_mut().as_mut() {
-            r.launches.push(l);
-        }
-    });
-}
-
-pub(crate) fn record_alloc(b: &Arc<Buffer>) {
-    CAPTURE.with(|c| {
-        if let Some(r) = c.borrow_mut().as_mut() {
-            r.allocated.push(b.clone());
-        }
-    });
-}
-
-/// Reading values back while capturing would not happen on replay: refuse it.
-pub(crate) fn check_readback() -> Result<()> {
-    if capturing() {
-        bail!(
-            Jit,
-            "TinyJit: reading a tensor's value during capture is not allowed (a replay would not read it); \
-             return the tensor from the jitted function and read it afterwards"
-        );
-    }
-    Ok(())
-}
 
 #[derive(Clone, Debug, PartialEq)]
 struct Spec {
@@ -231,7 +151,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
 
     pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         if capturing() {
-            bail!(Jit, "TinyJit: a jitted function cannot be called while another one is capturing (nested JIT)");
+            // The same error start_capture gives, raised before anything runs.
+            start_capture()?;
         }
         let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
         if !inputs.is_empty() {
@@ -263,9 +184,9 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             return self.run(&inputs);
         }
         // Capture.
-        CAPTURE.with(|c| *c.borrow_mut() = Some(Recorder::default()));
+        start_capture()?;
         let out = self.run(&inputs);
-        let rec = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        let rec = end_capture();
         let out = out?;
         if rec.launches.is_empty() {
             self.calls = 0;
@@ -400,7 +321,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             }
         }
         for l in &launches {
-            l.run()?;
+            run_launch(l)?;
         }
         Ok(self.outputs(c))
     }
@@ -410,5 +331,56 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             .iter()
             .map(|(b, s)| Tensor::from_node(UOp::from_buffer(b.clone(), s.dtype, s.shape.clone())))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Context;
+
+    fn input(v: f32) -> Tensor {
+        Tensor::from_vec(vec![v; 8], &[8])
+            .expect("tensor")
+            .realize()
+            .expect("realize")
+    }
+
+    #[test]
+    fn capture_records_where_each_input_is_bound_and_replays_with_new_ones() {
+        Context::new().dev(Device::Interp).run(|| {
+            let mut jit = TinyJit::new(|x: &[Tensor]| Ok(vec![x[0].mul(&x[1])?.add(1.0)?]));
+            for (i, v) in [1.0f32, 2.0, 3.0, 4.0].into_iter().enumerate() {
+                let (a, b) = (input(v), input(10.0));
+                let out = jit.call(&[&a, &b]).expect("call")[0].clone();
+                assert_eq!(out.to_vec::<f32>().expect("read"), vec![v * 10.0 + 1.0; 8]);
+                let c = jit.captured.as_ref();
+                assert_eq!(c.is_some(), i >= 1, "captured on call 2");
+            }
+            let c = jit.captured.as_ref().expect("captured");
+            assert_eq!(c.launches.len(), 1, "one fused kernel");
+            // Both inputs are read by launch 0, as arguments 1 and 2 (0 is the output).
+            let mut slots = c.input_slots.clone();
+            slots.iter_mut().for_each(|s| s.sort());
+            assert_eq!(slots, vec![vec![(0, 1)], vec![(0, 2)]]);
+            assert_eq!(c.outputs.len(), 1);
+            assert!(Arc::ptr_eq(&c.outputs[0].0, c.launches[0].buffers()[0]));
+            assert_eq!(c.inputs[0].shape, vec![8]);
+        })
+    }
+
+    #[test]
+    fn a_replay_with_another_shape_is_refused() {
+        Context::new().dev(Device::Interp).run(|| {
+            let mut jit = TinyJit::new(|x: &[Tensor]| Ok(vec![x[0].add(1.0)?]));
+            for _ in 0..2 {
+                jit.call(&[&input(1.0)]).expect("call");
+            }
+            let other = Tensor::from_vec(vec![1.0f32; 4], &[4]).expect("tensor");
+            let e = jit
+                .call(&[&other])
+                .expect_err("a different shape is an error");
+            assert!(e.msg.contains("capture had"), "{}", e.msg);
+        })
     }
 }

@@ -2,37 +2,48 @@
 //! a scheduler that fuses the graph into few kernels; code generation for each backend; and
 //! backends that compile and launch them.
 //!
-//! The pipeline (see DESIGN.md): `Tensor` (tensor.rs, grad.rs) builds a graph of primitive ops
-//! (ops.rs; movement ops become views, shape.rs) → `schedule` fuses it into kernels →
-//! `codegen` lowers, simplifies (rewrite.rs), linearizes and renders them → `runtime` backends
-//! compile and launch → `realize` drives it all.
+//! The modules are declared below in pipeline order, which is also the layer order (a module
+//! uses only those above it in this list; `tests/layers.rs` enforces it):
+//!
+//! | stage | module | what it holds |
+//! | --- | --- | --- |
+//! | helpers | `error`, `dtype`, `device`, `context` | `Error`, `DType`, the `Device` list, knobs (`DEBUG`, `DEV`, …) and counters |
+//! | vocabulary | `ops`, `shape` | `Op`, `UnaryOp`/`BinaryOp`/`ReduceOp` and what they compute; `View`, `ShapeTracker` |
+//! | kernel IR | `kernel` | `KernelAst` (scheduler → codegen), `KGraph` and its rewrite rules |
+//! | codegen | `codegen` | lower → optimize → linearize (`LinearKernel`) → render (`Renderer`: C, WGSL) |
+//! | runtime | `runtime` | `Backend`s (interp, cpu, wgpu), `Buffer`, `Program`, `Launch` |
+//! | schedule | `uop`, `schedule` | the lazy graph's node `UOp`; fusing it into `ScheduleItem`s |
+//! | engine | `realize`, `memory` | realize a schedule, the capture hook, memory planning |
+//! | frontend | `tensor` | `Tensor` and its ops, autograd (`tensor::grad`) |
+//! | | `jit` | `TinyJit`: capture a step, replay its launches |
+//! | | `nn` | layers, optimizers, datasets, state dicts |
+//! | | `web` | the JavaScript API (wasm32 only) |
+//!
+//! `examples/walkthrough.rs` takes one small graph through every stage and prints each.
 
 pub mod codegen;
 pub mod context;
+pub mod device;
 pub mod dtype;
 pub mod error;
-mod functional;
-pub mod grad;
 pub mod jit;
+pub mod kernel;
 pub mod memory;
-mod movement;
 pub mod nn;
 pub mod ops;
-mod random;
 pub mod realize;
-mod reduce;
-pub mod rewrite;
 pub mod runtime;
 pub mod schedule;
 pub mod shape;
 pub mod tensor;
+pub mod uop;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
 pub use context::{Context, GlobalCounters};
+pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use functional::{Conv2dOpts, CrossEntropyOpts, Padding, Reduction};
 pub use jit::TinyJit;
-pub use runtime::Device;
+pub use tensor::functional::{Conv2dOpts, CrossEntropyOpts, Padding, Reduction};
 pub use tensor::{Axes, Operand, Tensor};

@@ -1,10 +1,10 @@
-//! The primitive ops and the lazy graph they form. Every Tensor op is built from these; movement
-//! ops are nodes here too and become views (`shape::ShapeTracker`) when the scheduler folds them.
+//! The op vocabulary and its semantics. `Op` is what a node of the lazy graph (`uop.rs`) does;
+//! every Tensor op is built from these, and movement ops become views (`shape::ShapeTracker`)
+//! when the scheduler folds them. `UnaryOp`, `BinaryOp` and `ReduceOp` are also the ops of the
+//! kernel IR, and `exec_*` define what they compute: constant folding and the interpreter both
+//! use them, so they are the specification every backend is checked against.
 
 use crate::dtype::DType;
-use crate::runtime::{Buffer, Device};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
@@ -100,71 +100,102 @@ impl Op {
     }
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A node of the lazy graph. `src` is dropped once the node is realized and no gradient can
-/// flow through it any more, so long training loops do not keep old graphs alive.
-#[derive(Debug)]
-pub struct UOp {
-    pub id: u64,
-    pub op: Op,
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-    pub device: Device,
-    state: Mutex<State>,
+/// The dtype arithmetic is carried out in: f16 values compute as f32 and round on store/cast.
+pub fn compute_dtype(dt: DType) -> DType {
+    if dt == DType::F16 {
+        DType::F32
+    } else {
+        dt
+    }
 }
 
-#[derive(Debug, Default)]
-struct State {
-    src: Vec<Arc<UOp>>,
-    buffer: Option<Arc<Buffer>>,
+fn wrap_int(dtype: DType, x: u64) -> f64 {
+    match dtype {
+        DType::I32 => x as u32 as i32 as f64,
+        DType::U32 => x as u32 as f64,
+        DType::U8 => x as u8 as f64,
+        DType::Bool => (x != 0) as u8 as f64,
+        _ => x as i64 as f64,
+    }
 }
 
-impl UOp {
-    pub fn new(
-        op: Op,
-        dtype: DType,
-        shape: Vec<usize>,
-        device: Device,
-        src: Vec<Arc<UOp>>,
-    ) -> Arc<UOp> {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Arc::new(UOp {
-            id,
-            op,
-            dtype,
-            shape,
-            device,
-            state: Mutex::new(State { src, buffer: None }),
-        })
+fn as_bits(v: f64) -> u64 {
+    v as i64 as u64
+}
+
+/// Round an arithmetic result to its dtype: f32 precision for floats (f16 included, see
+/// `compute_dtype`), wrapping for integers.
+pub fn round_result(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F32 | DType::F16 => v as f32 as f64,
+        _ => wrap_int(dtype, as_bits(v)),
     }
-    pub fn from_buffer(buf: Arc<Buffer>, dtype: DType, shape: Vec<usize>) -> Arc<UOp> {
-        let u = UOp::new(Op::Buffer, dtype, shape, buf.device, vec![]);
-        u.lock().buffer = Some(buf);
-        u
+}
+
+/// The semantics of every unary op, shared by constant folding and the interpreter.
+pub fn exec_unary(op: UnaryOp, dtype: DType, a: f64) -> f64 {
+    let v = match op {
+        UnaryOp::Neg => return wrap_or_round(dtype, -a),
+        UnaryOp::Exp2 => a.exp2(),
+        UnaryOp::Log2 => a.log2(),
+        UnaryOp::Sin => a.sin(),
+        UnaryOp::Sqrt => a.sqrt(),
+        UnaryOp::Recip => 1.0 / a,
+        UnaryOp::Trunc => a.trunc(),
+    };
+    round_result(dtype, v)
+}
+
+fn wrap_or_round(dtype: DType, v: f64) -> f64 {
+    if dtype.is_float() {
+        v as f32 as f64
+    } else {
+        wrap_int(dtype, as_bits(v))
     }
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    pub fn src(&self) -> Vec<Arc<UOp>> {
-        self.lock().src.clone()
-    }
-    pub fn buffer(&self) -> Option<Arc<Buffer>> {
-        self.lock().buffer.clone()
-    }
-    pub fn is_realized(&self) -> bool {
-        self.lock().buffer.is_some()
-    }
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-    /// Record the buffer holding this node's value; forget the sources unless autograd may
-    /// still need them.
-    pub fn set_buffer(&self, buf: Arc<Buffer>, keep_src: bool) {
-        let mut st = self.lock();
-        st.buffer = Some(buf);
-        if !keep_src {
-            st.src.clear();
+}
+
+/// The semantics of every binary op; `dtype` is the operands' dtype.
+pub fn exec_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
+    let float = dtype.is_float();
+    match op {
+        BinaryOp::Add => wrap_or_round(dtype, a + b),
+        BinaryOp::Mul if float => (a * b) as f32 as f64,
+        BinaryOp::Mul => wrap_int(dtype, as_bits(a).wrapping_mul(as_bits(b))),
+        BinaryOp::Div if float => (a / b) as f32 as f64,
+        BinaryOp::Div => {
+            if b == 0.0 {
+                0.0
+            } else {
+                wrap_int(dtype, ((a as i64) / (b as i64)) as u64)
+            }
         }
+        BinaryOp::Mod if float => (a % b) as f32 as f64,
+        BinaryOp::Mod => {
+            if b == 0.0 {
+                0.0
+            } else {
+                wrap_int(dtype, ((a as i64) % (b as i64)) as u64)
+            }
+        }
+        BinaryOp::Max => a.max(b),
+        BinaryOp::CmpLt => (a < b) as u8 as f64,
+        BinaryOp::CmpEq => (a == b) as u8 as f64,
+        BinaryOp::CmpNe => (a != b) as u8 as f64,
+        BinaryOp::And => wrap_int(dtype, as_bits(a) & as_bits(b)),
+        BinaryOp::Or => wrap_int(dtype, as_bits(a) | as_bits(b)),
+        BinaryOp::Xor => wrap_int(dtype, as_bits(a) ^ as_bits(b)),
+        BinaryOp::Shl => wrap_int(dtype, as_bits(a) << (as_bits(b) & 31)),
+        BinaryOp::Shr => wrap_int(dtype, (as_bits(a) & 0xffff_ffff) >> (as_bits(b) & 31)),
+    }
+}
+
+/// Cast semantics: float to integer truncates (and wraps), to bool tests non-zero.
+pub fn exec_cast(to: DType, a: f64) -> f64 {
+    match to {
+        DType::F32 => a as f32 as f64,
+        DType::F16 => half::f16::from_f64(a).to_f64(),
+        DType::Bool => (a != 0.0) as u8 as f64,
+        _ if a.is_nan() => 0.0,
+        _ => wrap_int(to, a.trunc() as i64 as u64),
     }
 }

@@ -1,14 +1,83 @@
 //! The engine: realize target nodes by scheduling them, compiling each kernel once per device
-//! (programs are cached by their linearized form), allocating outputs and launching.
+//! (programs are cached by their linearized form), allocating outputs and launching. It also
+//! holds the capture hook: while a capture is open, every allocation and launch is recorded
+//! (TinyJit, a layer above, opens one around the call it captures, as tinygrad's `capturing`
+//! list does). What realizing needs to know about the frontend (which nodes a gradient may
+//! still flow through) is passed in by the caller.
 
-use crate::codegen::{linearize::linearize, linearize::BufArg, Inst, LinearKernel};
+use crate::codegen::{self, LinearKernel};
 use crate::context::{debug, GlobalCounters};
-use crate::error::{Error, ErrorKind, Result};
-use crate::ops::{Op, UOp};
-use crate::runtime::{Buffer, Device, Program};
-use crate::schedule::{schedule, KernelAst, ScheduleItem};
+use crate::error::{bail, Error, ErrorKind, Result};
+use crate::kernel::KernelAst;
+use crate::ops::Op;
+use crate::runtime::{Buffer, Device, Launch, Program};
+use crate::schedule::ScheduleItem;
+use crate::uop::UOp;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
+
+// ---- the capture hook
+
+/// What a capture recorded: every launch, and every buffer allocated while it was open.
+#[derive(Default)]
+pub struct Capture {
+    pub launches: Vec<Launch>,
+    pub allocated: Vec<Arc<Buffer>>,
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Capture>> = const { RefCell::new(None) };
+}
+
+/// Whether a capture is open on this thread.
+pub fn capturing() -> bool {
+    CAPTURE.with(|c| c.borrow().is_some())
+}
+
+/// Open a capture: launches and allocations from now on are recorded until `end_capture`.
+pub fn start_capture() -> Result<()> {
+    if capturing() {
+        bail!(Jit, "TinyJit: a jitted function cannot be called while another one is capturing (nested JIT)");
+    }
+    CAPTURE.with(|c| *c.borrow_mut() = Some(Capture::default()));
+    Ok(())
+}
+
+/// Close the capture and return what it recorded (empty if none was open).
+pub fn end_capture() -> Capture {
+    CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default()
+}
+
+fn record(l: Launch) {
+    CAPTURE.with(|c| {
+        if let Some(r) = c.borrow_mut().as_mut() {
+            r.launches.push(l);
+        }
+    });
+}
+
+fn record_alloc(b: &Arc<Buffer>) {
+    CAPTURE.with(|c| {
+        if let Some(r) = c.borrow_mut().as_mut() {
+            r.allocated.push(b.clone());
+        }
+    });
+}
+
+/// Reading values back while capturing would not happen on replay: refuse it.
+pub fn check_readback() -> Result<()> {
+    if capturing() {
+        bail!(
+            Jit,
+            "TinyJit: reading a tensor's value during capture is not allowed (a replay would not read it); \
+             return the tensor from the jitted function and read it afterwards"
+        );
+    }
+    Ok(())
+}
+
+// ---- compiling
 
 type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
 
@@ -24,33 +93,10 @@ fn cache() -> &'static ProgramCache {
     C.get_or_init(Default::default)
 }
 
-/// Lower and linearize a scheduled kernel.
-pub fn linear_kernel(ast: &KernelAst) -> LinearKernel {
-    let l = crate::codegen::opt::optimize(ast);
-    let bufs = ast
-        .bufs
-        .iter()
-        .enumerate()
-        .map(|(i, (dt, _))| BufArg {
-            dtype: *dt,
-            writes: i == 0,
-        })
-        .collect();
-    let mut lk = linearize(&l, bufs, "");
-    let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) {
-        "r"
-    } else {
-        "E"
-    };
-    let dims: Vec<String> = ast.root.shape.iter().map(|d| d.to_string()).collect();
-    lk.name = format!("{kind}_{}", dims.join("_"));
-    lk
-}
-
 /// A structural key of a kernel's AST (shared subtrees numbered once), for the program cache:
 /// equal keys lower to the same program, so a repeated step skips lowering.
 fn ast_key(ast: &KernelAst) -> String {
-    use crate::schedule::{AstNode, AstOp};
+    use crate::kernel::{AstNode, AstOp};
     use std::fmt::Write;
     fn visit(n: &AstNode, ids: &mut HashMap<usize, usize>, out: &mut String) -> usize {
         let p = n as *const AstNode as usize;
@@ -105,7 +151,7 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
             return Ok(p.clone());
         }
     }
-    let lk = linear_kernel(ast);
+    let lk = codegen::compile(ast);
     KERNEL_LOG.with(|l| {
         if let Some(log) = l.borrow_mut().as_mut() {
             log.push(lk.clone());
@@ -135,9 +181,11 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
     Ok(p)
 }
 
-/// Nodes whose sources must be kept after realization because a gradient may flow through them.
-fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
-    let roots = crate::tensor::grad_leaf_ids();
+// ---- realizing
+
+/// Nodes whose sources must be kept after realization because a gradient may flow through them
+/// to one of `roots` (the nodes of tensors that require gradients).
+fn grad_relevant(targets: &[Arc<UOp>], roots: &HashSet<u64>) -> HashSet<u64> {
     let mut memo: HashMap<u64, bool> = HashMap::new();
     fn visit(n: &Arc<UOp>, roots: &HashSet<u64>, memo: &mut HashMap<u64, bool>) -> bool {
         if let Some(&v) = memo.get(&n.id) {
@@ -153,11 +201,8 @@ fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
         memo.insert(n.id, v);
         v
     }
-    if roots.is_empty() {
-        return HashSet::new();
-    }
     for t in targets {
-        visit(t, &roots, &mut memo);
+        visit(t, roots, &mut memo);
     }
     memo.into_iter()
         .filter(|&(_, v)| v)
@@ -165,12 +210,13 @@ fn grad_relevant(targets: &[Arc<UOp>]) -> HashSet<u64> {
         .collect()
 }
 
-/// The schedule that realizing `ts` would run (nothing is launched).
-pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
-    let nodes: Vec<Arc<UOp>> = ts
+/// The schedule that realizing `targets` would run (nothing is launched), binding no more
+/// buffers per kernel than their devices (and a `Context`'s `max_buffers`) allow.
+pub fn schedule(targets: &[Arc<UOp>]) -> Result<Vec<ScheduleItem>> {
+    let nodes: Vec<Arc<UOp>> = targets
         .iter()
-        .map(|t| t.node())
         .filter(|n| !n.is_realized())
+        .cloned()
         .collect();
     let max_bufs = nodes
         .iter()
@@ -178,11 +224,13 @@ pub fn schedule_of(ts: &[&crate::Tensor]) -> Result<Vec<ScheduleItem>> {
         .chain(crate::context::max_buffers())
         .min()
         .unwrap_or(usize::MAX);
-    schedule(&nodes, max_bufs)
+    crate::schedule::schedule(&nodes, max_bufs)
 }
 
-/// The unrealized nodes of these graphs, and the buffers their pending assigns will overwrite.
-fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>) {
+/// The unrealized nodes of these graphs (ids), and the buffers (addresses) their pending
+/// assigns will overwrite. The frontend uses it to find live tensors that still read those
+/// buffers and must be realized before the write.
+pub fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>) {
     let mut seen = HashSet::new();
     let mut out = HashSet::new();
     let mut stack: Vec<Arc<UOp>> = targets.to_vec();
@@ -201,13 +249,11 @@ fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>) {
     (seen, out)
 }
 
-/// Realize every target node (compute and store its buffer). Live lazy tensors outside these
-/// graphs that still read a buffer an assign here overwrites (a loss read after `opt.step()`)
-/// are realized in the same schedule, before the write. (Tensors inside the graphs, such as
-/// the assigned value or a forward activation the gradient uses, are not materialized for this:
-/// read them before the step if they are needed.)
-pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
-    let mut todo: Vec<Arc<UOp>> = targets
+/// Realize every target node (compute and store its buffer), in one schedule. `grad_roots`
+/// are the nodes gradients may still be taken with respect to: realized nodes on a path to one
+/// of them keep their sources for autograd, every other realized node forgets its graph.
+pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
+    let todo: Vec<Arc<UOp>> = targets
         .iter()
         .filter(|t| !t.is_realized())
         .cloned()
@@ -215,17 +261,7 @@ pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
     if todo.is_empty() {
         return Ok(());
     }
-    let (graph, assigned) = graph_and_assigned(&todo);
-    if !assigned.is_empty() {
-        todo.extend(crate::tensor::readers_of(&assigned, &graph));
-    }
-    let max_bufs = todo
-        .iter()
-        .map(|t| t.device.backend().max_buffers())
-        .chain(crate::context::max_buffers())
-        .min()
-        .unwrap_or(usize::MAX);
-    let items = schedule(&todo, max_bufs)?;
+    let items = schedule(&todo)?;
     if debug() >= 3 {
         crate::context::log(&format!("schedule: {} items", items.len()));
         for (i, it) in items.iter().enumerate() {
@@ -240,7 +276,11 @@ pub fn realize(targets: &[Arc<UOp>]) -> Result<()> {
             }
         }
     }
-    let keep = grad_relevant(&todo);
+    let keep = if grad_roots.is_empty() {
+        HashSet::new()
+    } else {
+        grad_relevant(&todo, grad_roots)
+    };
     for item in &items {
         run_item(item, &keep)?;
     }
@@ -261,9 +301,9 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
         ScheduleItem::Copy { out, src } => {
             let sb = input_buffer(src)?;
             let buf = Arc::new(out.device.backend().alloc(out.numel() * out.dtype.size())?);
-            crate::jit::record_alloc(&buf);
+            record_alloc(&buf);
             copy(&sb, &buf)?;
-            crate::jit::record(crate::jit::Launch::Copy {
+            record(Launch::Copy {
                 src: sb,
                 dst: buf.clone(),
             });
@@ -277,7 +317,7 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                 input_buffer(&out.src()[0])?
             } else {
                 let b = Arc::new(be.alloc(out.numel() * out.dtype.size())?);
-                crate::jit::record_alloc(&b);
+                record_alloc(&b);
                 b
             };
             let mut bufs: Vec<Arc<Buffer>> = vec![out_buf.clone()];
@@ -296,11 +336,22 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
             }
             let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
             launch(dev, &prog, &refs)?;
-            crate::jit::record(crate::jit::Launch::Kernel { dev, prog, bufs });
+            record(Launch::Kernel { dev, prog, bufs });
             out.set_buffer(out_buf, keep.contains(&out.id));
         }
     }
     Ok(())
+}
+
+/// Run one recorded launch again (a TinyJit replay without a backend graph).
+pub fn run_launch(l: &Launch) -> Result<()> {
+    match l {
+        Launch::Kernel { dev, prog, bufs } => {
+            let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+            launch(*dev, prog, &refs)
+        }
+        Launch::Copy { src, dst } => copy(src, dst),
+    }
 }
 
 /// Copy the contents of one buffer into another (possibly on another device).

@@ -6,50 +6,13 @@
 
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::ops::{BinaryOp, Op, ReduceOp, UOp, UnaryOp};
-use crate::shape::ShapeTracker;
+use crate::kernel::{AstNode, AstOp, KernelAst};
+use crate::ops::Op;
+use crate::runtime::Buffer;
+use crate::shape::{ShapeTracker, MAX_NUMEL};
+use crate::uop::UOp;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-/// A node of a kernel's AST.
-#[derive(Debug)]
-pub struct AstNode {
-    pub op: AstOp,
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-    pub src: Vec<Arc<AstNode>>,
-}
-
-#[derive(Debug, Clone)]
-pub enum AstOp {
-    /// Read buffer `slot` through a view whose shape is this node's shape.
-    Load {
-        slot: u32,
-        st: ShapeTracker,
-    },
-    Const(f64),
-    Iota,
-    /// Re-address an inlined subexpression (src[0], contiguous in its own shape).
-    View(ShapeTracker),
-    Unary(UnaryOp),
-    Binary(BinaryOp),
-    Where,
-    Cast(DType),
-    Reduce(ReduceOp, Vec<usize>),
-}
-
-impl AstNode {
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-}
-
-/// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
-#[derive(Debug)]
-pub struct KernelAst {
-    pub root: Arc<AstNode>,
-    pub bufs: Vec<(DType, usize)>,
-}
 
 /// One step of a schedule.
 #[derive(Debug)]
@@ -72,7 +35,8 @@ impl ScheduleItem {
     }
 }
 
-struct Graph {
+/// The unrealized graph below the targets, in topological order.
+struct Dag {
     nodes: HashMap<u64, Arc<UOp>>,
     placed: HashSet<u64>,
     order: Vec<u64>,
@@ -80,8 +44,8 @@ struct Graph {
     uses: HashMap<u64, usize>,
 }
 
-fn toposort(targets: &[Arc<UOp>]) -> Graph {
-    let mut g = Graph {
+fn toposort(targets: &[Arc<UOp>]) -> Dag {
+    let mut g = Dag {
         nodes: HashMap::new(),
         placed: HashSet::new(),
         order: vec![],
@@ -141,7 +105,7 @@ fn chain(n: &Arc<UOp>) -> (Arc<UOp>, ShapeTracker) {
 }
 
 struct Builder<'a> {
-    g: &'a Graph,
+    g: &'a Dag,
     materialize: &'a mut HashSet<u64>,
     root: u64,
     /// Buffer identity -> slot; slot 0 is the output.
@@ -386,7 +350,7 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
         }
         // In-place writes that read each other's buffers (two parameters whose updates use
         // both): compute such values into their own buffers first, then the writes are copies.
-        let assigned: Vec<Arc<crate::runtime::Buffer>> = items
+        let assigned: Vec<Arc<Buffer>> = items
             .values()
             .filter_map(|it| {
                 let out = it.out();
@@ -425,18 +389,18 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
 }
 
 fn build_kernel(
-    g: &Graph,
+    g: &Dag,
     n: &Arc<UOp>,
     materialize: &mut HashSet<u64>,
     max_bufs: usize,
 ) -> Result<ScheduleItem> {
-    if n.numel() > crate::tensor::MAX_NUMEL {
+    if n.numel() > MAX_NUMEL {
         bail!(
             Shape,
             "schedule: {:?} of shape {:?} would need a buffer of more than {} elements",
             n.op,
             n.shape,
-            crate::tensor::MAX_NUMEL
+            MAX_NUMEL
         );
     }
     loop {
@@ -514,7 +478,7 @@ fn build_kernel(
 /// Order the kernels so that every kernel runs after the ones producing its inputs, and a
 /// kernel writing a buffer in place runs after every kernel reading its old contents.
 /// `None` when the in-place writes form a cycle.
-fn order(g: &Graph, items: &HashMap<u64, ScheduleItem>) -> Option<Vec<u64>> {
+fn order(g: &Dag, items: &HashMap<u64, ScheduleItem>) -> Option<Vec<u64>> {
     let ids: Vec<u64> = g
         .order
         .iter()
@@ -604,4 +568,105 @@ fn order(g: &Graph, items: &HashMap<u64, ScheduleItem>) -> Option<Vec<u64>> {
         visit(*id, &deps, &mut done, &mut visiting, &mut out)?;
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Fusion decisions on hand-built graphs (no tensors): which nodes get kernels, and what
+    //! each kernel binds.
+    use super::*;
+    use crate::device::Device;
+    use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+
+    fn leaf(shape: &[usize]) -> Arc<UOp> {
+        let n: usize = shape.iter().product();
+        let buf = Device::Interp.backend().alloc(n * 4).expect("alloc");
+        UOp::from_buffer(Arc::new(buf), DType::F32, shape.to_vec())
+    }
+    fn node(op: Op, shape: &[usize], src: Vec<Arc<UOp>>) -> Arc<UOp> {
+        UOp::new(op, DType::F32, shape.to_vec(), Device::Interp, src)
+    }
+    fn binary(op: BinaryOp, a: &Arc<UOp>, b: &Arc<UOp>) -> Arc<UOp> {
+        node(Op::Binary(op), &a.shape, vec![a.clone(), b.clone()])
+    }
+    fn kernels(items: &[ScheduleItem]) -> Vec<&KernelAst> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                ScheduleItem::Kernel { ast, .. } => Some(ast),
+                ScheduleItem::Copy { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn elementwise_ops_inline_into_the_reduce_that_reads_them() {
+        let (a, b) = (leaf(&[4, 8]), leaf(&[4, 8]));
+        let prod = binary(BinaryOp::Mul, &a, &b);
+        let e = node(Op::Unary(UnaryOp::Exp2), &[4, 8], vec![prod]);
+        let s = node(Op::Reduce(ReduceOp::Sum, vec![1]), &[4, 1], vec![e]);
+        let items = schedule(&[s], usize::MAX).expect("schedule");
+        let ks = kernels(&items);
+        assert_eq!(ks.len(), 1);
+        assert!(matches!(ks[0].root.op, AstOp::Reduce(ReduceOp::Sum, _)));
+        assert_eq!(ks[0].bufs.len(), 3, "output, a and b");
+    }
+
+    #[test]
+    fn a_reduce_read_through_a_broadcast_gets_its_own_kernel() {
+        // x - max(x, axis=1): the max is read by every element of its row.
+        let x = leaf(&[4, 8]);
+        let m = node(Op::Reduce(ReduceOp::Max, vec![1]), &[4, 1], vec![x.clone()]);
+        let mb = node(Op::Expand, &[4, 8], vec![m]);
+        let neg = node(Op::Unary(UnaryOp::Neg), &[4, 8], vec![mb]);
+        let d = binary(BinaryOp::Add, &x, &neg);
+        let items = schedule(&[d], usize::MAX).expect("schedule");
+        let ks = kernels(&items);
+        assert_eq!(ks.len(), 2);
+        assert!(matches!(ks[0].root.op, AstOp::Reduce(ReduceOp::Max, _)));
+        assert_eq!(
+            ks[0].bufs[0],
+            (DType::F32, 4),
+            "the max has a buffer of its own"
+        );
+        assert_eq!(ks[1].bufs.len(), 3, "output, x and the max");
+    }
+
+    #[test]
+    fn a_kernel_over_the_buffer_limit_is_split() {
+        let xs: Vec<Arc<UOp>> = (0..6).map(|_| leaf(&[16])).collect();
+        let mut acc = xs[0].clone();
+        for x in &xs[1..] {
+            acc = binary(BinaryOp::Add, &acc, x);
+        }
+        let one = schedule(std::slice::from_ref(&acc), usize::MAX).expect("schedule");
+        assert_eq!(kernels(&one).len(), 1);
+        assert_eq!(kernels(&one)[0].bufs.len(), 7);
+        let split = schedule(&[acc], 4).expect("schedule");
+        let ks = kernels(&split);
+        assert!(ks.len() > 1, "split into {} kernels", ks.len());
+        assert!(
+            ks.iter().all(|k| k.bufs.len() <= 4),
+            "every kernel within the limit"
+        );
+    }
+
+    #[test]
+    fn an_assign_reading_other_elements_of_its_target_computes_the_value_first() {
+        // x.assign(flip(x) + 1): writing in place while reading x reversed would race.
+        let x = leaf(&[8]);
+        let f = node(Op::Flip(vec![true]), &[8], vec![x.clone()]);
+        let one = node(Op::Const(1.0), &[8], vec![]);
+        let v = binary(BinaryOp::Add, &f, &one);
+        let a = node(Op::Assign, &[8], vec![x, v]);
+        let items = schedule(&[a], usize::MAX).expect("schedule");
+        assert_eq!(kernels(&items).len(), 2, "the value, then the copy into x");
+        let plain_read = {
+            let y = leaf(&[8]);
+            let v = binary(BinaryOp::Add, &y, &one);
+            node(Op::Assign, &[8], vec![y, v])
+        };
+        let items = schedule(&[plain_read], usize::MAX).expect("schedule");
+        assert_eq!(kernels(&items).len(), 1, "y += 1 writes in place directly");
+    }
 }

@@ -1,9 +1,8 @@
 //! Views: how a movement op (reshape, permute, expand, pad, shrink, flip) re-addresses memory
 //! without copying. A `View` is (shape, strides, offset, mask); a `ShapeTracker` is a stack of
 //! views for the cases one view cannot express. The scheduler folds chains of movement ops into a
-//! `ShapeTracker`, and lowering turns it into index and validity expressions.
+//! `ShapeTracker`; the kernel IR (`kernel::st_index`) turns it into index and validity expressions.
 
-use crate::codegen::{KGraph, Ref};
 use crate::dtype::DType;
 
 /// Row-major strides of a contiguous tensor; size-1 dims get stride 0.
@@ -248,50 +247,6 @@ impl View {
             .canonical(),
         )
     }
-
-    /// (index, valid) of this view for the multi-index `idx`.
-    fn index(&self, g: &mut KGraph, idx: &[Ref]) -> (Ref, Ref) {
-        let mut lin = g.int(self.offset as i64);
-        for (i, &ix) in idx.iter().enumerate() {
-            if self.strides[i] != 0 && self.shape[i] != 1 {
-                let st = g.int(self.strides[i] as i64);
-                let term = g.mul(ix, st);
-                lin = g.add(lin, term);
-            }
-        }
-        let mut valid = g.bool_const(true);
-        if let Some(m) = &self.mask {
-            for (i, &(lo, hi)) in m.iter().enumerate() {
-                if lo > 0 {
-                    let c = g.int(lo as i64);
-                    let ok = g.le(c, idx[i]);
-                    valid = g.and(valid, ok);
-                }
-                if hi < self.shape[i] {
-                    let c = g.int(hi as i64);
-                    let ok = g.lt(idx[i], c);
-                    valid = g.and(valid, ok);
-                }
-            }
-        }
-        (lin, valid)
-    }
-}
-
-/// Unravel a linear index into a multi-index of a contiguous `shape`.
-pub fn unravel(g: &mut KGraph, lin: Ref, shape: &[usize]) -> Vec<Ref> {
-    let mut out = vec![g.int(0); shape.len()];
-    let mut acc = 1usize;
-    for i in (0..shape.len()).rev() {
-        if shape[i] != 1 {
-            let a = g.int(acc as i64);
-            let d = g.div(lin, a);
-            let s = g.int(shape[i] as i64);
-            out[i] = g.modulo(d, s);
-        }
-        acc *= shape[i];
-    }
-    out
 }
 
 /// A stack of views, outermost last: the last view maps the consumer's indices, each earlier view
@@ -364,80 +319,10 @@ impl ShapeTracker {
         }
         self
     }
-
-    /// (linear index into the source buffer, validity) for the multi-index `idx` of `shape()`.
-    pub fn to_index(&self, g: &mut KGraph, idx: &[Ref]) -> (Ref, Ref) {
-        let mut idx = idx.to_vec();
-        let mut valid = g.bool_const(true);
-        for (k, v) in self.views.iter().enumerate().rev() {
-            let (lin, ok) = v.index(g, &idx);
-            valid = g.and(valid, ok);
-            if k == 0 {
-                return (lin, valid);
-            }
-            idx = unravel(g, lin, &self.views[k - 1].shape);
-        }
-        unreachable!("a ShapeTracker has at least one view")
-    }
 }
 
 /// The type index arithmetic is done in everywhere (WGSL has no 64-bit integers).
 pub const INDEX: DType = DType::I32;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn eval(st: &ShapeTracker) -> Vec<Option<i64>> {
-        // Evaluate the tracker for every index with the kernel-graph evaluator.
-        let shape = st.shape().to_vec();
-        let n = prod(&shape);
-        (0..n)
-            .map(|i| {
-                let mut g = KGraph::new();
-                let lin = g.int(i as i64);
-                let idx = unravel(&mut g, lin, &shape);
-                let (ix, ok) = st.to_index(&mut g, &idx);
-                let ok = g.const_value(ok).expect("constant");
-                (ok != 0.0).then(|| g.const_value(ix).expect("constant") as i64)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn permute_then_reshape_is_two_views_or_one() {
-        let st = ShapeTracker::contiguous(&[2, 3])
-            .permute(&[1, 0])
-            .reshape(&[6]);
-        assert_eq!(eval(&st), [0, 3, 1, 4, 2, 5].map(Some));
-        let merged = ShapeTracker::contiguous(&[2, 3, 4])
-            .reshape(&[6, 4])
-            .reshape(&[24]);
-        assert_eq!(merged.views.len(), 1);
-    }
-
-    #[test]
-    fn pad_shrink_flip_expand() {
-        let st = ShapeTracker::contiguous(&[3]).pad(&[(1, 2)]);
-        assert_eq!(eval(&st), vec![None, Some(0), Some(1), Some(2), None, None]);
-        let st = ShapeTracker::contiguous(&[4])
-            .shrink(&[(1, 3)])
-            .flip(&[true]);
-        assert_eq!(eval(&st), vec![Some(2), Some(1)]);
-        let st = ShapeTracker::contiguous(&[1, 3]).expand(&[2, 3]);
-        assert_eq!(eval(&st), [0, 1, 2, 0, 1, 2].map(Some));
-    }
-
-    #[test]
-    fn strided_reshape_merges_runs() {
-        // (2,3,4) permuted to (3,2,4) then merging the last two dims stays one view.
-        let st = ShapeTracker::contiguous(&[2, 3, 4])
-            .permute(&[1, 0, 2])
-            .reshape(&[3, 2, 2, 2]);
-        assert_eq!(st.views.len(), 1);
-        let reference: Vec<Option<i64>> = (0..24)
-            .map(|i| Some(((i / 8) * 4 + ((i / 4) % 2) * 12 + i % 4) as i64))
-            .collect();
-        assert_eq!(eval(&st), reference);
-    }
-}
+/// Largest number of elements a buffer may hold: index arithmetic is 32-bit (`INDEX`).
+pub const MAX_NUMEL: usize = i32::MAX as usize;

@@ -779,7 +779,7 @@ impl JsTensor {
     ) -> JsResult<js_sys::Promise> {
         let t = self.get("to")?;
         let d = device_arg(&device, "to")?;
-        crate::jit::check_readback().or_fail("to")?;
+        crate::realize::check_readback().or_fail("to")?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             if t.device() == d {
                 return Ok(register(t).into());
@@ -810,7 +810,7 @@ impl JsTensor {
     )]
     pub fn data(&self) -> JsResult<js_sys::Promise> {
         let t = self.get("data")?;
-        crate::jit::check_readback().or_fail("data")?;
+        crate::realize::check_readback().or_fail("data")?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             data_of(t).await.map_err(JsValue::from)
         }))
@@ -830,7 +830,7 @@ impl JsTensor {
                 ),
             ));
         }
-        crate::jit::check_readback().or_fail("item")?;
+        crate::realize::check_readback().or_fail("item")?;
         let dt = t.dtype();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             let v = t.to_f32_vec_async().await.or_fail("item")?;
@@ -2591,7 +2591,7 @@ pub fn safe_save(
         let v = Reflect::get(&state, &k).map_err(|e| fail(op, js_error_message(&e)))?;
         named.push((name.clone(), tensor_arg(&v, op, &format!("\"{name}\""))?));
     }
-    crate::jit::check_readback().or_fail(op)?;
+    crate::realize::check_readback().or_fail(op)?;
     Ok(wasm_bindgen_futures::future_to_promise(async move {
         let bytes = crate::nn::state::safe_save_bytes_async(&named)
             .await

@@ -10,7 +10,7 @@ use wgrad::{Context, CrossEntropyOpts, Device, GlobalCounters, Result, Tensor};
 fn kernels(f: impl Fn() -> Result<Tensor>) -> usize {
     Context::new().dev(Device::Interp).run(|| {
         let t = f().unwrap();
-        let n = wgrad::realize::schedule_of(&[&t]).unwrap().len();
+        let n = wgrad::Tensor::schedule_all(&[&t]).unwrap().len();
         let before = GlobalCounters::kernel_count();
         t.realize().unwrap();
         assert_eq!(GlobalCounters::kernel_count() - before, n as u64);
@@ -91,7 +91,7 @@ fn mlp_training_step_kernel_count() {
             w.assign(&w.detach().sub(g.mul(0.1).unwrap()).unwrap())
                 .unwrap();
         }
-        let items = wgrad::realize::schedule_of(&[&w1, &w2, &loss]).unwrap();
+        let items = wgrad::Tensor::schedule_all(&[&w1, &w2, &loss]).unwrap();
         let n = items.len();
         // forward: hidden, relu, logits, max and sum-exp of log_softmax, picked log-prob, loss (7);
         // backward: d(log-sum-exp), d_logits, d_relu and their small epilogues (5); each weight
@@ -117,11 +117,11 @@ fn kernels_respect_the_buffer_limit() {
     };
     Context::new().dev(Device::Interp).run(|| {
         let want = sum(&ts).unwrap().to_vec::<f32>().unwrap();
-        let free = wgrad::realize::schedule_of(&[&sum(&ts).unwrap()]).unwrap();
+        let free = wgrad::Tensor::schedule_all(&[&sum(&ts).unwrap()]).unwrap();
         assert_eq!(free.len(), 1);
         Context::new().max_buffers(4).run(|| {
             let t = sum(&ts).unwrap();
-            let items = wgrad::realize::schedule_of(&[&t]).unwrap();
+            let items = wgrad::Tensor::schedule_all(&[&t]).unwrap();
             assert!(items.len() > 1);
             for it in &items {
                 if let ScheduleItem::Kernel { ast, .. } = it {

@@ -439,7 +439,7 @@ fn mlp_step_kernel_counts() {
                 };
                 ts.push(loss);
                 let refs: Vec<&Tensor> = ts.iter().collect();
-                n = wgrad::realize::schedule_of(&refs).unwrap().len();
+                n = wgrad::Tensor::schedule_all(&refs).unwrap().len();
                 Tensor::realize_all(&refs).unwrap();
             }
             n

@@ -147,7 +147,7 @@ fn buffer_limit_of_four_splits_kernels() {
             .unwrap();
         Context::new().max_buffers(4).run(|| {
             let t = sum(&ts);
-            let items = wgrad::realize::schedule_of(&[&t]).unwrap();
+            let items = wgrad::Tensor::schedule_all(&[&t]).unwrap();
             assert!(items.len() > 1);
             for it in &items {
                 if let ScheduleItem::Kernel { ast, .. } = it {

@@ -3,11 +3,11 @@
 //! `[gstart, gend)`, so the runtime can split the global range across threads.
 
 use super::linearize::LinearKernel;
-use super::render::Dialect;
+use super::render::Renderer;
 use crate::dtype::DType;
 use crate::ops::{BinaryOp, UnaryOp};
 
-pub struct CDialect;
+pub struct CRenderer;
 
 const PRELUDE: &str = r#"#include <math.h>
 #include <string.h>
@@ -48,7 +48,7 @@ fn storage(dt: DType) -> &'static str {
     }
 }
 
-impl Dialect for CDialect {
+impl Renderer for CRenderer {
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
             DType::F32 | DType::F16 => "float",
@@ -160,7 +160,7 @@ mod tests {
     use super::*;
     use crate::codegen::linearize::{linearize, BufArg};
     use crate::codegen::lower::Lowered;
-    use crate::codegen::KGraph;
+    use crate::kernel::KGraph;
     use crate::ops::ReduceOp;
 
     #[test]
@@ -191,7 +191,7 @@ mod tests {
             },
         ];
         let k = linearize(&l, bufs, "r_3");
-        let src = crate::codegen::render::render(&k, &CDialect);
+        let src = crate::codegen::render::render(&k, &CRenderer);
         assert!(
             src.contains("void r_3(void **bufs, int gstart, int gend)"),
             "{src}"

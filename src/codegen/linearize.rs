@@ -3,8 +3,8 @@
 //! what the renderers print and what the interpreter executes.
 
 use super::lower::Lowered;
-use super::{KGraph, KOp, Ref};
 use crate::dtype::DType;
+use crate::kernel::{KGraph, KOp, Ref};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::collections::HashSet;
 
@@ -119,6 +119,30 @@ impl LinearKernel {
             }
         }
         total
+    }
+}
+
+/// The instruction list, indented by loop depth.
+impl std::fmt::Display for LinearKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} invocations, {} buffers",
+            self.name,
+            self.global_size,
+            self.bufs.len()
+        )?;
+        let mut depth = 1;
+        for i in &self.insts {
+            if matches!(i, Inst::EndLoop) {
+                depth -= 1;
+            }
+            writeln!(f, "{}{i:?}", "  ".repeat(depth))?;
+            if matches!(i, Inst::Loop { .. }) {
+                depth += 1;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -306,5 +330,66 @@ pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
         bufs,
         global_size: l.global_size,
         nregs: l.graph.nodes.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(writes: bool) -> BufArg {
+        BufArg {
+            dtype: DType::F32,
+            writes,
+        }
+    }
+
+    /// out[i] = sum_r x[i] * y[r]: the load of x[i] does not depend on the loop.
+    fn kernel() -> LinearKernel {
+        let mut g = KGraph::new();
+        let i = g.gidx(4);
+        let r = g.range(16);
+        let yes = g.bool_const(true);
+        let x = g.load(1, DType::F32, i, yes);
+        let y = g.load(2, DType::F32, r, yes);
+        let p = g.mul(x, y);
+        let s = g.reduce(ReduceOp::Sum, p, &[r]);
+        let l = Lowered {
+            graph: g,
+            stores: vec![(0, i, s)],
+            global_size: 4,
+        };
+        linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
+    }
+
+    #[test]
+    fn loop_invariant_work_is_hoisted_out_of_the_loop() {
+        let k = kernel();
+        let pos = |f: &dyn Fn(&Inst) -> bool| k.insts.iter().position(f).expect("instruction");
+        let lx = pos(&|i| matches!(i, Inst::Load { slot: 1, .. }));
+        let ly = pos(&|i| matches!(i, Inst::Load { slot: 2, .. }));
+        let lp = pos(&|i| matches!(i, Inst::Loop { size: 16, .. }));
+        let end = pos(&|i| matches!(i, Inst::EndLoop));
+        let st = pos(&|i| matches!(i, Inst::Store { .. }));
+        assert!(lx < lp, "x[i] is loaded before the loop:\n{k}");
+        assert!(lp < ly && ly < end, "y[r] is loaded inside it:\n{k}");
+        assert!(end < st, "the store follows the loop");
+    }
+
+    #[test]
+    fn ops_are_counted_by_trip_count() {
+        // Inside the loop: one mul and one accumulate, 16 times.
+        assert_eq!(kernel().ops_per_item(), 32);
+    }
+
+    #[test]
+    fn accumulators_are_defined_before_their_loop() {
+        let k = kernel();
+        let def = k
+            .insts
+            .iter()
+            .position(|i| matches!(i, Inst::DefAcc { .. }));
+        let lp = k.insts.iter().position(|i| matches!(i, Inst::Loop { .. }));
+        assert!(def.is_some() && def < lp, "{k}");
     }
 }

@@ -2,9 +2,7 @@
 //! reduce) becomes a `KGraph` in which every load has an explicit index and gate. The output
 //! element is chosen by the global index; reduces become loops over fresh ranges.
 
-use super::{KGraph, KOp, Ref};
-use crate::schedule::{AstNode, AstOp, KernelAst};
-use crate::shape::unravel;
+use crate::kernel::{st_index, unravel, AstNode, AstOp, KGraph, KOp, KernelAst, Ref};
 use std::collections::HashMap;
 
 /// The lowered kernel: its graph and the (slot, index, value) stores it performs.
@@ -97,7 +95,7 @@ pub fn loads_per_output(l: &Lowered) -> f64 {
             continue;
         }
         let (mut ts, mut k) = (vec![], 0i64);
-        crate::rewrite::terms(g, n.src[0], 1, &mut ts, &mut k);
+        crate::kernel::rewrite::terms(g, n.src[0], 1, &mut ts, &mut k);
         ts.sort();
         groups.insert((slot, ts, k.div_euclid(16)));
     }
@@ -111,14 +109,14 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Me
     }
     let r = match &n.op {
         AstOp::Load { slot, st } => {
-            let (i, valid) = st.to_index(g, idx);
+            let (i, valid) = st_index(g, st, idx);
             let ok = g.and(gate, valid);
             g.load(*slot, n.dtype, i, ok)
         }
         AstOp::Const(v) => g.konst(*v, n.dtype),
         AstOp::Iota => idx[0],
         AstOp::View(st) => {
-            let (i, valid) = st.to_index(g, idx);
+            let (i, valid) = st_index(g, st, idx);
             let inner = unravel(g, i, &n.src[0].shape);
             let ok = g.and(gate, valid);
             let v = lower_node(g, &n.src[0], &inner, ok, memo);
@@ -165,4 +163,85 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Me
     };
     memo.values.insert(key, r);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::kernel::{AstNode, AstOp};
+    use crate::ops::{BinaryOp, ReduceOp};
+    use crate::shape::ShapeTracker;
+    use std::sync::Arc;
+
+    /// out[i, k] = sum_j a[i, j] * b[j, k] for a (M, K) x (K, N) matmul, as the scheduler
+    /// would build it: both operands read through broadcast views of shape (M, K, N).
+    fn matmul(m: usize, k: usize, n: usize) -> KernelAst {
+        let load = |slot: u32, st: ShapeTracker| {
+            Arc::new(AstNode {
+                op: AstOp::Load { slot, st },
+                dtype: DType::F32,
+                shape: vec![m, k, n],
+                src: vec![],
+            })
+        };
+        let a = ShapeTracker::contiguous(&[m, k])
+            .reshape(&[m, k, 1])
+            .expand(&[m, k, n]);
+        let b = ShapeTracker::contiguous(&[k, n])
+            .reshape(&[1, k, n])
+            .expand(&[m, k, n]);
+        let prod = Arc::new(AstNode {
+            op: AstOp::Binary(BinaryOp::Mul),
+            dtype: DType::F32,
+            shape: vec![m, k, n],
+            src: vec![load(1, a), load(2, b)],
+        });
+        let sum = Arc::new(AstNode {
+            op: AstOp::Reduce(ReduceOp::Sum, vec![1]),
+            dtype: DType::F32,
+            shape: vec![m, 1, n],
+            src: vec![prod],
+        });
+        KernelAst {
+            root: sum,
+            bufs: vec![
+                (DType::F32, m * n),
+                (DType::F32, m * k),
+                (DType::F32, k * n),
+            ],
+        }
+    }
+
+    fn count(l: &Lowered, f: impl Fn(&KOp) -> bool) -> usize {
+        l.graph.nodes.iter().filter(|n| f(&n.op)).count()
+    }
+
+    #[test]
+    fn a_reduce_becomes_one_loop_with_one_store_per_output() {
+        let l = lower(&matmul(4, 8, 6), &[]);
+        assert_eq!(l.global_size, 24);
+        assert_eq!(l.stores.len(), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 8, .. })), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Load(_))), 2);
+        assert_eq!(loads_per_output(&l), 2.0);
+    }
+
+    #[test]
+    fn upcasting_shares_loads_that_do_not_depend_on_the_axis() {
+        // Four outputs along n per invocation: a[i, j] is loaded once for all four.
+        let l = lower(&matmul(4, 8, 6 * 4), &[Upcast { axis: 2, amount: 4 }]);
+        assert_eq!(l.global_size, 24);
+        assert_eq!(l.stores.len(), 4);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Reduce(_))), 4);
+        // The loop is shared by the four reduces.
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { .. })), 1);
+        assert!(loads_per_output(&l) < 2.0, "{}", loads_per_output(&l));
+    }
+
+    #[test]
+    fn an_upcast_that_does_not_divide_the_axis_is_ignored() {
+        let l = lower(&matmul(4, 8, 6), &[Upcast { axis: 2, amount: 4 }]);
+        assert_eq!((l.global_size, l.stores.len()), (24, 1));
+    }
 }

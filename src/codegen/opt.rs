@@ -4,7 +4,7 @@
 //! with the fewest loads per output.
 
 use super::lower::{loads_per_output, lower, Lowered, Upcast};
-use crate::schedule::KernelAst;
+use crate::kernel::KernelAst;
 
 /// Outputs one invocation may compute (accumulators beyond the register file spill to L1,
 /// which still beats re-streaming the reduce's inputs from memory).

@@ -1,6 +1,7 @@
-//! The shared C-like printer: walks a `LinearKernel` and asks a `Dialect` (C now; WGSL and CUDA
-//! later) for the spelling of types, constants, ops, loads and stores. Registers are SSA
-//! constants, accumulators are mutable, constants are inlined.
+//! The shared C-like printer: walks a `LinearKernel` and asks a `Renderer` (one per language:
+//! C, WGSL) for the spelling of types, constants, ops, loads and stores. Registers are SSA
+//! constants, accumulators are mutable, constants are inlined. Renderers need no device, so any
+//! target's source can be generated and checked on any machine.
 
 use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
@@ -8,8 +9,8 @@ use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::collections::HashMap;
 use std::fmt::Write;
 
-/// How one target language spells the pieces of a kernel.
-pub trait Dialect {
+/// How one target language spells the pieces of a kernel (a dialect of the shared printer).
+pub trait Renderer {
     /// The register type that holds values of `dt` (f16 computes as f32).
     fn ty(&self, dt: DType) -> &'static str;
     /// Everything before the body: helpers, signature, buffer bindings, opening of the
@@ -47,7 +48,7 @@ pub trait Dialect {
     }
 }
 
-pub fn render(k: &LinearKernel, d: &dyn Dialect) -> String {
+pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let mut out = d.prologue(k);
     let mut names: HashMap<Reg, String> = HashMap::new();
     let mut depth = 2usize;

@@ -22,10 +22,10 @@
 //! modulo by zero give 0 like the interpreter; float constants WGSL cannot spell (inf, NaN,
 //! subnormals) are bit casts.
 
-use super::compute_dtype;
 use super::linearize::{Inst, LinearKernel};
-use super::render::Dialect;
+use super::render::Renderer;
 use crate::dtype::DType;
+use crate::ops::compute_dtype;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::fmt::Write;
 
@@ -38,11 +38,11 @@ pub const MAX_WORKGROUPS_PER_DIM: u32 = 65535;
 /// The f16 conversion helpers, included in kernels that need them.
 const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
 
-pub struct WgslDialect;
+pub struct WgslRenderer;
 
 /// Render a kernel as a WGSL compute shader.
 pub fn render_wgsl(k: &LinearKernel) -> String {
-    let src = super::render::render(k, &WgslDialect);
+    let src = super::render::render(k, &WgslRenderer);
     if src.contains("f32_bits(") {
         format!("{src}\nfn f32_bits(b: u32) -> f32 {{\n    return bitcast<f32>(b);\n}}\n")
     } else {
@@ -156,7 +156,7 @@ fn float_to_u32(a: &str) -> String {
     format!("select(u32({a}), u32(i32({a})), {a} < 0.0f)")
 }
 
-impl WgslDialect {
+impl WgslRenderer {
     /// Integer division or modulo: by zero gives 0 (WGSL's rule gives the dividend).
     fn int_divmod(&self, sym: &str, dt: DType, a: &str, b: &str) -> String {
         let z = zero(dt);
@@ -251,7 +251,7 @@ impl WgslDialect {
     }
 }
 
-impl Dialect for WgslDialect {
+impl Renderer for WgslRenderer {
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
             DType::F32 | DType::F16 => "f32",
@@ -606,7 +606,7 @@ mod tests {
 
     #[test]
     fn constants_are_valid_wgsl_literals() {
-        let d = WgslDialect;
+        let d = WgslRenderer;
         assert_eq!(d.constant(1.0, DType::F32), "1.0f");
         assert_eq!(d.constant(-0.5, DType::F16), "(-0.5f)");
         assert_eq!(d.constant(1e-7, DType::F32), "1e-7f");

@@ -13,7 +13,7 @@ pub mod state;
 
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::functional::{Conv2dOpts, Padding};
+use crate::tensor::functional::{Conv2dOpts, Padding};
 use crate::tensor::Tensor;
 
 fn init(shape: &[usize], fan_in: usize) -> Result<Tensor> {

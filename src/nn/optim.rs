@@ -14,9 +14,9 @@
 //! written or allocated at the next step: capture a step after the first one, or use `set_lr`.)
 
 use crate::context::{training, Context};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::runtime::Device;
 use crate::tensor::Tensor;
 
 /// Something that updates parameters from their gradients.

@@ -7,7 +7,7 @@ use super::{
     host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
     ProgramImpl,
 };
-use crate::codegen::{c::CDialect, render::render, LinearKernel};
+use crate::codegen::{c::CRenderer, render::render, LinearKernel};
 use crate::error::{bail, Error, ErrorKind, Result};
 use std::path::PathBuf;
 use std::process::Command;
@@ -166,7 +166,7 @@ impl Backend for Cpu {
     }
     fn compile(&self, k: &LinearKernel) -> Result<Program> {
         available().map_err(|e| Error::new(ErrorKind::Device, format!("cpu: {e}")))?;
-        let source = render(k, &CDialect);
+        let source = render(k, &CRenderer);
         crate::context::dump_source(&source, "c");
         let so = compile_so(&k.name, &source)?;
         // SAFETY: the object was produced by our compiler invocation from our own source; its

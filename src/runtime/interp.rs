@@ -1,5 +1,5 @@
 //! The interpreter backend: executes a `LinearKernel` directly, a block of output elements at a
-//! time, with the op semantics of `codegen::exec_*`. It is the reference every other backend is
+//! time, with the op semantics of `ops::exec_*`. It is the reference every other backend is
 //! diffed against, and it runs everywhere (wasm included). Loads and stores are bounds-checked:
 //! a bad index is an error, never undefined behaviour.
 
@@ -7,12 +7,10 @@ use super::{
     host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
     ProgramImpl,
 };
-use crate::codegen::{
-    compute_dtype, exec_binary, exec_cast, exec_unary, round_result, Inst, LinearKernel,
-};
+use crate::codegen::{Inst, LinearKernel};
 use crate::dtype::{read_f64, write_f64};
 use crate::error::{bail, Result};
-use crate::ops::ReduceOp;
+use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, ReduceOp};
 use std::sync::Arc;
 
 #[derive(Default)]

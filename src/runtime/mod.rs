@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod wgpu;
 
 use crate::codegen::LinearKernel;
+pub use crate::device::Device;
 use crate::error::{bail, Result};
 use std::alloc::Layout;
 use std::fmt;
@@ -19,39 +20,7 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
-/// Where tensors live and kernels run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Device {
-    /// Executes the linear IR in Rust: the reference every other backend is compared with.
-    Interp,
-    /// C source compiled by the system C compiler, run on all cores.
-    #[cfg(feature = "cpu")]
-    Cpu,
-    /// WGSL through wgpu: WebGPU in the browser; Vulkan, Metal or DX12 natively.
-    #[cfg(feature = "wgpu")]
-    Wgpu,
-}
-
 impl Device {
-    /// Every backend compiled into this build.
-    pub fn all() -> Vec<Device> {
-        vec![
-            Device::Interp,
-            #[cfg(feature = "cpu")]
-            Device::Cpu,
-            #[cfg(feature = "wgpu")]
-            Device::Wgpu,
-        ]
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Device::Interp => "INTERP",
-            #[cfg(feature = "cpu")]
-            Device::Cpu => "CPU",
-            #[cfg(feature = "wgpu")]
-            Device::Wgpu => "WEBGPU",
-        }
-    }
     /// Whether the backend can run here (e.g. a C compiler exists for `Cpu`), with the reason
     /// when it cannot.
     pub fn available(self) -> std::result::Result<(), String> {
@@ -63,7 +32,9 @@ impl Device {
             Device::Wgpu => wgpu::available(),
         }
     }
-    pub(crate) fn backend(self) -> &'static dyn Backend {
+    /// The backend behind this device (for tools that compile and launch kernels by hand, as
+    /// `examples/walkthrough.rs` does; everything else goes through `realize`).
+    pub fn backend(self) -> &'static dyn Backend {
         static INTERP: OnceLock<interp::Interp> = OnceLock::new();
         #[cfg(feature = "cpu")]
         static CPU: OnceLock<cpu::Cpu> = OnceLock::new();
@@ -105,35 +76,10 @@ impl Device {
 }
 
 impl Default for Device {
+    /// The device of the innermost `Context` that names one, else `DEV`, else the process
+    /// default (`set_default_device`, which the browser's `init` sets), else `Device::best()`.
     fn default() -> Self {
-        crate::context::default_device()
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Device {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Device> {
-        let mut up = s.trim().to_ascii_uppercase();
-        if up == "WGPU" || up == "GPU" {
-            up = "WEBGPU".into();
-        }
-        for d in Device::all() {
-            if d.name() == up {
-                return Ok(d);
-            }
-        }
-        let known: Vec<&str> = Device::all().iter().map(|d| d.name()).collect();
-        bail!(
-            Device,
-            "unknown device '{s}': this build has {}",
-            known.join(", ")
-        )
+        crate::context::device_override().unwrap_or_else(Device::best)
     }
 }
 
@@ -269,6 +215,37 @@ pub(crate) enum ProgramImpl {
     Wgpu(wgpu::WgpuProgram),
 }
 
+/// One recorded launch: a kernel with the buffers it binds, or a copy between buffers. The engine
+/// records these while a TinyJit captures; memory planning rewrites their buffers and backends
+/// build replay graphs from them.
+#[derive(Clone)]
+pub enum Launch {
+    Kernel {
+        dev: Device,
+        prog: Arc<Program>,
+        bufs: Vec<Arc<Buffer>>,
+    },
+    Copy {
+        src: Arc<Buffer>,
+        dst: Arc<Buffer>,
+    },
+}
+
+impl Launch {
+    pub fn buffers_mut(&mut self) -> Vec<&mut Arc<Buffer>> {
+        match self {
+            Launch::Kernel { bufs, .. } => bufs.iter_mut().collect(),
+            Launch::Copy { src, dst } => vec![src, dst],
+        }
+    }
+    pub fn buffers(&self) -> Vec<&Arc<Buffer>> {
+        match self {
+            Launch::Kernel { bufs, .. } => bufs.iter().collect(),
+            Launch::Copy { src, dst } => vec![src, dst],
+        }
+    }
+}
+
 /// A captured step prepared by a backend for replay (pipelines and bindings made once).
 pub trait Graph: Send + Sync {
     /// Replay: copy each `before` pair (src, dst), run the step, then copy each `after` pair.
@@ -297,7 +274,7 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()>;
     /// Prepare a captured step (kernels of this device, copies between its buffers) for replay,
     /// or `None` to have TinyJit replay it launch by launch.
-    fn graph(&self, _launches: &[crate::jit::Launch]) -> Result<Option<Box<dyn Graph>>> {
+    fn graph(&self, _launches: &[Launch]) -> Result<Option<Box<dyn Graph>>> {
         Ok(None)
     }
 }

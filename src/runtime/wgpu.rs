@@ -10,11 +10,10 @@
 //! pipelines and bind groups are made once, and a replay encodes the whole list into one encoder
 //! with one submit.
 
-use super::{Backend, BoxFuture, Buffer, Device, Graph, Mem, Program, ProgramImpl};
+use super::{Backend, BoxFuture, Buffer, Device, Graph, Launch, Mem, Program, ProgramImpl};
 use crate::codegen::linearize::LinearKernel;
 use crate::codegen::wgsl::{dispatch_size, render_wgsl, MAX_WORKGROUPS_PER_DIM, WORKGROUP_SIZE};
 use crate::error::{bail, Error, ErrorKind, Result};
-use crate::jit::Launch;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;

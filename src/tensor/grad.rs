@@ -2,9 +2,10 @@
 //! gradients, applying one derivative rule per primitive. The gradients are themselves lazy
 //! graphs, so forward, backward and the optimizer update realize as one schedule.
 
+use super::{grad_tensors, Tensor};
 use crate::error::{bail, Result};
-use crate::ops::{BinaryOp, Op, ReduceOp, UOp, UnaryOp};
-use crate::tensor::{grad_tensors, Tensor};
+use crate::ops::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::uop::UOp;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 

@@ -1,9 +1,9 @@
 //! Neural-network functions on `Tensor`: matmul/linear, conv2d and pooling (as windowed views
 //! plus a reduction), dropout, and the losses.
 
+use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::tensor::Tensor;
 
 /// Padding of a convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -2,10 +2,10 @@
 //! in a device buffer and is advanced in place by every draw. Because the draw and the counter
 //! update are kernels like any other, a replayed (JIT) step draws fresh numbers.
 
+use super::{check_shape, Tensor};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::runtime::Device;
-use crate::tensor::{check_shape, Tensor};
 use std::cell::RefCell;
 
 struct Rng {

@@ -1,10 +1,10 @@
 //! Reductions on `Tensor`: sum and max are primitives; mean, min, argmax/argmin, var/std,
 //! softmax, log_softmax and logsumexp are built from them.
 
+use super::{norm_axis, Axes, Tensor};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::{Op, ReduceOp};
-use crate::tensor::{norm_axis, Axes, Tensor};
 
 impl Tensor {
     fn axes_list(&self, op: &str, axes: Axes) -> Result<Vec<usize>> {

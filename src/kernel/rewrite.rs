@@ -2,9 +2,9 @@
 //! (constant folding, identities, index arithmetic with value bounds, and folding a one-hot
 //! reduction into a direct load). A rule returns the node to use instead, or `None`.
 
-use crate::codegen::{compute_dtype, exec_binary, exec_cast, exec_unary, KGraph, KOp, Node, Ref};
+use super::{KGraph, KOp, Node, Ref};
 use crate::dtype::DType;
-use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, BinaryOp, ReduceOp, UnaryOp};
 
 /// Value bounds of a node (integers and bools; floats get infinite bounds).
 pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
@@ -498,7 +498,7 @@ fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codegen::KGraph;
+    use crate::kernel::KGraph;
 
     #[test]
     fn constants_fold_and_identities_vanish() {
@@ -546,7 +546,7 @@ mod tests {
     fn unravel_then_linearize_is_the_identity() {
         let mut g = KGraph::new();
         let x = g.gidx(120);
-        let idx = crate::shape::unravel(&mut g, x, &[2, 3, 4, 5]);
+        let idx = crate::kernel::unravel(&mut g, x, &[2, 3, 4, 5]);
         let st = crate::shape::strides_for(&[2, 3, 4, 5]);
         let mut lin = g.int(0);
         for (i, &ix) in idx.iter().enumerate() {

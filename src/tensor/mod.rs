@@ -3,17 +3,23 @@
 //! until `realize()`, `to_vec()` or `item()` (or their async forms). Handles are cheap clones
 //! sharing one identity, so an optimizer can update the parameters a model holds.
 
+use crate::device::Device;
 use crate::dtype::{read_f64, DType, Element};
 use crate::error::{bail, Error, ErrorKind, Result};
-use crate::ops::{BinaryOp, Op, UOp, UnaryOp};
-use crate::runtime::Device;
+use crate::ops::{BinaryOp, Op, UnaryOp};
+use crate::schedule::ScheduleItem;
+pub use crate::shape::MAX_NUMEL;
+use crate::uop::UOp;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-/// Largest number of elements a tensor may have (index arithmetic is 32-bit).
-pub const MAX_NUMEL: usize = i32::MAX as usize;
+pub mod functional;
+pub mod grad;
+mod movement;
+mod random;
+mod reduce;
 
 pub(crate) struct Inner {
     node: Mutex<Arc<UOp>>,
@@ -303,7 +309,8 @@ impl Tensor {
         });
         t
     }
-    pub(crate) fn node(&self) -> Arc<UOp> {
+    /// The lazy-graph node this handle points at now (an in-place `assign` moves it).
+    pub fn node(&self) -> Arc<UOp> {
         lock(&self.0.node).clone()
     }
     pub(crate) fn set_node(&self, n: Arc<UOp>) {
@@ -365,7 +372,7 @@ impl Tensor {
     /// Compute gradients of this (scalar) tensor with respect to every tensor that requires
     /// them, lazily: the gradients are graphs that realize together with whatever uses them.
     pub fn backward(&self) -> Result<Tensor> {
-        crate::grad::backward(self)?;
+        grad::backward(self)?;
         Ok(self.clone())
     }
 
@@ -512,10 +519,25 @@ impl Tensor {
         Tensor::realize_all(&[self])?;
         Ok(self.clone())
     }
-    /// Realize several tensors in one schedule (so shared work is done once).
+    /// Realize several tensors in one schedule (so shared work is done once). Live lazy
+    /// tensors outside these graphs that still read a buffer an assign here overwrites (a loss
+    /// read after `opt.step()`) are realized in the same schedule, before the write. (Tensors
+    /// inside the graphs, such as the assigned value or a forward activation the gradient uses,
+    /// are not materialized for this: read them before the step if they are needed.)
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
-        let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).collect();
-        crate::realize::realize(&nodes)?;
+        let mut nodes: Vec<Arc<UOp>> = ts
+            .iter()
+            .map(|t| t.node())
+            .filter(|n| !n.is_realized())
+            .collect();
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let (graph, assigned) = crate::realize::graph_and_assigned(&nodes);
+        if !assigned.is_empty() {
+            nodes.extend(readers_of(&assigned, &graph));
+        }
+        crate::realize::realize(&nodes, &grad_leaf_ids())?;
         // Assigned tensors now are their (in-place written) buffers.
         for t in ts {
             let n = t.node();
@@ -529,7 +551,7 @@ impl Tensor {
     }
     /// Raw bytes of the realized tensor, awaiting the device.
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
-        crate::jit::check_readback()?;
+        crate::realize::check_readback()?;
         self.realize()?;
         let n = self.node();
         let buf = n.buffer().ok_or_else(|| {
@@ -604,6 +626,15 @@ impl Tensor {
             device,
             vec![n],
         )))
+    }
+    /// The kernels realizing this tensor would run (nothing is launched).
+    pub fn schedule(&self) -> Result<Vec<ScheduleItem>> {
+        Tensor::schedule_all(&[self])
+    }
+    /// The kernels realizing these tensors together would run (nothing is launched).
+    pub fn schedule_all(ts: &[&Tensor]) -> Result<Vec<ScheduleItem>> {
+        let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).collect();
+        crate::realize::schedule(&nodes)
     }
     /// Force this value into its own buffer when realized (breaks fusion here).
     pub fn contiguous(&self) -> Tensor {

@@ -2,10 +2,10 @@
 //! The primitives are reshape, permute, expand, pad, shrink and flip; everything else
 //! (transpose, squeeze, slicing, cat, stack, split, repeat) is built from them.
 
+use super::{check_shape, check_shape_below, norm_axis, Tensor, MAX_VIEW_NUMEL};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::Op;
-use crate::tensor::{check_shape, check_shape_below, norm_axis, Tensor, MAX_VIEW_NUMEL};
 
 impl Tensor {
     pub(crate) fn reshape_u(&self, shape: &[usize]) -> Result<Tensor> {
@@ -190,7 +190,7 @@ impl Tensor {
             return Ok(p);
         }
         // Padding is zero-filled; other values go through a mask.
-        let ones = Tensor::from_node(crate::ops::UOp::new(
+        let ones = Tensor::from_node(crate::uop::UOp::new(
             Op::Const(1.0),
             DType::Bool,
             s.clone(),

@@ -1,0 +1,446 @@
+//! The kernel IR, handed from the scheduler to codegen. `KernelAst` is one scheduled kernel: a
+//! tree of loads through views, elementwise ops and at most one fused reduce, plus its buffer
+//! slots. Lowering turns it into a `KGraph`: an SSA graph of scalar ops with explicit index
+//! arithmetic, hash-consed and simplified on construction by the rules of `rewrite.rs`. The
+//! index of a view (`st_index`) is built here too, so the views of `shape.rs` stay plain data.
+
+pub mod rewrite;
+
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::shape::{ShapeTracker, View, INDEX};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// A node of a kernel's AST.
+#[derive(Debug)]
+pub struct AstNode {
+    pub op: AstOp,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub src: Vec<Arc<AstNode>>,
+}
+
+#[derive(Debug, Clone)]
+pub enum AstOp {
+    /// Read buffer `slot` through a view whose shape is this node's shape.
+    Load {
+        slot: u32,
+        st: ShapeTracker,
+    },
+    Const(f64),
+    Iota,
+    /// Re-address an inlined subexpression (src[0], contiguous in its own shape).
+    View(ShapeTracker),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Where,
+    Cast(DType),
+    Reduce(ReduceOp, Vec<usize>),
+}
+
+impl AstNode {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
+#[derive(Debug)]
+pub struct KernelAst {
+    pub root: Arc<AstNode>,
+    pub bufs: Vec<(DType, usize)>,
+}
+
+/// One line per node, sources first; a subtree shared by several parents is printed once and
+/// referred to by its number.
+impl fmt::Display for KernelAst {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn visit(
+            n: &AstNode,
+            ids: &mut HashMap<usize, usize>,
+            f: &mut fmt::Formatter<'_>,
+        ) -> std::result::Result<usize, fmt::Error> {
+            let p = n as *const AstNode as usize;
+            if let Some(&i) = ids.get(&p) {
+                return Ok(i);
+            }
+            let srcs = n
+                .src
+                .iter()
+                .map(|s| visit(s, ids, f))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let i = ids.len();
+            ids.insert(p, i);
+            let op = match &n.op {
+                AstOp::Load { slot, st } => format!("Load b{slot} {:?}", st.views),
+                AstOp::View(st) => format!("View {:?}", st.views),
+                other => format!("{other:?}"),
+            };
+            writeln!(f, "  %{i} {} {:?} = {op} {srcs:?}", n.dtype, n.shape)?;
+            Ok(i)
+        }
+        let bufs: Vec<String> = self
+            .bufs
+            .iter()
+            .enumerate()
+            .map(|(i, (dt, n))| format!("b{i}: {dt}[{n}]"))
+            .collect();
+        writeln!(f, "kernel ({})", bufs.join(", "))?;
+        visit(&self.root, &mut HashMap::new(), f).map(|_| ())
+    }
+}
+
+pub type Ref = u32;
+
+/// An op of the kernel graph.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KOp {
+    /// The global index: which output element this invocation computes.
+    Gidx,
+    /// A reduce loop variable, `0..size`.
+    Range {
+        id: u32,
+        size: u32,
+    },
+    /// A constant, as the bits of an f64.
+    Const(u64),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    /// src: [cond, a, b]
+    Where,
+    /// src: [x]; the node's dtype is the target.
+    Cast,
+    /// src: [idx] or [idx, gate]; a load whose gate is false reads 0.
+    Load(u32),
+    /// src: [value, range...]
+    Reduce(ReduceOp),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub op: KOp,
+    pub dtype: DType,
+    pub src: Vec<Ref>,
+}
+
+/// A kernel under construction: hash-consed nodes (so equal subexpressions are shared) plus
+/// value bounds of integer nodes, which the rewrite rules use to drop needless `/`, `%` and
+/// comparisons.
+#[derive(Clone, Debug, Default)]
+pub struct KGraph {
+    pub nodes: Vec<Node>,
+    pub bounds: Vec<(f64, f64)>,
+    /// Bit i set: the node depends on range id i.
+    pub ranges: Vec<u64>,
+    map: HashMap<Node, Ref>,
+    next_range: u32,
+}
+
+impl KGraph {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn node(&self, r: Ref) -> &Node {
+        &self.nodes[r as usize]
+    }
+
+    pub fn const_value(&self, r: Ref) -> Option<f64> {
+        match self.node(r).op {
+            KOp::Const(bits) => Some(f64::from_bits(bits)),
+            _ => None,
+        }
+    }
+
+    /// Insert a node, first offering it to the rewrite rules.
+    pub fn make(&mut self, op: KOp, dtype: DType, src: Vec<Ref>) -> Ref {
+        if let Some(r) = rewrite::simplify(self, &op, dtype, &src) {
+            return r;
+        }
+        self.intern(Node { op, dtype, src })
+    }
+
+    /// Insert a node as is (no rewriting).
+    pub fn intern(&mut self, n: Node) -> Ref {
+        if let Some(&r) = self.map.get(&n) {
+            return r;
+        }
+        let bounds = rewrite::bounds(self, &n);
+        let mut ranges = n
+            .src
+            .iter()
+            .fold(0u64, |acc, &s| acc | self.ranges[s as usize]);
+        if let KOp::Range { id, .. } = n.op {
+            ranges |= 1u64 << id;
+        }
+        if let KOp::Reduce(_) = n.op {
+            for &s in &n.src[1..] {
+                if let KOp::Range { id, .. } = self.node(s).op {
+                    ranges &= !(1u64 << id);
+                }
+            }
+        }
+        let r = self.nodes.len() as Ref;
+        self.nodes.push(n.clone());
+        self.bounds.push(bounds);
+        self.ranges.push(ranges);
+        self.map.insert(n, r);
+        r
+    }
+
+    pub fn konst(&mut self, v: f64, dtype: DType) -> Ref {
+        let v = dtype.normalize(v);
+        self.intern(Node {
+            op: KOp::Const(v.to_bits()),
+            dtype,
+            src: vec![],
+        })
+    }
+    pub fn int(&mut self, v: i64) -> Ref {
+        self.konst(v as f64, INDEX)
+    }
+    pub fn bool_const(&mut self, v: bool) -> Ref {
+        self.konst(v as u8 as f64, DType::Bool)
+    }
+    pub fn gidx(&mut self, size: usize) -> Ref {
+        let r = self.intern(Node {
+            op: KOp::Gidx,
+            dtype: INDEX,
+            src: vec![],
+        });
+        self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
+        r
+    }
+    pub fn range(&mut self, size: usize) -> Ref {
+        let id = self.next_range;
+        assert!(id < 64, "a kernel has at most 64 reduce loops");
+        self.next_range += 1;
+        self.intern(Node {
+            op: KOp::Range {
+                id,
+                size: size as u32,
+            },
+            dtype: INDEX,
+            src: vec![],
+        })
+    }
+    pub fn binary(&mut self, op: BinaryOp, a: Ref, b: Ref) -> Ref {
+        let dt = if op.is_cmp() {
+            DType::Bool
+        } else {
+            self.node(a).dtype
+        };
+        self.make(KOp::Binary(op), dt, vec![a, b])
+    }
+    pub fn unary(&mut self, op: UnaryOp, a: Ref) -> Ref {
+        let dt = self.node(a).dtype;
+        self.make(KOp::Unary(op), dt, vec![a])
+    }
+    pub fn add(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::Add, a, b)
+    }
+    pub fn mul(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::Mul, a, b)
+    }
+    pub fn div(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::Div, a, b)
+    }
+    pub fn modulo(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::Mod, a, b)
+    }
+    pub fn lt(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::CmpLt, a, b)
+    }
+    /// a <= b, for integers: a < b + 1.
+    pub fn le(&mut self, a: Ref, b: Ref) -> Ref {
+        let one = self.int(1);
+        let b1 = self.add(b, one);
+        self.lt(a, b1)
+    }
+    pub fn and(&mut self, a: Ref, b: Ref) -> Ref {
+        self.binary(BinaryOp::And, a, b)
+    }
+    pub fn where_(&mut self, c: Ref, a: Ref, b: Ref) -> Ref {
+        let dt = self.node(a).dtype;
+        self.make(KOp::Where, dt, vec![c, a, b])
+    }
+    pub fn cast(&mut self, a: Ref, dtype: DType) -> Ref {
+        self.make(KOp::Cast, dtype, vec![a])
+    }
+    pub fn load(&mut self, slot: u32, dtype: DType, idx: Ref, gate: Ref) -> Ref {
+        self.make(KOp::Load(slot), dtype, vec![idx, gate])
+    }
+    pub fn reduce(&mut self, op: ReduceOp, value: Ref, ranges: &[Ref]) -> Ref {
+        let dt = self.node(value).dtype;
+        let mut src = vec![value];
+        src.extend_from_slice(ranges);
+        self.make(KOp::Reduce(op), dt, src)
+    }
+    pub fn depends_on(&self, r: Ref, range: Ref) -> bool {
+        match self.node(range).op {
+            KOp::Range { id, .. } => self.ranges[r as usize] & (1u64 << id) != 0,
+            _ => false,
+        }
+    }
+    /// Rebuild `r` with `from` replaced by `to` (rules run again on the rebuilt nodes).
+    pub fn substitute(&mut self, r: Ref, from: Ref, to: Ref) -> Ref {
+        let mut memo = HashMap::new();
+        self.subst_rec(r, from, to, &mut memo)
+    }
+    fn subst_rec(&mut self, r: Ref, from: Ref, to: Ref, memo: &mut HashMap<Ref, Ref>) -> Ref {
+        if r == from {
+            return to;
+        }
+        if !self.depends_on(r, from) {
+            return r;
+        }
+        if let Some(&m) = memo.get(&r) {
+            return m;
+        }
+        let n = self.node(r).clone();
+        let src: Vec<Ref> = n
+            .src
+            .iter()
+            .map(|&s| self.subst_rec(s, from, to, memo))
+            .collect();
+        let out = self.make(n.op, n.dtype, src);
+        memo.insert(r, out);
+        out
+    }
+}
+
+/// One line per node: `%ref dtype = op [sources] (bounds)`.
+impl fmt::Display for KGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let op = match n.op {
+                KOp::Const(bits) => format!("Const({})", f64::from_bits(bits)),
+                ref other => format!("{other:?}"),
+            };
+            writeln!(f, "  %{i} {} = {op} {:?}", n.dtype, n.src)?;
+        }
+        Ok(())
+    }
+}
+
+// ---- index arithmetic of views
+
+/// (index, valid) of this view for the multi-index `idx`.
+pub fn view_index(g: &mut KGraph, v: &View, idx: &[Ref]) -> (Ref, Ref) {
+    let mut lin = g.int(v.offset as i64);
+    for (i, &ix) in idx.iter().enumerate() {
+        if v.strides[i] != 0 && v.shape[i] != 1 {
+            let st = g.int(v.strides[i] as i64);
+            let term = g.mul(ix, st);
+            lin = g.add(lin, term);
+        }
+    }
+    let mut valid = g.bool_const(true);
+    if let Some(m) = &v.mask {
+        for (i, &(lo, hi)) in m.iter().enumerate() {
+            if lo > 0 {
+                let c = g.int(lo as i64);
+                let ok = g.le(c, idx[i]);
+                valid = g.and(valid, ok);
+            }
+            if hi < v.shape[i] {
+                let c = g.int(hi as i64);
+                let ok = g.lt(idx[i], c);
+                valid = g.and(valid, ok);
+            }
+        }
+    }
+    (lin, valid)
+}
+
+/// Unravel a linear index into a multi-index of a contiguous `shape`.
+pub fn unravel(g: &mut KGraph, lin: Ref, shape: &[usize]) -> Vec<Ref> {
+    let mut out = vec![g.int(0); shape.len()];
+    let mut acc = 1usize;
+    for i in (0..shape.len()).rev() {
+        if shape[i] != 1 {
+            let a = g.int(acc as i64);
+            let d = g.div(lin, a);
+            let s = g.int(shape[i] as i64);
+            out[i] = g.modulo(d, s);
+        }
+        acc *= shape[i];
+    }
+    out
+}
+
+/// (linear index into the source buffer, validity) of the multi-index `idx` of `st.shape()`.
+pub fn st_index(g: &mut KGraph, st: &ShapeTracker, idx: &[Ref]) -> (Ref, Ref) {
+    let mut idx = idx.to_vec();
+    let mut valid = g.bool_const(true);
+    for (k, v) in st.views.iter().enumerate().rev() {
+        let (lin, ok) = view_index(g, v, &idx);
+        valid = g.and(valid, ok);
+        if k == 0 {
+            return (lin, valid);
+        }
+        idx = unravel(g, lin, &st.views[k - 1].shape);
+    }
+    unreachable!("a ShapeTracker has at least one view")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::{prod, ShapeTracker};
+
+    fn eval(st: &ShapeTracker) -> Vec<Option<i64>> {
+        // Evaluate the tracker for every index with the kernel-graph evaluator.
+        let shape = st.shape().to_vec();
+        let n = prod(&shape);
+        (0..n)
+            .map(|i| {
+                let mut g = KGraph::new();
+                let lin = g.int(i as i64);
+                let idx = unravel(&mut g, lin, &shape);
+                let (ix, ok) = st_index(&mut g, st, &idx);
+                let ok = g.const_value(ok).expect("constant");
+                (ok != 0.0).then(|| g.const_value(ix).expect("constant") as i64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn permute_then_reshape_is_two_views_or_one() {
+        let st = ShapeTracker::contiguous(&[2, 3])
+            .permute(&[1, 0])
+            .reshape(&[6]);
+        assert_eq!(eval(&st), [0, 3, 1, 4, 2, 5].map(Some));
+        let merged = ShapeTracker::contiguous(&[2, 3, 4])
+            .reshape(&[6, 4])
+            .reshape(&[24]);
+        assert_eq!(merged.views.len(), 1);
+    }
+
+    #[test]
+    fn pad_shrink_flip_expand() {
+        let st = ShapeTracker::contiguous(&[3]).pad(&[(1, 2)]);
+        assert_eq!(eval(&st), vec![None, Some(0), Some(1), Some(2), None, None]);
+        let st = ShapeTracker::contiguous(&[4])
+            .shrink(&[(1, 3)])
+            .flip(&[true]);
+        assert_eq!(eval(&st), vec![Some(2), Some(1)]);
+        let st = ShapeTracker::contiguous(&[1, 3]).expand(&[2, 3]);
+        assert_eq!(eval(&st), [0, 1, 2, 0, 1, 2].map(Some));
+    }
+
+    #[test]
+    fn strided_reshape_merges_runs() {
+        // (2,3,4) permuted to (3,2,4) then merging the last two dims stays one view.
+        let st = ShapeTracker::contiguous(&[2, 3, 4])
+            .permute(&[1, 0, 2])
+            .reshape(&[3, 2, 2, 2]);
+        assert_eq!(st.views.len(), 1);
+        let reference: Vec<Option<i64>> = (0..24)
+            .map(|i| Some(((i / 8) * 4 + ((i / 4) % 2) * 12 + i % 4) as i64))
+            .collect();
+        assert_eq!(eval(&st), reference);
+    }
+}
