@@ -43,17 +43,21 @@ fn main() -> Result<()> {
         );
         print!("{ast}");
 
+        let target = wgrad::realize::target(dev);
         stage(
             5,
-            "lowered and optimized: scalar ops with explicit index arithmetic",
+            &format!(
+                "lowered and optimized for {:?}: scalar ops with explicit index arithmetic",
+                target.kind
+            ),
         );
-        print!("{}", codegen::opt::optimize(ast).graph);
+        print!("{}", codegen::opt::optimize(ast, &target).graph);
 
         stage(
             6,
             "linearized: one flat instruction list with the reduce loop",
         );
-        let kernel = codegen::compile(ast);
+        let kernel = codegen::linear_kernel(ast, &target);
         print!("{kernel}");
 
         stage(7, "rendered: C (the cpu backend) and WGSL (WebGPU)");

@@ -17,6 +17,42 @@ struct Frame {
     dev: Option<Device>,
     no_grad: Option<bool>,
     max_buffers: Option<usize>,
+    opt_target: Option<OptTarget>,
+}
+
+/// What the kernel optimizer shapes kernels for. Each device has its own default; `OPT_TARGET`
+/// (env, `Context::opt_target`) forces one, e.g. GPU-shaped kernels on a software adapter or
+/// on the CPU, where they are checked against the interpreter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OptTarget {
+    /// A GPU: many invocations in flight, short loops per invocation, cheap workgroup memory.
+    Gpu,
+    /// A WebGPU adapter that runs on the CPU (lavapipe, SwiftShader): loops bounded as on a
+    /// GPU (llvmpipe stops an invocation's loops after 65,535 iterations), no barriers (they
+    /// are very expensive there), CPU-style register blocking.
+    SoftGpu,
+    /// Compiled C (and the interpreter) on the host's cores.
+    Cpu,
+    /// No optimization (`NOOPT=1`): one invocation per output, plain loops.
+    None,
+}
+
+impl std::str::FromStr for OptTarget {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<OptTarget> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "gpu" => OptTarget::Gpu,
+            "soft" | "softgpu" | "cpu_adapter" => OptTarget::SoftGpu,
+            "cpu" | "c" => OptTarget::Cpu,
+            "none" | "noopt" => OptTarget::None,
+            _ => {
+                return Err(crate::Error::new(
+                    crate::ErrorKind::Other,
+                    format!("OPT_TARGET: unknown target '{s}' (gpu, soft, cpu or none)"),
+                ))
+            }
+        })
+    }
 }
 
 thread_local! {
@@ -61,6 +97,11 @@ impl Context {
     /// scheduler's splitting as a device with few storage buffers would need it).
     pub fn max_buffers(mut self, n: usize) -> Self {
         self.frame.max_buffers = Some(n);
+        self
+    }
+    /// Shape kernels for this target instead of the device's own (see `OptTarget`).
+    pub fn opt_target(mut self, t: OptTarget) -> Self {
+        self.frame.opt_target = Some(t);
         self
     }
     /// Run `f` with these settings in force on this thread.
@@ -114,10 +155,27 @@ pub fn training() -> bool {
         .unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
 }
 
-/// `NOOPT=1` turns off kernel optimizations (upcasting), for debugging.
-pub fn upcast_enabled() -> bool {
-    static ENV: OnceLock<bool> = OnceLock::new();
-    *ENV.get_or_init(|| env_u32("NOOPT").unwrap_or(0) == 0)
+/// The optimizer target asked for, if any: a `Context`'s, else `OPT_TARGET`, else `None` for
+/// `NOOPT=1`.
+pub fn opt_target() -> Option<OptTarget> {
+    static ENV: OnceLock<Option<OptTarget>> = OnceLock::new();
+    lookup(|f| f.opt_target).or_else(|| {
+        *ENV.get_or_init(|| {
+            if env_u32("NOOPT").unwrap_or(0) != 0 {
+                return Some(OptTarget::None);
+            }
+            let v = std::env::var("OPT_TARGET")
+                .ok()
+                .filter(|v| !v.trim().is_empty())?;
+            match v.parse() {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    log(&format!("wgrad: ignoring {e}"));
+                    None
+                }
+            }
+        })
+    })
 }
 
 pub fn max_buffers() -> Option<usize> {

@@ -109,6 +109,8 @@ mod tests {
             insts: vec![],
             bufs: vec![],
             global_size: 1,
+            local_size: 1,
+            shared: vec![],
             nregs: 0,
         };
         Arc::new(Device::Interp.backend().compile(&k).expect("compile"))

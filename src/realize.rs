@@ -5,8 +5,9 @@
 //! list does). What realizing needs to know about the frontend (which nodes a gradient may
 //! still flow through) is passed in by the caller.
 
-use crate::codegen::{self, LinearKernel};
+use crate::codegen::{self, BufRef, LinearKernel, Target};
 use crate::context::{debug, GlobalCounters};
+use crate::dtype::DType;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::kernel::KernelAst;
 use crate::ops::Op;
@@ -81,7 +82,7 @@ pub fn check_readback() -> Result<()> {
 
 type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
 
-type AstCache = Mutex<HashMap<(Device, String), Arc<Program>>>;
+type AstCache = Mutex<HashMap<(Device, Target, String), Arc<Executable>>>;
 
 fn ast_cache() -> &'static AstCache {
     static C: OnceLock<AstCache> = OnceLock::new();
@@ -138,9 +139,34 @@ pub fn record_kernels(on: bool) -> Vec<LinearKernel> {
     })
 }
 
-/// Compile (or fetch from the cache) the program for a kernel on `device`.
-pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
-    let akey = (device, ast_key(ast));
+/// A scheduled kernel compiled for one device: its programs in launch order with the buffers
+/// each binds, and the scratch buffers they pass results through (a split reduce).
+pub struct Executable {
+    pub stages: Vec<(Arc<Program>, Vec<BufRef>)>,
+    pub scratch: Vec<(DType, usize)>,
+}
+
+impl Executable {
+    /// The name of the kernel (of its last stage, which writes the output).
+    pub fn name(&self) -> &str {
+        self.stages.last().map_or("", |s| s.0.name.as_str())
+    }
+}
+
+/// The optimizer target for `device`: the device's own, unless a `Context` or `OPT_TARGET`
+/// asks for another kind (the device's limits still hold).
+pub fn target(device: Device) -> Target {
+    let mut t = device.backend().target();
+    if let Some(kind) = crate::context::opt_target() {
+        t.kind = kind;
+    }
+    t
+}
+
+/// Compile (or fetch from the cache) the programs for a kernel on `device`.
+pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
+    let t = target(device);
+    let akey = (device, t, ast_key(ast));
     let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
     if !recording {
         if let Some(p) = ast_cache()
@@ -151,34 +177,42 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
             return Ok(p.clone());
         }
     }
-    let lk = codegen::compile(ast);
+    let compiled = codegen::compile(ast, &t);
     KERNEL_LOG.with(|l| {
         if let Some(log) = l.borrow_mut().as_mut() {
-            log.push(lk.clone());
+            log.extend(compiled.stages.iter().map(|s| s.kernel.clone()));
         }
     });
-    let key = (device, lk);
-    let cached = cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let p = match cached {
-        Some(p) => p,
-        None => {
-            let p = Arc::new(device.backend().compile(&key.1)?);
-            cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, p.clone());
-            p
-        }
-    };
+    let mut stages = vec![];
+    for stage in compiled.stages {
+        let key = (device, stage.kernel);
+        let cached = cache()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let p = match cached {
+            Some(p) => p,
+            None => {
+                let p = Arc::new(device.backend().compile(&key.1)?);
+                cache()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, p.clone());
+                p
+            }
+        };
+        stages.push((p, stage.bufs));
+    }
+    let exe = Arc::new(Executable {
+        stages,
+        scratch: compiled.scratch,
+    });
     ast_cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(akey, p.clone());
-    Ok(p)
+        .insert(akey, exe.clone());
+    Ok(exe)
 }
 
 // ---- realizing
@@ -312,7 +346,7 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
         ScheduleItem::Kernel { ast, out, inputs } => {
             let dev = out.device;
             let be = dev.backend();
-            let prog = program(dev, ast)?;
+            let exe = program(dev, ast)?;
             let out_buf = if out.op == Op::Assign {
                 input_buffer(&out.src()[0])?
             } else {
@@ -328,15 +362,35 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                         ErrorKind::Device,
                         format!(
                             "kernel {} on {dev} reads a buffer on {}; use .to() to move it",
-                            prog.name, b.device
+                            exe.name(),
+                            b.device
                         ),
                     ));
                 }
                 bufs.push(b);
             }
-            let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
-            launch(dev, &prog, &refs)?;
-            record(Launch::Kernel { dev, prog, bufs });
+            let mut scratch = vec![];
+            for &(dt, n) in &exe.scratch {
+                let b = Arc::new(be.alloc(n * dt.size())?);
+                record_alloc(&b);
+                scratch.push(b);
+            }
+            for (prog, slots) in &exe.stages {
+                let stage_bufs: Vec<Arc<Buffer>> = slots
+                    .iter()
+                    .map(|s| match *s {
+                        BufRef::Arg(i) => bufs[i].clone(),
+                        BufRef::Scratch(i) => scratch[i].clone(),
+                    })
+                    .collect();
+                let refs: Vec<&Buffer> = stage_bufs.iter().map(|b| b.as_ref()).collect();
+                launch(dev, prog, &refs)?;
+                record(Launch::Kernel {
+                    dev,
+                    prog: prog.clone(),
+                    bufs: stage_bufs,
+                });
+            }
             out.set_buffer(out_buf, keep.contains(&out.id));
         }
     }

@@ -66,11 +66,13 @@ fn jit_replay_is_one_submit_without_new_gpu_objects() {
         for _ in 0..REPLAYS {
             outs.push(step.call(&[]).unwrap().remove(0));
         }
+        // The last replay is submitted with the readback that needs it.
+        outs.last().unwrap().item::<f32>().unwrap();
         let after = stats();
         assert_eq!(
             after.submits - before.submits,
             REPLAYS,
-            "one submit per replay"
+            "one submit per replay (the last shared with the readback)"
         );
         assert_eq!(
             after.pipelines, before.pipelines,
@@ -273,5 +275,138 @@ fn data_moves_between_backends() {
             .cast(DType::F32)
             .unwrap();
         assert_eq!(h.to_vec::<f32>().unwrap(), x);
+    });
+}
+
+/// Long reductions on every target a WebGPU adapter can be given: lavapipe's llvmpipe stops an
+/// invocation's loops after 65,535 iterations, so no kernel may loop that long (issue: sums came
+/// out short, silently). The defaults split long reduces; OPT_TARGET=gpu groups and splits them.
+#[test]
+fn long_reductions_are_exact() {
+    on_gpu(|| {
+        for target in [None, Some(wgrad::codegen::OptTarget::Gpu)] {
+            let ctx = || match target {
+                Some(t) => Context::new().opt_target(t),
+                None => Context::new(),
+            };
+            ctx().run(|| {
+                // 65,536 values, all 0 but the last.
+                let mut v = vec![0.0f32; 65536];
+                v[65535] = 1.0;
+                let s = Tensor::from_vec(v, &[65536])
+                    .unwrap()
+                    .sum((), false)
+                    .unwrap();
+                assert_eq!(s.item::<f32>().unwrap(), 1.0, "{target:?}: last of 65536");
+                // A 300 x 300 array of ones.
+                let ones = Tensor::ones(&[300, 300]).unwrap().contiguous();
+                let s = ones.sum((), false).unwrap().item::<f32>().unwrap();
+                assert_eq!(s, 90000.0, "{target:?}: 300x300 ones");
+                // One million values.
+                let m = Tensor::ones(&[1_000_000]).unwrap().contiguous();
+                let s = m.sum((), false).unwrap().item::<f32>().unwrap();
+                assert_eq!(s, 1_000_000.0, "{target:?}: a million ones");
+                // A 70,000-term gradient: d/dw sum(x * w) = sum(x) for a scalar w.
+                let x = Tensor::ones(&[70000]).unwrap().realize().unwrap();
+                let w = Tensor::from_vec(vec![2.0f32], &[1]).unwrap();
+                w.set_requires_grad(true);
+                x.mul(&w)
+                    .unwrap()
+                    .sum((), false)
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                let g = w.grad().unwrap().to_vec::<f32>().unwrap();
+                assert_eq!(g, vec![70000.0], "{target:?}: 70,000-term gradient");
+            });
+        }
+    });
+}
+
+/// A jitted step queued without readbacks does strictly less host work than an eager step read
+/// back every time: per step, as many submits (one), fewer compute passes, bind groups and buffer copies
+/// (host encode time is printed, not asserted: timing belongs to benchmarks).
+#[test]
+fn queued_replay_does_less_host_work_than_eager_steps() {
+    on_gpu(|| {
+        Tensor::manual_seed(5);
+        let conv = Conv2d::new(1, 4, (3, 3)).unwrap();
+        let lin = Linear::new(4 * 13 * 13, 10).unwrap();
+        let mut params = get_parameters(&conv);
+        params.extend(get_parameters(&lin));
+        let opt = std::cell::RefCell::new(Adam::new(params).unwrap());
+        let x_all = Tensor::rand(&[32, 1, 28, 28]).unwrap().realize().unwrap();
+        let y_all = Tensor::randint(&[32], 0, 10).unwrap().realize().unwrap();
+        let step = || -> wgrad::Result<Tensor> {
+            Context::new().training(true).run(|| {
+                let s = Tensor::randint(&[8], 0, 32)?;
+                let (x, y) = (x_all.index(&s)?, y_all.index(&s)?);
+                let mut opt = opt.borrow_mut();
+                opt.zero_grad();
+                let h = conv.forward(&x)?.relu()?.max_pool2d((2, 2), None)?;
+                let loss = lin
+                    .forward(&h.flatten(1)?)?
+                    .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+                loss.backward()?;
+                opt.step()?;
+                loss.realize()
+            })
+        };
+        let per_step = |n: u64, a: wgrad::runtime::wgpu::Stats, b: wgrad::runtime::wgpu::Stats| {
+            [
+                (b.submits - a.submits) as f64 / n as f64,
+                (b.passes - a.passes) as f64 / n as f64,
+                (b.bind_groups - a.bind_groups) as f64 / n as f64,
+                (b.copies - a.copies) as f64 / n as f64,
+                (b.encode_ns - a.encode_ns) as f64 / n as f64 / 1e6,
+                (b.submit_ns - a.submit_ns) as f64 / n as f64 / 1e6,
+            ]
+        };
+        let n = 6;
+        for _ in 0..2 {
+            step().unwrap().item::<f32>().unwrap();
+        }
+        let a = stats();
+        for _ in 0..n {
+            step().unwrap().item::<f32>().unwrap();
+        }
+        let eager = per_step(n, a, stats());
+        let mut jit = TinyJit::new(|_: &[Tensor]| Ok(vec![step()?]));
+        for _ in 0..3 {
+            jit.call(&[]).unwrap()[0].item::<f32>().unwrap();
+        }
+        let a = stats();
+        for _ in 0..n {
+            jit.call(&[]).unwrap()[0].item::<f32>().unwrap();
+        }
+        let synced = per_step(n, a, stats());
+        let a = stats();
+        let mut last = None;
+        for _ in 0..n {
+            last = Some(jit.call(&[]).unwrap().remove(0));
+        }
+        last.unwrap().item::<f32>().unwrap();
+        let queued = per_step(n, a, stats());
+        eprintln!(
+            "per step [submits, passes, bind groups, copies, encode ms, submit ms]: eager synced {eager:?}, jitted synced {synced:?}, jitted queued {queued:?}"
+        );
+        for (i, what) in ["passes", "bind groups", "copies"].iter().enumerate() {
+            let i = i + 1;
+            assert!(
+                queued[i] < eager[i],
+                "{what}: jitted queued {} per step, eager {}",
+                queued[i],
+                eager[i]
+            );
+        }
+        // A replay is submitted when the next one starts (or a readback needs it): one submit
+        // per step, like an eager step, whether the loss is read or not.
+        assert_eq!(synced[0], 1.0, "jitted synced: one submit per step");
+        assert_eq!(queued[0], 1.0, "jitted queued: one submit per step");
+        assert_eq!(
+            queued[1], 1.0,
+            "every dispatch of a replay in one compute pass"
+        );
+        assert_eq!(queued[2], 0.0, "no bind groups made after capture");
     });
 }

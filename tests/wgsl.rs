@@ -16,7 +16,7 @@ mod common;
 use std::fmt::Write;
 
 use wgrad::codegen::wgsl::render_wgsl;
-use wgrad::codegen::LinearKernel;
+use wgrad::codegen::{LinearKernel, OptTarget};
 use wgrad::nn::optim::{Adam, Optimizer};
 use wgrad::nn::Linear;
 use wgrad::realize::record_kernels;
@@ -443,7 +443,15 @@ fn every_recorded_kernel_validates() {
         interp().training(true).run(random_and_losses)?;
         interp().training(true).run(|| cnn_step(2))?;
         // As a WebGPU device with 8 storage buffers will schedule it.
-        interp().training(true).max_buffers(8).run(|| cnn_step(3))
+        interp().training(true).max_buffers(8).run(|| cnn_step(3))?;
+        // Shaped for a GPU (workgroups, grouped and split reduces) and for a software adapter.
+        for t in [OptTarget::Gpu, OptTarget::SoftGpu] {
+            let shaped = || interp().opt_target(t);
+            shaped().run(reductions_and_nn)?;
+            shaped().training(true).run(random_and_losses)?;
+            shaped().training(true).run(|| cnn_step(2))?;
+        }
+        Ok(())
     });
     let mut failures = String::new();
     let mut failed = 0;
@@ -528,6 +536,12 @@ fn golden_cases() -> Vec<(&'static str, Build)> {
             h.mul(&h)?.add(1.0)
         }),
         ("bool_store", || v(43, 6)?.lt(&v(43, 7)?)),
+        // A reduce shaped for a GPU: split across workgroups, each split grouped.
+        ("sum_grouped_gpu", || {
+            Context::new()
+                .opt_target(OptTarget::Gpu)
+                .run(|| f32s(&[3, 8192], 8, -1.0, 1.0)?.sum(1, false)?.realize())
+        }),
         ("u8_add_store", || {
             let a = Tensor::from_vec(
                 (0..43u8).map(|x| x.wrapping_mul(7)).collect::<Vec<u8>>(),

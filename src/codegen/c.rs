@@ -1,6 +1,9 @@
 //! The C dialect of the shared printer, for the `cpu` backend. A kernel is
 //! `void NAME(void **bufs, int gstart, int gend)` running the body for `gidx` in
-//! `[gstart, gend)`, so the runtime can split the global range across threads.
+//! `[gstart, gend)`, so the runtime can split the global range across threads. A kernel with
+//! workgroups runs workgroups `wgid` in `[gstart, gend)`, each as a loop over its invocations
+//! `lidx` per phase: a barrier ends one loop and starts the next, and the workgroup arrays are
+//! locals of the workgroup's iteration.
 
 use super::linearize::LinearKernel;
 use super::render::Renderer;
@@ -69,11 +72,32 @@ impl Renderer for CRenderer {
             let t = storage(b.dtype);
             s.push_str(&format!("  {c}{t} *restrict b{i} = ({c}{t} *)bufs[{i}];\n"));
         }
-        s.push_str("  for (int gidx = gstart; gidx < gend; gidx++) {\n");
+        if k.local_size > 1 {
+            s.push_str("  for (int wgid = gstart; wgid < gend; wgid++) {\n");
+            for (i, (dt, n)) in k.shared.iter().enumerate() {
+                s.push_str(&format!("    {} s{i}[{n}];\n", self.ty(*dt)));
+            }
+            s.push_str(&format!(
+                "    for (int lidx = 0; lidx < {}; lidx++) {{\n",
+                k.local_size
+            ));
+        } else {
+            s.push_str("  for (int gidx = gstart; gidx < gend; gidx++) {\n");
+        }
         s
     }
-    fn epilogue(&self, _k: &LinearKernel) -> String {
-        "  }\n}\n".into()
+    fn epilogue(&self, k: &LinearKernel) -> String {
+        if k.local_size > 1 {
+            "    }\n  }\n}\n".into()
+        } else {
+            "  }\n}\n".into()
+        }
+    }
+    fn barrier(&self, k: &LinearKernel) -> String {
+        format!(
+            "}}\n    for (int lidx = 0; lidx < {}; lidx++) {{",
+            k.local_size
+        )
     }
     fn constant(&self, v: f64, dt: DType) -> String {
         match dt {
@@ -159,7 +183,7 @@ impl Renderer for CRenderer {
 mod tests {
     use super::*;
     use crate::codegen::linearize::{linearize, BufArg};
-    use crate::codegen::lower::Lowered;
+    use crate::codegen::lower::{Effect, Lowered};
     use crate::kernel::KGraph;
     use crate::ops::ReduceOp;
 
@@ -177,8 +201,15 @@ mod tests {
         let s = g.reduce(ReduceOp::Sum, v, &[r]);
         let l = Lowered {
             graph: g,
-            stores: vec![(0, i, s)],
+            effects: vec![Effect::Store {
+                slot: 0,
+                idx: i,
+                val: s,
+                gate: None,
+            }],
             global_size: 3,
+            local_size: 1,
+            shared: vec![],
         };
         let bufs = vec![
             BufArg {

@@ -1,8 +1,16 @@
 //! Linearize: order a lowered kernel graph into a flat instruction list with explicit reduce
-//! loops. Work that does not depend on a loop's range is emitted before the loop. This list is
+//! loops. Work that does not depend on a loop's range is emitted before the loop. Phases of a
+//! kernel with workgroup memory are separated by `Barrier`s, and nothing computed before a
+//! barrier is used after it (each phase recomputes what it needs), so a renderer without real
+//! workgroups (C) can run each phase as a loop over the workgroup's invocations. This list is
 //! what the renderers print and what the interpreter executes.
+//!
+//! Four loads (or stores) of one buffer at consecutive indices whose first is a multiple of 4
+//! (provably: every term of the index has a coefficient divisible by 4) become one vector
+//! access, `LoadVec` / `StoreVec`: an upcast along a contiguous axis produces them. Renderers
+//! with vector types use them (WGSL `vec4`); the others spell four scalar accesses.
 
-use super::lower::Lowered;
+use super::lower::{Effect, Lowered};
 use crate::dtype::DType;
 use crate::kernel::{KGraph, KOp, Ref};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
@@ -18,6 +26,14 @@ pub enum Inst {
         dtype: DType,
     },
     Gidx {
+        dst: Reg,
+    },
+    /// The invocation's index within its workgroup.
+    Lidx {
+        dst: Reg,
+    },
+    /// The workgroup's index.
+    Wgid {
         dst: Reg,
     },
     Unary {
@@ -70,12 +86,80 @@ pub enum Inst {
         dtype: DType,
         val: Reg,
     },
+    /// A store into a global buffer, skipped where `gate` is false.
     Store {
         slot: u32,
         dtype: DType,
         idx: Reg,
         val: Reg,
+        gate: Option<Reg>,
     },
+    LoadShared {
+        dst: Reg,
+        id: u32,
+        dtype: DType,
+        idx: Reg,
+    },
+    StoreShared {
+        id: u32,
+        dtype: DType,
+        idx: Reg,
+        val: Reg,
+    },
+    /// Every invocation of the workgroup gets here before any goes on; workgroup memory
+    /// written before is visible after.
+    Barrier,
+    /// `dsts[j] = buffer[idx + j]` for j in 0..4; `idx` is a multiple of 4.
+    LoadVec {
+        dsts: [Reg; 4],
+        slot: u32,
+        dtype: DType,
+        idx: Reg,
+    },
+    /// `buffer[idx + j] = vals[j]` for j in 0..4; `idx` is a multiple of 4.
+    StoreVec {
+        slot: u32,
+        dtype: DType,
+        idx: Reg,
+        vals: [Reg; 4],
+    },
+}
+
+/// Whether a dtype has vector loads and stores (the 4-byte ones).
+pub fn vectorizable(dt: DType) -> bool {
+    matches!(dt, DType::F32 | DType::I32 | DType::U32)
+}
+
+/// An index as (slot-independent) terms and a constant, when every term's coefficient is a
+/// multiple of 4: then `konst % 4` is the index's position within its aligned group of 4.
+fn aligned_terms(g: &KGraph, idx: Ref) -> Option<(Vec<(Ref, i64)>, i64)> {
+    let (mut ts, mut k) = (vec![], 0i64);
+    crate::kernel::rewrite::terms(g, idx, 1, &mut ts, &mut k);
+    if ts.iter().any(|&(_, c)| c % 4 != 0) {
+        return None;
+    }
+    ts.sort();
+    Some((ts, k))
+}
+
+/// An index's terms: (node, coefficient), sorted.
+type Terms = Vec<(Ref, i64)>;
+
+type VecKey = (u32, DType, Terms, i64);
+
+/// Ungated loads of vectorizable dtypes, by (slot, dtype, aligned terms, constant).
+fn vector_candidates(g: &KGraph) -> std::collections::HashMap<VecKey, Ref> {
+    let mut m = std::collections::HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let KOp::Load(slot) = n.op else { continue };
+        if !vectorizable(n.dtype) || g.const_value(n.src[1]) != Some(1.0) {
+            continue;
+        }
+        if let Some((ts, k)) = aligned_terms(g, n.src[0]) {
+            m.insert((slot, n.dtype, ts, k), i as Ref);
+        }
+    }
+    m
 }
 
 /// A buffer argument of a kernel: element dtype and whether the kernel writes it.
@@ -91,12 +175,45 @@ pub struct LinearKernel {
     pub name: String,
     pub insts: Vec<Inst>,
     pub bufs: Vec<BufArg>,
-    /// Number of output elements (invocations of the body).
+    /// Invocations launched.
     pub global_size: usize,
+    /// Invocations per workgroup; 1 for a flat kernel, whose workgroup size the renderer picks.
+    pub local_size: usize,
+    /// Workgroup arrays: (dtype, elements).
+    pub shared: Vec<(DType, usize)>,
     pub nregs: usize,
 }
 
 impl LinearKernel {
+    /// Loop iterations one invocation runs: for every innermost loop, the product of its trip
+    /// count and those of the loops around it, summed over the kernel. (A kernel's serial depth:
+    /// a GPU hides little of it, however many invocations run in parallel.)
+    pub fn loop_iterations(&self) -> u64 {
+        let mut mult = vec![1u64];
+        let (mut total, mut innermost) = (0u64, false);
+        for i in &self.insts {
+            match i {
+                Inst::Loop { size, .. } => {
+                    let m = *mult.last().unwrap_or(&1) * *size as u64;
+                    mult.push(m);
+                    innermost = true;
+                }
+                Inst::EndLoop => {
+                    if innermost {
+                        total += *mult.last().unwrap_or(&1);
+                    }
+                    innermost = false;
+                    mult.pop();
+                }
+                _ => {}
+            }
+        }
+        total
+    }
+    /// Whether invocations of a workgroup share memory (and wait at barriers).
+    pub fn uses_workgroups(&self) -> bool {
+        self.insts.iter().any(|i| matches!(i, Inst::Barrier))
+    }
     /// Scalar ops per invocation, counting loop bodies by their trip counts (for FLOP counters
     /// and for deciding whether to split work across threads).
     pub fn ops_per_item(&self) -> u64 {
@@ -151,6 +268,7 @@ struct Lin<'a> {
     out: Vec<Inst>,
     done: HashSet<Ref>,
     needed: HashSet<Ref>,
+    vec_loads: std::collections::HashMap<VecKey, Ref>,
 }
 
 impl Lin<'_> {
@@ -163,12 +281,34 @@ impl Lin<'_> {
             self.emit_reduce_group(&n.src[1..]);
             return;
         }
+        if let Some(lanes) = self.load_quad(r) {
+            self.emit(self.g.node(lanes[0]).src[0]);
+            self.out.push(Inst::LoadVec {
+                dsts: lanes,
+                slot: match n.op {
+                    KOp::Load(s) => s,
+                    _ => unreachable!("a quad of loads"),
+                },
+                dtype: n.dtype,
+                idx: self.g.node(lanes[0]).src[0],
+            });
+            self.done.extend(lanes);
+            return;
+        }
         for &s in &n.src {
             self.emit(s);
         }
         let src_dt = |i: usize| self.g.node(n.src[i]).dtype;
         let inst = match n.op {
             KOp::Gidx => Inst::Gidx { dst: r },
+            KOp::Lidx => Inst::Lidx { dst: r },
+            KOp::Wgid => Inst::Wgid { dst: r },
+            KOp::LoadShared(id) => Inst::LoadShared {
+                dst: r,
+                id,
+                dtype: n.dtype,
+                idx: n.src[0],
+            },
             KOp::Const(bits) => Inst::Const {
                 dst: r,
                 bits,
@@ -215,6 +355,27 @@ impl Lin<'_> {
         };
         self.out.push(inst);
         self.done.insert(r);
+    }
+
+    /// The four loads (lane 0 first) of the aligned group `r` belongs to, when all four exist
+    /// and this phase needs them all.
+    fn load_quad(&self, r: Ref) -> Option<[Ref; 4]> {
+        let n = self.g.node(r);
+        let KOp::Load(slot) = n.op else { return None };
+        if !vectorizable(n.dtype) || self.g.const_value(n.src[1]) != Some(1.0) {
+            return None;
+        }
+        let (ts, k) = aligned_terms(self.g, n.src[0])?;
+        let base = k - k.rem_euclid(4);
+        let mut lanes = [0; 4];
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            let key = (slot, n.dtype, ts.clone(), base + j as i64);
+            *lane = *self.vec_loads.get(&key)?;
+            if !self.needed.contains(lane) || self.done.contains(lane) {
+                return None;
+            }
+        }
+        Some(lanes)
     }
 
     /// Emit everything `r` needs that does not depend on `mask` ranges (hoisting).
@@ -293,6 +454,37 @@ impl Lin<'_> {
     }
 }
 
+/// The values of four ungated stores at the head of `effects` into one buffer at consecutive
+/// indices, the first a multiple of 4.
+fn store_quad(g: &KGraph, effects: &[Effect], bufs: &[BufArg]) -> Option<[Ref; 4]> {
+    let mut vals = [0; 4];
+    // (slot, terms, constant) of the first store.
+    let mut first: Option<(u32, Terms, i64)> = None;
+    for (j, e) in effects.iter().take(4).enumerate() {
+        let Effect::Store {
+            slot,
+            idx,
+            val,
+            gate: None,
+        } = *e
+        else {
+            return None;
+        };
+        if !vectorizable(bufs[slot as usize].dtype) {
+            return None;
+        }
+        let (ts, k) = aligned_terms(g, idx)?;
+        match &first {
+            None if k.rem_euclid(4) == 0 => first = Some((slot, ts, k)),
+            None => return None,
+            Some((s, t0, k0)) if *s == slot && *t0 == ts && k == k0 + j as i64 => {}
+            Some(_) => return None,
+        }
+        vals[j] = val;
+    }
+    (effects.len() >= 4 && first.is_some()).then_some(vals)
+}
+
 /// Every node reachable from the stores.
 fn reachable(g: &KGraph, roots: &[Ref]) -> HashSet<Ref> {
     let mut seen = HashSet::new();
@@ -306,29 +498,96 @@ fn reachable(g: &KGraph, roots: &[Ref]) -> HashSet<Ref> {
 }
 
 pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
-    let roots: Vec<Ref> = l.stores.iter().flat_map(|&(_, i, v)| [i, v]).collect();
-    let needed = reachable(&l.graph, &roots);
     let mut lin = Lin {
         g: &l.graph,
         out: vec![],
         done: HashSet::new(),
-        needed,
+        needed: HashSet::new(),
+        vec_loads: vector_candidates(&l.graph),
     };
-    for &(slot, idx, val) in &l.stores {
-        lin.emit(idx);
-        lin.emit(val);
-        lin.out.push(Inst::Store {
-            slot,
-            dtype: bufs[slot as usize].dtype,
-            idx,
-            val,
-        });
+    for (i, phase) in l.effects.split(|e| *e == Effect::Barrier).enumerate() {
+        if i > 0 {
+            lin.out.push(Inst::Barrier);
+            lin.done.clear();
+        }
+        let roots: Vec<Ref> = phase
+            .iter()
+            .flat_map(|e| match e {
+                Effect::Store { idx, val, gate, .. } => {
+                    let mut v = vec![*idx, *val];
+                    v.extend(gate);
+                    v
+                }
+                Effect::StoreShared { idx, val, .. } => vec![*idx, *val],
+                Effect::Barrier => vec![],
+            })
+            .collect();
+        lin.needed = reachable(&l.graph, &roots);
+        let mut skip = 0;
+        for (ei, e) in phase.iter().enumerate() {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if let Some(q) = store_quad(&l.graph, &phase[ei..], &bufs) {
+                let Effect::Store { slot, idx, .. } = phase[ei] else {
+                    unreachable!("a quad of stores")
+                };
+                lin.emit(idx);
+                for &v in &q {
+                    lin.emit(v);
+                }
+                lin.out.push(Inst::StoreVec {
+                    slot,
+                    dtype: bufs[slot as usize].dtype,
+                    idx,
+                    vals: q,
+                });
+                skip = 3;
+                continue;
+            }
+            match *e {
+                Effect::Store {
+                    slot,
+                    idx,
+                    val,
+                    gate,
+                } => {
+                    lin.emit(idx);
+                    lin.emit(val);
+                    if let Some(g) = gate {
+                        lin.emit(g);
+                    }
+                    let gate = gate.filter(|&g| l.graph.const_value(g) != Some(1.0));
+                    lin.out.push(Inst::Store {
+                        slot,
+                        dtype: bufs[slot as usize].dtype,
+                        idx,
+                        val,
+                        gate,
+                    });
+                }
+                Effect::StoreShared { id, idx, val } => {
+                    lin.emit(idx);
+                    lin.emit(val);
+                    lin.out.push(Inst::StoreShared {
+                        id,
+                        dtype: l.shared[id as usize].0,
+                        idx,
+                        val,
+                    });
+                }
+                Effect::Barrier => {}
+            }
+        }
     }
     LinearKernel {
         name: name.to_string(),
         insts: lin.out,
         bufs,
         global_size: l.global_size,
+        local_size: l.local_size,
+        shared: l.shared.clone(),
         nregs: l.graph.nodes.len(),
     }
 }
@@ -356,8 +615,15 @@ mod tests {
         let s = g.reduce(ReduceOp::Sum, p, &[r]);
         let l = Lowered {
             graph: g,
-            stores: vec![(0, i, s)],
+            effects: vec![Effect::Store {
+                slot: 0,
+                idx: i,
+                val: s,
+                gate: None,
+            }],
             global_size: 4,
+            local_size: 1,
+            shared: vec![],
         };
         linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
     }

@@ -1,67 +1,255 @@
 //! Lowering: a scheduled kernel's AST (loads through views, elementwise ops, at most one fused
-//! reduce) becomes a `KGraph` in which every load has an explicit index and gate. The output
-//! element is chosen by the global index; reduces become loops over fresh ranges.
+//! reduce) becomes a `KGraph` in which every load has an explicit index and gate, shaped by the
+//! optimizer's actions (`Opts`):
+//!
+//! - **upcast**: several consecutive outputs along an output axis per invocation; loads that do
+//!   not depend on that axis are shared, and the reduce loop carries one accumulator per output;
+//! - **local**: several invocations of one workgroup along an output axis (the workgroup covers
+//!   a block of neighbouring outputs);
+//! - **group**: the reduce over one axis split across the invocations of a workgroup; each keeps
+//!   a partial result in workgroup memory, and after a barrier one invocation per output
+//!   combines them;
+//! - **unroll**: the loop over a reduce axis unrolled, its body repeated in one iteration.
+//!
+//! Without local or group actions a kernel is *flat*: invocation `gidx` computes output (block)
+//! `gidx`, and the renderer picks the workgroup size. With them it is *structured*: invocation
+//! `lidx` of workgroup `wgid` has its place in the workgroup fixed here, and every workgroup is
+//! full (the amounts divide the axes), so barriers are reached by every invocation.
 
+use crate::dtype::DType;
 use crate::kernel::{st_index, unravel, AstNode, AstOp, KGraph, KOp, KernelAst, Ref};
+use crate::ops::{BinaryOp, ReduceOp};
 use std::collections::HashMap;
 
-/// The lowered kernel: its graph and the (slot, index, value) stores it performs.
+/// The optimizer's actions for one kernel. Axes of `upcast` and `local` are output axes (of the
+/// kernel's root shape); axes of `group` and `unroll` are reduce axes of its reduce.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Opts {
+    pub upcast: Vec<(usize, usize)>,
+    pub local: Vec<(usize, usize)>,
+    pub group: Option<(usize, usize)>,
+    pub unroll: Option<(usize, usize)>,
+}
+
+impl Opts {
+    /// Invocations per workgroup the actions ask for (1: a flat kernel).
+    pub fn local_size(&self) -> usize {
+        let l: usize = self.local.iter().map(|l| l.1).product();
+        l * self.group.map_or(1, |g| g.1)
+    }
+}
+
+/// One write of a lowered kernel. Phases are separated by `Barrier`s: a phase sees the
+/// workgroup memory every invocation wrote in the phases before.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// `buffer[idx] = val` where `gate` (if any) holds.
+    Store {
+        slot: u32,
+        idx: Ref,
+        val: Ref,
+        gate: Option<Ref>,
+    },
+    /// `shared[idx] = val` of workgroup array `id`.
+    StoreShared {
+        id: u32,
+        idx: Ref,
+        val: Ref,
+    },
+    Barrier,
+}
+
+/// The lowered kernel: its graph, its writes in order, and its launch size.
 pub struct Lowered {
     pub graph: KGraph,
-    pub stores: Vec<(u32, Ref, Ref)>,
+    pub effects: Vec<Effect>,
+    /// Invocations launched.
     pub global_size: usize,
+    /// Invocations per workgroup; 1 for a flat kernel (the renderer chooses).
+    pub local_size: usize,
+    /// The workgroup arrays: (dtype, elements).
+    pub shared: Vec<(DType, usize)>,
 }
 
-struct Memo {
+impl Lowered {
+    /// Stores into global buffers (the kernel's outputs).
+    pub fn stores(&self) -> usize {
+        self.effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Store { .. }))
+            .count()
+    }
+}
+
+/// Why a set of actions does not apply to a kernel.
+pub type Invalid = String;
+
+/// The reduce of a kernel whose output shape is the root's (only elementwise ops above it), the
+/// one group and unroll can act on.
+pub fn aligned_reduce(k: &KernelAst) -> Option<&AstNode> {
+    let shape = &k.root.shape;
+    let r = k.root.find(&|n| matches!(n.op, AstOp::Reduce(..)), &|n| {
+        matches!(n.op, AstOp::View(_))
+    })?;
+    (r.shape == *shape).then_some(r)
+}
+
+/// Check that `o` applies to `k`: amounts divide their axes, group and unroll name reduce axes.
+pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
+    let shape = &k.root.shape;
+    let mut per_axis = vec![1usize; shape.len()];
+    for &(axis, amount) in o.upcast.iter().chain(&o.local) {
+        if axis >= shape.len() || amount == 0 {
+            return Err(format!("axis {axis} x{amount} is not an output axis"));
+        }
+        per_axis[axis] *= amount;
+        if shape[axis] % per_axis[axis] != 0 {
+            return Err(format!(
+                "axis {axis} of size {} is not a multiple of {}",
+                shape[axis], per_axis[axis]
+            ));
+        }
+    }
+    if o.group.is_some() || o.unroll.is_some() {
+        let Some(r) = aligned_reduce(k) else {
+            return Err("group/unroll need a reduce at the kernel's output shape".into());
+        };
+        let AstOp::Reduce(_, axes) = &r.op else {
+            unreachable!("aligned_reduce returns a reduce")
+        };
+        let full = &r.src[0].shape;
+        let mut per_red = vec![1usize; full.len()];
+        for &(axis, amount) in o.group.iter().chain(&o.unroll) {
+            if !axes.contains(&axis) || amount == 0 {
+                return Err(format!("axis {axis} is not a reduce axis"));
+            }
+            per_red[axis] *= amount;
+            if full[axis] % per_red[axis] != 0 {
+                return Err(format!(
+                    "reduce axis {axis} of size {} is not a multiple of {}",
+                    full[axis], per_red[axis]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Ctx {
     values: HashMap<(usize, Vec<Ref>, Ref), Ref>,
-    /// Reduce loops are shared by every copy of a reduce (see `Upcast`), so one loop
-    /// accumulates all of them.
+    /// Reduce loops are shared by every copy of a reduce (upcasting), so one loop nest
+    /// accumulates all of them; likewise the loop combining a group's partial results.
     ranges: HashMap<usize, Vec<Ref>>,
+    combine: HashMap<usize, Ref>,
+    group: Option<Group>,
+    unroll: Option<(usize, usize)>,
+    /// Writes of partial results to workgroup memory (the phase before the barrier).
+    partials: Vec<Effect>,
+    shared: Vec<(DType, usize)>,
 }
 
-/// Compute `amount` consecutive outputs along output `axis` per invocation (several upcasts
-/// multiply): loads that do not depend on that axis are shared, and the reduce loop carries one
-/// accumulator per output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Upcast {
-    pub axis: usize,
-    pub amount: usize,
+/// Where an invocation sits in its group: its index in the group, and the first local index of
+/// its group (the group's partial results are `shared[base .. base + size]`).
+#[derive(Clone, Copy)]
+struct Group {
+    axis: usize,
+    size: usize,
+    gi: Ref,
+    lidx: Ref,
+    base: Ref,
+    local_size: usize,
 }
 
-pub fn lower(k: &KernelAst, ups: &[Upcast]) -> Lowered {
+/// Lower `k` with the actions `o` (checked with `check` first; invalid actions are ignored).
+pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
+    let o = if check(k, o).is_ok() {
+        o.clone()
+    } else {
+        Opts::default()
+    };
     let mut g = KGraph::new();
     let root = &k.root;
-    let n = root.numel();
-    let mut grid = root.shape.clone();
-    let mut ups: Vec<Upcast> = ups.to_vec();
-    ups.retain(|u| u.amount > 1 && u.axis < grid.len() && grid[u.axis] % u.amount == 0);
-    ups.dedup_by_key(|u| u.axis);
-    for u in &ups {
-        grid[u.axis] /= u.amount;
+    let rank = root.shape.len();
+    let mut up = vec![1usize; rank];
+    let mut loc = vec![1usize; rank];
+    for &(a, n) in &o.upcast {
+        up[a] *= n;
     }
-    let copies: usize = ups.iter().map(|u| u.amount).product();
-    let gsize = n / copies;
-    let gidx = g.gidx(gsize);
-    let base = unravel(&mut g, gidx, &grid);
+    for &(a, n) in &o.local {
+        loc[a] *= n;
+    }
+    let grid: Vec<usize> = (0..rank)
+        .map(|i| root.shape[i] / (up[i] * loc[i]))
+        .collect();
+    let groups: usize = grid.iter().product();
+    let gsize = o.group.map_or(1, |g| g.1);
+    let local_size = o.local_size();
+    // The index of each invocation's first output along every axis (before upcasting), and
+    // the group it belongs to.
+    let (base, group, global_size) = if local_size > 1 {
+        let wg = g.wgid(groups);
+        let lid = g.lidx(local_size);
+        let outer = unravel(&mut g, wg, &grid);
+        let mut lshape = loc.clone();
+        lshape.push(gsize);
+        let inner = unravel(&mut g, lid, &lshape);
+        let base: Vec<Ref> = (0..rank)
+            .map(|i| {
+                let l = g.int(loc[i] as i64);
+                let scaled = g.mul(outer[i], l);
+                g.add(scaled, inner[i])
+            })
+            .collect();
+        let group = o.group.map(|(axis, size)| {
+            let gi = inner[rank];
+            let neg = g.int(-1);
+            let back = g.mul(gi, neg);
+            Group {
+                axis,
+                size,
+                gi,
+                lidx: lid,
+                base: g.add(lid, back),
+                local_size,
+            }
+        });
+        (base, group, groups * local_size)
+    } else {
+        let gidx = g.gidx(groups);
+        (unravel(&mut g, gidx, &grid), None, groups)
+    };
     let yes = g.bool_const(true);
-    let mut memo = Memo {
+    let mut ctx = Ctx {
         values: HashMap::new(),
         ranges: HashMap::new(),
+        combine: HashMap::new(),
+        group,
+        unroll: o.unroll,
+        partials: vec![],
+        shared: vec![],
     };
     let out_dtype = k.bufs[0].0;
     let strides = crate::shape::strides_for(&root.shape);
+    let copies: usize = up.iter().product();
     let mut stores = vec![];
+    // The group's first invocation writes the combined result.
+    let gate = group.map(|gr| {
+        let zero = g.int(0);
+        g.binary(BinaryOp::CmpEq, gr.gi, zero)
+    });
     for c in 0..copies {
         let mut idx = base.clone();
         let mut rest = c;
-        for up in &ups {
-            let a = g.int(up.amount as i64);
-            let scaled = g.mul(base[up.axis], a);
-            let off = g.int((rest % up.amount) as i64);
-            rest /= up.amount;
-            idx[up.axis] = g.add(scaled, off);
+        for i in (0..rank).rev() {
+            if up[i] > 1 {
+                let a = g.int(up[i] as i64);
+                let scaled = g.mul(base[i], a);
+                let off = g.int((rest % up[i]) as i64);
+                rest /= up[i];
+                idx[i] = g.add(scaled, off);
+            }
         }
-        let v = lower_node(&mut g, root, &idx, yes, &mut memo);
+        let v = lower_node(&mut g, root, &idx, yes, &mut ctx);
         let v = g.cast(v, out_dtype);
         let mut lin = g.int(0);
         for (i, &ix) in idx.iter().enumerate() {
@@ -71,12 +259,24 @@ pub fn lower(k: &KernelAst, ups: &[Upcast]) -> Lowered {
                 lin = g.add(lin, t);
             }
         }
-        stores.push((0, lin, v));
+        stores.push(Effect::Store {
+            slot: 0,
+            idx: lin,
+            val: v,
+            gate,
+        });
     }
+    let mut effects = std::mem::take(&mut ctx.partials);
+    if !effects.is_empty() {
+        effects.push(Effect::Barrier);
+    }
+    effects.extend(stores);
     Lowered {
         graph: g,
-        stores,
-        global_size: gsize,
+        effects,
+        global_size,
+        local_size,
+        shared: ctx.shared,
     }
 }
 
@@ -87,8 +287,8 @@ pub fn loads_per_output(l: &Lowered) -> f64 {
     use std::collections::HashSet;
     let g = &l.graph;
     // (buffer slot, index terms without the constant, constant / 16)
-    type Group = (u32, Vec<(Ref, i64)>, i64);
-    let mut groups: HashSet<Group> = HashSet::new();
+    type Key = (u32, Vec<(Ref, i64)>, i64);
+    let mut groups: HashSet<Key> = HashSet::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let KOp::Load(slot) = n.op else { continue };
         if g.ranges[i] == 0 {
@@ -99,12 +299,19 @@ pub fn loads_per_output(l: &Lowered) -> f64 {
         ts.sort();
         groups.insert((slot, ts, k.div_euclid(16)));
     }
-    groups.len() as f64 / l.stores.len() as f64
+    groups.len() as f64 / l.stores().max(1) as f64
 }
 
-fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Memo) -> Ref {
+fn combine(g: &mut KGraph, op: ReduceOp, a: Ref, b: Ref) -> Ref {
+    match op {
+        ReduceOp::Sum => g.add(a, b),
+        ReduceOp::Max => g.binary(BinaryOp::Max, a, b),
+    }
+}
+
+fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx) -> Ref {
     let key = (n as *const AstNode as usize, idx.to_vec(), gate);
-    if let Some(&r) = memo.values.get(&key) {
+    if let Some(&r) = ctx.values.get(&key) {
         return r;
     }
     let r = match &n.op {
@@ -119,64 +326,133 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, memo: &mut Me
             let (i, valid) = st_index(g, st, idx);
             let inner = unravel(g, i, &n.src[0].shape);
             let ok = g.and(gate, valid);
-            let v = lower_node(g, &n.src[0], &inner, ok, memo);
+            let v = lower_node(g, &n.src[0], &inner, ok, ctx);
             let z = g.konst(0.0, n.dtype);
             g.where_(valid, v, z)
         }
         AstOp::Unary(op) => {
-            let a = lower_node(g, &n.src[0], idx, gate, memo);
+            let a = lower_node(g, &n.src[0], idx, gate, ctx);
             g.unary(*op, a)
         }
         AstOp::Binary(op) => {
-            let a = lower_node(g, &n.src[0], idx, gate, memo);
-            let b = lower_node(g, &n.src[1], idx, gate, memo);
+            let a = lower_node(g, &n.src[0], idx, gate, ctx);
+            let b = lower_node(g, &n.src[1], idx, gate, ctx);
             g.binary(*op, a, b)
         }
         AstOp::Where => {
-            let c = lower_node(g, &n.src[0], idx, gate, memo);
-            let a = lower_node(g, &n.src[1], idx, gate, memo);
-            let b = lower_node(g, &n.src[2], idx, gate, memo);
+            let c = lower_node(g, &n.src[0], idx, gate, ctx);
+            let a = lower_node(g, &n.src[1], idx, gate, ctx);
+            let b = lower_node(g, &n.src[2], idx, gate, ctx);
             g.where_(c, a, b)
         }
         AstOp::Cast(dt) => {
-            let a = lower_node(g, &n.src[0], idx, gate, memo);
+            let a = lower_node(g, &n.src[0], idx, gate, ctx);
             g.cast(a, *dt)
         }
-        AstOp::Reduce(op, axes) => {
-            let src = &n.src[0];
-            let ptr = n as *const AstNode as usize;
-            let ranges = match memo.ranges.get(&ptr) {
-                Some(r) => r.clone(),
-                None => {
-                    let r: Vec<Ref> = axes.iter().map(|&ax| g.range(src.shape[ax])).collect();
-                    memo.ranges.insert(ptr, r.clone());
-                    r
-                }
-            };
-            let mut inner = idx.to_vec();
-            for (&ax, &r) in axes.iter().zip(&ranges) {
-                inner[ax] = r;
-            }
-            let v = lower_node(g, src, &inner, gate, memo);
-            g.reduce(*op, v, &ranges)
+        AstOp::Reduce(op, axes) => lower_reduce(g, n, *op, axes, idx, gate, ctx),
+    };
+    ctx.values.insert(key, r);
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_reduce(
+    g: &mut KGraph,
+    n: &AstNode,
+    op: ReduceOp,
+    axes: &[usize],
+    idx: &[Ref],
+    gate: Ref,
+    ctx: &mut Ctx,
+) -> Ref {
+    let src = &n.src[0];
+    let ptr = n as *const AstNode as usize;
+    // A kernel has at most one reduce (the scheduler fuses no more), so group and unroll
+    // (checked against the aligned reduce by `check`) act on this one.
+    let (group, unroll) = (ctx.group, ctx.unroll);
+    let ranges = match ctx.ranges.get(&ptr) {
+        Some(r) => r.clone(),
+        None => {
+            let r: Vec<Ref> = axes
+                .iter()
+                .map(|&ax| {
+                    let mut size = src.shape[ax];
+                    if let Some(gr) = group.filter(|gr| gr.axis == ax) {
+                        size /= gr.size;
+                    }
+                    if let Some((_, u)) = unroll.filter(|u| u.0 == ax) {
+                        size /= u;
+                    }
+                    g.range(size)
+                })
+                .collect();
+            ctx.ranges.insert(ptr, r.clone());
+            r
         }
     };
-    memo.values.insert(key, r);
-    r
+    // The source index along each reduce axis: loop variable, unrolled copy, group member.
+    let copies = unroll.map_or(1, |u| u.1);
+    let mut value: Option<Ref> = None;
+    for c in 0..copies {
+        let mut inner = idx.to_vec();
+        for (&ax, &r) in axes.iter().zip(&ranges) {
+            let mut i = r;
+            if let Some((_, u)) = unroll.filter(|u| u.0 == ax) {
+                let un = g.int(u as i64);
+                let scaled = g.mul(i, un);
+                let off = g.int(c as i64);
+                i = g.add(scaled, off);
+            }
+            if let Some(gr) = group.filter(|gr| gr.axis == ax) {
+                // Neighbouring invocations read neighbouring elements.
+                let gs = g.int(gr.size as i64);
+                let scaled = g.mul(i, gs);
+                i = g.add(scaled, gr.gi);
+            }
+            inner[ax] = i;
+        }
+        let v = lower_node(g, src, &inner, gate, ctx);
+        value = Some(match value {
+            Some(acc) => combine(g, op, acc, v),
+            None => v,
+        });
+    }
+    let value = value.unwrap_or_else(|| g.konst(op.identity(n.dtype), n.dtype));
+    let partial = g.reduce(op, value, &ranges);
+    let Some(gr) = group else {
+        return partial;
+    };
+    // Each invocation leaves its partial result in workgroup memory; after the barrier the
+    // group's results are combined (by every member; only the first one stores).
+    let id = ctx.shared.len() as u32;
+    ctx.shared.push((n.dtype, gr.local_size));
+    ctx.partials.push(Effect::StoreShared {
+        id,
+        idx: gr.lidx,
+        val: partial,
+    });
+    let k = match ctx.combine.get(&ptr) {
+        Some(&k) => k,
+        None => {
+            let k = g.range(gr.size);
+            ctx.combine.insert(ptr, k);
+            k
+        }
+    };
+    let at = g.add(gr.base, k);
+    let v = g.load_shared(id, n.dtype, at);
+    g.reduce(op, v, &[k])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
-    use crate::kernel::{AstNode, AstOp};
-    use crate::ops::{BinaryOp, ReduceOp};
     use crate::shape::ShapeTracker;
     use std::sync::Arc;
 
     /// out[i, k] = sum_j a[i, j] * b[j, k] for a (M, K) x (K, N) matmul, as the scheduler
     /// would build it: both operands read through broadcast views of shape (M, K, N).
-    fn matmul(m: usize, k: usize, n: usize) -> KernelAst {
+    pub(crate) fn matmul(m: usize, k: usize, n: usize) -> KernelAst {
         let load = |slot: u32, st: ShapeTracker| {
             Arc::new(AstNode {
                 op: AstOp::Load { slot, st },
@@ -217,11 +493,18 @@ mod tests {
         l.graph.nodes.iter().filter(|n| f(&n.op)).count()
     }
 
+    fn up(axis: usize, amount: usize) -> Opts {
+        Opts {
+            upcast: vec![(axis, amount)],
+            ..Opts::default()
+        }
+    }
+
     #[test]
     fn a_reduce_becomes_one_loop_with_one_store_per_output() {
-        let l = lower(&matmul(4, 8, 6), &[]);
-        assert_eq!(l.global_size, 24);
-        assert_eq!(l.stores.len(), 1);
+        let l = lower(&matmul(4, 8, 6), &Opts::default());
+        assert_eq!((l.global_size, l.local_size), (24, 1));
+        assert_eq!(l.stores(), 1);
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 8, .. })), 1);
         assert_eq!(count(&l, |o| matches!(o, KOp::Load(_))), 2);
         assert_eq!(loads_per_output(&l), 2.0);
@@ -230,9 +513,9 @@ mod tests {
     #[test]
     fn upcasting_shares_loads_that_do_not_depend_on_the_axis() {
         // Four outputs along n per invocation: a[i, j] is loaded once for all four.
-        let l = lower(&matmul(4, 8, 6 * 4), &[Upcast { axis: 2, amount: 4 }]);
+        let l = lower(&matmul(4, 8, 6 * 4), &up(2, 4));
         assert_eq!(l.global_size, 24);
-        assert_eq!(l.stores.len(), 4);
+        assert_eq!(l.stores(), 4);
         assert_eq!(count(&l, |o| matches!(o, KOp::Reduce(_))), 4);
         // The loop is shared by the four reduces.
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { .. })), 1);
@@ -240,8 +523,56 @@ mod tests {
     }
 
     #[test]
-    fn an_upcast_that_does_not_divide_the_axis_is_ignored() {
-        let l = lower(&matmul(4, 8, 6), &[Upcast { axis: 2, amount: 4 }]);
-        assert_eq!((l.global_size, l.stores.len()), (24, 1));
+    fn actions_that_do_not_divide_their_axis_are_refused() {
+        let k = matmul(4, 8, 6);
+        assert!(check(&k, &up(2, 4)).is_err());
+        let l = lower(&k, &up(2, 4));
+        assert_eq!((l.global_size, l.stores()), (24, 1), "lowered plainly");
+        let not_reduce = Opts {
+            group: Some((0, 2)),
+            ..Opts::default()
+        };
+        assert!(check(&k, &not_reduce).is_err());
+    }
+
+    #[test]
+    fn a_grouped_reduce_combines_partials_after_a_barrier() {
+        // 8 invocations per output split the 8-long reduce; 2 outputs per workgroup.
+        let o = Opts {
+            local: vec![(2, 2)],
+            group: Some((1, 8)),
+            ..Opts::default()
+        };
+        let l = lower(&matmul(4, 16, 6), &o);
+        assert_eq!(l.local_size, 16);
+        assert_eq!(l.global_size, 24 * 8);
+        assert_eq!(l.shared, vec![(DType::F32, 16)]);
+        let kinds: Vec<&str> = l
+            .effects
+            .iter()
+            .map(|e| match e {
+                Effect::StoreShared { .. } => "shared",
+                Effect::Barrier => "barrier",
+                Effect::Store { gate, .. } => {
+                    assert!(gate.is_some(), "only the group's first invocation stores");
+                    "store"
+                }
+            })
+            .collect();
+        assert_eq!(kinds, ["shared", "barrier", "store"]);
+        // The partial loop runs 16 / 8 = 2 times, the combine loop 8.
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 2, .. })), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 8, .. })), 1);
+    }
+
+    #[test]
+    fn unrolling_repeats_the_body_in_a_shorter_loop() {
+        let o = Opts {
+            unroll: Some((1, 4)),
+            ..Opts::default()
+        };
+        let l = lower(&matmul(4, 8, 6), &o);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 2, .. })), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Load(_))), 8);
     }
 }

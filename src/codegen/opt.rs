@@ -1,46 +1,264 @@
-//! Kernel optimization between lowering and linearizing: choose which output axes to upcast
-//! (compute several outputs per invocation so loads not depending on those axes are shared and
-//! the reduce loop carries several accumulators), by lowering candidates and keeping the one
-//! with the fewest loads per output.
+//! The kernel optimizer's default choices, per target (hand-coded heuristics; `BEAM` search
+//! would time alternatives instead). Between scheduling and lowering it picks the actions of
+//! `lower::Opts` and whether to split a reduce into two kernels (`split.rs`):
+//!
+//! - **GPU**: enough invocations to fill the device and short loops per invocation. A reduce
+//!   with few outputs or a long loop is grouped (split across a workgroup's invocations) and,
+//!   when that is not enough, split across workgroups, choosing by a simple time model: a
+//!   kernel takes its loop length times the waves of invocations the device runs one after
+//!   another. Register blocking (upcast) only where parallelism stays high.
+//! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a reduce longer than
+//!   `SOFT_LOOP` is split (llvmpipe silently stops an invocation's loops at 65,535
+//!   iterations); CPU-style upcasting otherwise.
+//! - **CPU** (C, and the interpreter): upcasting to share loads across accumulators; a very
+//!   long reduce into a handful of outputs is split so every core gets work.
 
-use super::lower::{loads_per_output, lower, Lowered, Upcast};
-use crate::kernel::KernelAst;
+use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
+use super::{OptTarget, Target};
+use crate::kernel::{AstOp, KernelAst};
 
-/// Outputs one invocation may compute (accumulators beyond the register file spill to L1,
+/// Outputs one CPU invocation may compute (accumulators beyond the register file spill to L1,
 /// which still beats re-streaming the reduce's inputs from memory).
 const MAX_UPCAST: usize = 36;
+/// Outputs one GPU invocation may compute (registers are scarcer per invocation).
+const MAX_UPCAST_GPU: usize = 16;
+/// Invocations a kernel with real work should launch on a GPU (~100k–250k run at once on a
+/// large one; fewer than this leaves most of any GPU idle).
+pub const GPU_PARALLEL: usize = 16384;
+/// Work (output elements times reduce length) above which a GPU kernel must be parallel (each
+/// element costs several scalar ops: index arithmetic, a load, a multiply-add).
+const GPU_BIG_WORK: usize = 1 << 16;
+/// Invocations a GPU runs at once, for the time model.
+const GPU_WAVE: usize = 65536;
+/// Loop iterations per invocation a GPU kernel should stay under.
+pub const GPU_MAX_LOOP: usize = 2048;
+/// The largest group (invocations sharing one reduce).
+const MAX_GROUP: usize = 256;
+/// The cost of launching one more kernel, in loop iterations of the time model.
+const LAUNCH: f64 = 256.0;
+/// Loop iterations per invocation on software adapters (well below llvmpipe's 65,535).
+pub const SOFT_LOOP: usize = 16384;
+/// A CPU reduce this long into fewer than `CPU_FEW` outputs is split across the cores.
+const CPU_LONG: usize = 1 << 16;
+const CPU_FEW: usize = 8;
 
-/// Lower a kernel, choosing the upcasts (up to three output axes, at most `MAX_UPCAST` outputs
-/// per invocation) that need the fewest loads per output element. Only kernels with a reduce loop
-/// benefit; elementwise kernels are lowered as they are.
-pub fn optimize(ast: &KernelAst) -> Lowered {
-    let plain = lower(ast, &[]);
-    let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
-    if !has_loop || !crate::context::upcast_enabled() {
-        return plain;
+/// The kernel's reduce: (its output elements, its reduce axes with their sizes).
+fn reduce_of(ast: &KernelAst) -> Option<(usize, Vec<(usize, usize)>)> {
+    let r = ast
+        .root
+        .find(&|n| matches!(n.op, AstOp::Reduce(..)), &|_| false)?;
+    let AstOp::Reduce(_, axes) = &r.op else {
+        return None;
+    };
+    let sizes = axes.iter().map(|&a| (a, r.src[0].shape[a])).collect();
+    Some((r.shape.iter().product(), sizes))
+}
+
+fn divisors(n: usize) -> impl Iterator<Item = usize> {
+    (2..=n).filter(move |d| n % d == 0)
+}
+
+/// The time model of one GPU kernel with `out` outputs reducing `rlen` elements, grouped by
+/// `g`: (time, invocations, loop iterations per invocation).
+fn gpu_time(out: usize, rlen: usize, g: usize) -> (f64, usize, usize) {
+    let lp = rlen / g + if g > 1 { g } else { 0 };
+    let inv = out * g;
+    let waves = inv.div_ceil(GPU_WAVE).max(1);
+    let mut t = (lp * waves) as f64;
+    if out * rlen > GPU_BIG_WORK && inv < GPU_PARALLEL {
+        t *= 4.0;
     }
-    let options = |chosen: &[Upcast]| -> Vec<Vec<Upcast>> {
-        let used: usize = chosen.iter().map(|u| u.amount).product();
-        let mut out = vec![];
+    (t, inv, lp)
+}
+
+/// The best group for a GPU reduce: (group, its time).
+fn gpu_group(
+    out: usize,
+    axes: &[(usize, usize)],
+    aligned: bool,
+    t: &Target,
+) -> (usize, usize, f64) {
+    let rlen: usize = axes.iter().map(|a| a.1).product();
+    let mut best = (usize::MAX, 1, gpu_time(out, rlen, 1).0);
+    // Plenty of outputs and a short loop: barriers would buy nothing.
+    if !aligned || (out >= 4 * GPU_PARALLEL && rlen <= GPU_MAX_LOOP / 2) {
+        return best;
+    }
+    let max = MAX_GROUP.min(t.max_local).min(t.max_shared / 4);
+    for &(axis, size) in axes {
+        for g in divisors(size).filter(|&g| g <= max) {
+            let (time, ..) = gpu_time(out, rlen, g);
+            if time < best.2 {
+                best = (axis, g, time);
+            }
+        }
+    }
+    best
+}
+
+/// Whether (and how) to split this kernel's reduce into two kernels: (reduce axis, parts).
+pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
+    let (out, axes) = reduce_of(ast)?;
+    let rlen: usize = axes.iter().map(|a| a.1).product();
+    match t.kind {
+        OptTarget::None => None,
+        OptTarget::Cpu => {
+            if out >= CPU_FEW || rlen < CPU_LONG {
+                return None;
+            }
+            // The fewest parts that give every core several of them.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let want = (4 * cores).div_ceil(out);
+            candidates(&axes)
+                .filter(|&(_, p)| p >= want)
+                .min_by_key(|&(_, p)| p)
+        }
+        OptTarget::SoftGpu => {
+            if rlen <= SOFT_LOOP {
+                return None;
+            }
+            // The fewest parts that bring the loop under the bound (and the combine too).
+            candidates(&axes)
+                .filter(|&(_, p)| rlen / p <= SOFT_LOOP && p <= SOFT_LOOP)
+                .min_by_key(|&(_, p)| p)
+                .or_else(|| candidates(&axes).max_by_key(|&(_, p)| p.min(rlen / p)))
+        }
+        OptTarget::Gpu => {
+            let aligned = aligned_reduce(ast).is_some();
+            let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
+            let loop0 = gpu_time(out, rlen, g0).2;
+            let mut best: Option<((usize, usize), f64)> = None;
+            for (axis, p) in candidates(&axes) {
+                let first: Vec<(usize, usize)> = axes
+                    .iter()
+                    .map(|&(a, s)| if a == axis { (a, s / p) } else { (a, s) })
+                    .collect();
+                let (_, _, t1) = gpu_group(out * p, &first, true, t);
+                let (_, _, t2) = gpu_group(out, &[(axis, p)], true, t);
+                let time = t1 + t2 + LAUNCH;
+                if best.is_none_or(|b| time < b.1) {
+                    best = Some(((axis, p), time));
+                }
+            }
+            let (choice, time) = best?;
+            (time < t0 || loop0 > GPU_MAX_LOOP).then_some(choice)
+        }
+    }
+}
+
+/// Every (reduce axis, parts) a split could use: parts dividing the axis, the axis left with
+/// more than one element.
+fn candidates(axes: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    axes.iter()
+        .flat_map(|&(a, s)| divisors(s).filter(move |&p| p < s).map(move |p| (a, p)))
+}
+
+/// Lower a kernel with the target's default actions.
+pub fn optimize(ast: &KernelAst, t: &Target) -> Lowered {
+    match t.kind {
+        OptTarget::None => lower(ast, &Opts::default()),
+        OptTarget::Cpu | OptTarget::SoftGpu => {
+            let (_, lowered) = best_upcast(ast, Opts::default(), MAX_UPCAST, usize::MAX, 1);
+            lowered
+        }
+        OptTarget::Gpu => lower(ast, &gpu_opts(ast, t)),
+    }
+}
+
+/// The GPU actions: a group for reduces that need it, upcasts that keep enough invocations,
+/// and a workgroup of neighbouring outputs around a group.
+pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
+    let mut o = Opts::default();
+    let out: usize = ast.root.shape.iter().product();
+    let reduce = reduce_of(ast);
+    let aligned = aligned_reduce(ast).is_some();
+    let mut g = 1;
+    if let Some((rout, axes)) = &reduce {
+        let (axis, gs, _) = gpu_group(*rout, axes, aligned, t);
+        if gs > 1 {
+            o.group = Some((axis, gs));
+            g = gs;
+        }
+    }
+    let work = out
+        * reduce
+            .as_ref()
+            .map_or(1, |(_, a)| a.iter().map(|x| x.1).product());
+    // Upcast while the kernel stays parallel enough (and its partials fit in workgroup memory).
+    let min_inv = if work > GPU_BIG_WORK { GPU_PARALLEL } else { 1 };
+    let max_up = MAX_UPCAST_GPU.min((t.max_shared / 4 / g.max(1)).max(1));
+    if reduce.is_some() {
+        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g);
+        o = opts;
+    } else if let Some(&last) = ast.root.shape.last() {
+        // Four consecutive outputs per invocation: vector stores (and loads where the inputs
+        // are contiguous too), as long as the kernel stays parallel.
+        if last % 4 == 0 && out / 4 >= GPU_PARALLEL {
+            o.upcast.push((ast.root.shape.len() - 1, 4));
+        }
+    }
+    if g > 1 {
+        // Neighbouring outputs in one workgroup: along the innermost output axis that divides.
+        let up: Vec<usize> = (0..ast.root.shape.len())
+            .map(|i| o.upcast.iter().filter(|u| u.0 == i).map(|u| u.1).product())
+            .collect();
+        let max_l = (t.max_local.min(MAX_GROUP) / g).max(1);
+        for axis in (0..ast.root.shape.len()).rev() {
+            let left = ast.root.shape[axis] / up[axis];
+            if left == 1 {
+                continue;
+            }
+            if let Some(l) = (2..=max_l.min(left)).rev().find(|l| left % l == 0) {
+                o.local.push((axis, l));
+            }
+            break;
+        }
+    }
+    debug_assert!(check(ast, &o).is_ok(), "{o:?}");
+    o
+}
+
+/// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
+/// invocation, keeping at least `min_inv` invocations of `per_out` each) that need the fewest
+/// loads per output element. Only kernels with a reduce loop benefit; elementwise kernels are
+/// lowered as they are.
+fn best_upcast(
+    ast: &KernelAst,
+    base: Opts,
+    max: usize,
+    min_inv: usize,
+    per_out: usize,
+) -> (Opts, Lowered) {
+    let plain = lower(ast, &base);
+    let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
+    if !has_loop {
+        return (base, plain);
+    }
+    let out: usize = ast.root.shape.iter().product();
+    let options = |chosen: &Opts| -> Vec<Opts> {
+        let used: usize = chosen.upcast.iter().map(|u| u.1).product();
+        let mut v = vec![];
         for (axis, &size) in ast.root.shape.iter().enumerate() {
-            if chosen.iter().any(|u| u.axis == axis) {
+            if chosen.upcast.iter().any(|u| u.0 == axis) {
                 continue;
             }
             for amount in [16, 9, 8, 4, 3, 2] {
-                if size % amount == 0 && used * amount <= MAX_UPCAST {
-                    let mut v = chosen.to_vec();
-                    v.push(Upcast { axis, amount });
-                    out.push(v);
+                let total = used * amount;
+                if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
+                    let mut c = chosen.clone();
+                    c.upcast.push((axis, amount));
+                    if check(ast, &c).is_ok() {
+                        v.push(c);
+                    }
                 }
             }
         }
-        out
+        v
     };
-    let mut best = (loads_per_output(&plain), plain, vec![]);
+    let mut best = (loads_per_output(&plain), plain, base);
     for _round in 0..3 {
-        let chosen = best.2.clone();
         let mut improved = false;
-        for cand in options(&chosen) {
+        for cand in options(&best.2) {
             let l = lower(ast, &cand);
             let cost = loads_per_output(&l);
             if cost < best.0 * 0.95 {
@@ -52,5 +270,5 @@ pub fn optimize(ast: &KernelAst) -> Lowered {
             break;
         }
     }
-    best.1
+    (best.2, best.1)
 }

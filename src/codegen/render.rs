@@ -23,6 +23,32 @@ pub trait Renderer {
     fn cast(&self, from: DType, to: DType, a: &str) -> String;
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String;
     fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String;
+    /// Wait for the workgroup (C, which runs a workgroup's invocations one after another,
+    /// ends the loop over them and starts the next phase's).
+    fn barrier(&self, k: &LinearKernel) -> String;
+    fn load_shared(&self, id: u32, _dt: DType, idx: &str) -> String {
+        format!("s{id}[{idx}]")
+    }
+    fn store_shared(&self, id: u32, _dt: DType, idx: &str, val: &str) -> String {
+        format!("s{id}[{idx}] = {val};")
+    }
+    /// Four consecutive elements from `idx` (a multiple of 4) as one value of the vector type
+    /// (its type, the expression), or `None` to load them one by one.
+    fn load_vec(&self, _slot: u32, _dt: DType, _idx: &str) -> Option<(String, String)> {
+        None
+    }
+    /// Lane `j` of a vector value.
+    fn lane(&self, v: &str, j: usize) -> String {
+        format!("{v}[{j}]")
+    }
+    /// Store four values at `idx` (a multiple of 4) at once, or `None` for four stores.
+    fn store_vec(&self, _slot: u32, _dt: DType, _idx: &str, _vals: &[String; 4]) -> Option<String> {
+        None
+    }
+    /// A statement run only where `cond` holds.
+    fn gated(&self, cond: &str, stmt: &str) -> String {
+        format!("if ({cond}) {{ {stmt} }}")
+    }
     fn select(&self, c: &str, a: &str, b: &str) -> String {
         format!("({c} ? {a} : {b})")
     }
@@ -48,6 +74,15 @@ pub trait Renderer {
     }
 }
 
+/// The index of lane `j` of a vector access at `idx`.
+fn lane_index(idx: &str, j: usize) -> String {
+    match (idx.parse::<i64>(), j) {
+        (Ok(v), _) => (v + j as i64).to_string(),
+        (_, 0) => idx.to_string(),
+        _ => format!("({idx} + {j})"),
+    }
+}
+
 pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let mut out = d.prologue(k);
     let mut names: HashMap<Reg, String> = HashMap::new();
@@ -65,6 +100,78 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             Inst::Gidx { dst } => {
                 names.insert(*dst, "gidx".into());
                 continue;
+            }
+            Inst::Lidx { dst } => {
+                names.insert(*dst, "lidx".into());
+                continue;
+            }
+            Inst::Wgid { dst } => {
+                names.insert(*dst, "wgid".into());
+                continue;
+            }
+            Inst::LoadShared {
+                dst,
+                id,
+                dtype,
+                idx,
+            } => d.let_(
+                d.ty(*dtype),
+                &format!("v{dst}"),
+                &d.load_shared(*id, *dtype, &name(&names, *idx)),
+            ),
+            Inst::StoreShared {
+                id,
+                dtype,
+                idx,
+                val,
+            } => d.store_shared(*id, *dtype, &name(&names, *idx), &name(&names, *val)),
+            Inst::Barrier => d.barrier(k),
+            Inst::LoadVec {
+                dsts,
+                slot,
+                dtype,
+                idx,
+            } => {
+                let i = name(&names, *idx);
+                let lines: Vec<String> = match d.load_vec(*slot, *dtype, &i) {
+                    Some((ty, e)) => {
+                        let v = format!("v{}_4", dsts[0]);
+                        let mut l = vec![d.let_(&ty, &v, &e)];
+                        for (j, dst) in dsts.iter().enumerate() {
+                            l.push(d.let_(d.ty(*dtype), &format!("v{dst}"), &d.lane(&v, j)));
+                        }
+                        l
+                    }
+                    None => dsts
+                        .iter()
+                        .enumerate()
+                        .map(|(j, dst)| {
+                            let at = lane_index(&i, j);
+                            d.let_(
+                                d.ty(*dtype),
+                                &format!("v{dst}"),
+                                &d.load(*slot, *dtype, &at),
+                            )
+                        })
+                        .collect(),
+                };
+                lines.join(&format!("\n{pad}"))
+            }
+            Inst::StoreVec {
+                slot,
+                dtype,
+                idx,
+                vals,
+            } => {
+                let i = name(&names, *idx);
+                let vs = vals.map(|v| name(&names, v));
+                match d.store_vec(*slot, *dtype, &i, &vs) {
+                    Some(s) => s,
+                    None => (0..4)
+                        .map(|j| d.store(*slot, *dtype, &lane_index(&i, j), &vs[j]))
+                        .collect::<Vec<_>>()
+                        .join(&format!("\n{pad}")),
+                }
             }
             Inst::Unary { dst, op, dtype, a } => d.let_(
                 d.ty(*dtype),
@@ -144,7 +251,14 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 dtype,
                 idx,
                 val,
-            } => d.store(*slot, *dtype, &name(&names, *idx), &name(&names, *val)),
+                gate,
+            } => {
+                let st = d.store(*slot, *dtype, &name(&names, *idx), &name(&names, *val));
+                match gate {
+                    Some(g) => d.gated(&name(&names, *g), &st),
+                    None => st,
+                }
+            }
         };
         let _ = writeln!(out, "{pad}{line}");
     }

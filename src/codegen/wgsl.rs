@@ -2,10 +2,14 @@
 //! wgpu). Planned for what the browser guarantees: no `shader-f16`, no 64-bit integers, few
 //! storage buffers.
 //!
-//! A kernel is one compute entry point `main` with `@workgroup_size(WORKGROUP_SIZE)`; each
-//! invocation computes output element `gidx = x + y * (num_workgroups.x * WORKGROUP_SIZE)` of
-//! its global id, so grids of more than 65535 workgroups fold into y (`dispatch_size`), and
-//! invocations past the end return at once. Index math is `i32`.
+//! A kernel is one compute entry point `main`. A flat kernel has `@workgroup_size(WORKGROUP_SIZE)`
+//! and each invocation computes output element `gidx = x + y * (num_workgroups.x *
+//! WORKGROUP_SIZE)` of its global id, so grids of more than 65535 workgroups fold into y
+//! (`dispatch_size`), and invocations past the end return at once. A kernel with workgroups
+//! (`LinearKernel::local_size` > 1) has that workgroup size, `wgid` from the workgroup id (folded
+//! the same way; surplus workgroups return, which keeps barriers in uniform control flow) and
+//! `lidx` from the local invocation index; its workgroup arrays are `var<workgroup>`. Index math
+//! is `i32`.
 //!
 //! Buffer `i` is `@group(0) @binding(i) var<storage, ...> b{i}: array<T>`, `read_write` for the
 //! output (slot 0, `BufArg::writes`). f32, i32 and u32 are stored natively. The others are packed
@@ -38,11 +42,32 @@ pub const MAX_WORKGROUPS_PER_DIM: u32 = 65535;
 /// The f16 conversion helpers, included in kernels that need them.
 const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
 
-pub struct WgslRenderer;
+/// The WGSL renderer for one kernel: it knows which buffers are declared as arrays of `vec4`
+/// (those the kernel accesses four elements at a time; single elements of them are read and
+/// written as components).
+#[derive(Default)]
+pub struct WgslRenderer {
+    vec: Vec<bool>,
+}
+
+impl WgslRenderer {
+    pub fn for_kernel(k: &LinearKernel) -> Self {
+        let mut vec = vec![false; k.bufs.len()];
+        for i in &k.insts {
+            if let Inst::LoadVec { slot, .. } | Inst::StoreVec { slot, .. } = i {
+                vec[*slot as usize] = true;
+            }
+        }
+        WgslRenderer { vec }
+    }
+    fn is_vec(&self, slot: u32) -> bool {
+        self.vec.get(slot as usize).copied().unwrap_or(false)
+    }
+}
 
 /// Render a kernel as a WGSL compute shader.
 pub fn render_wgsl(k: &LinearKernel) -> String {
-    let src = super::render::render(k, &WgslRenderer);
+    let src = super::render::render(k, &WgslRenderer::for_kernel(k));
     if src.contains("f32_bits(") {
         format!("{src}\nfn f32_bits(b: u32) -> f32 {{\n    return bitcast<f32>(b);\n}}\n")
     } else {
@@ -50,11 +75,20 @@ pub fn render_wgsl(k: &LinearKernel) -> String {
     }
 }
 
-/// Workgroup counts `(x, y, z)` for a kernel of `global_size` invocations: one dimension while it
-/// fits in `MAX_WORKGROUPS_PER_DIM`, else folded into y (the shader recombines
-/// `x + y * (num_workgroups.x * WORKGROUP_SIZE)` and skips the surplus).
-pub fn dispatch_size(global_size: usize) -> (u32, u32, u32) {
-    let groups = global_size.div_ceil(WORKGROUP_SIZE as usize);
+/// Invocations per workgroup of a kernel: its own, or `WORKGROUP_SIZE` for a flat kernel.
+pub fn workgroup_size(k: &LinearKernel) -> u32 {
+    if k.local_size > 1 {
+        k.local_size as u32
+    } else {
+        WORKGROUP_SIZE
+    }
+}
+
+/// Workgroup counts `(x, y, z)` for `global_size` invocations in workgroups of `wg_size`: one
+/// dimension while it fits in `MAX_WORKGROUPS_PER_DIM`, else folded into y (the shader
+/// recombines `x + y * num_workgroups.x` and skips the surplus).
+pub fn dispatch_size(global_size: usize, wg_size: u32) -> (u32, u32, u32) {
+    let groups = global_size.div_ceil(wg_size as usize);
     let max = MAX_WORKGROUPS_PER_DIM as usize;
     if groups <= max {
         return (groups as u32, 1, 1);
@@ -262,20 +296,43 @@ impl Renderer for WgslRenderer {
     }
     fn prologue(&self, k: &LinearKernel) -> String {
         let n = k.global_size;
-        let (x, y, z) = dispatch_size(n);
+        let ws = workgroup_size(k);
+        let (x, y, z) = dispatch_size(n, ws);
         let mut s = format!(
-            "// {}: {n} invocations, workgroups ({x}, {y}, {z}) of {WORKGROUP_SIZE}\n",
+            "// {}: {n} invocations, workgroups ({x}, {y}, {z}) of {ws}\n",
             k.name
         );
         for (i, b) in k.bufs.iter().enumerate() {
             let access = if b.writes { "read_write" } else { "read" };
+            let ty = storage_ty(b.dtype, b.writes);
+            let ty = if self.is_vec(i as u32) {
+                format!("vec4<{ty}>")
+            } else {
+                ty.to_string()
+            };
             let _ = writeln!(
                 s,
-                "@group(0) @binding({i}) var<storage, {access}> b{i}: array<{}>;",
-                storage_ty(b.dtype, b.writes)
+                "@group(0) @binding({i}) var<storage, {access}> b{i}: array<{ty}>;"
             );
         }
         s.push_str(&Self::helpers(k));
+        if k.local_size > 1 {
+            for (i, (dt, len)) in k.shared.iter().enumerate() {
+                let _ = write!(s, "\nvar<workgroup> s{i}: array<{}, {len}>;", self.ty(*dt));
+            }
+            let nwg = n / k.local_size;
+            let _ = write!(
+                s,
+                "\n\n@compute @workgroup_size({ws})\n\
+                 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32, @builtin(num_workgroups) nwg: vec3<u32>) {{\n    \
+                 let w = wid.x + wid.y * nwg.x;\n    \
+                 if (w >= {nwg}u) {{\n        return;\n    }}\n    \
+                 let wgid = i32(w);\n    \
+                 let lidx = i32(li);\n    \
+                 {{\n"
+            );
+            return s;
+        }
         let _ = write!(
             s,
             "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
@@ -286,8 +343,16 @@ impl Renderer for WgslRenderer {
         );
         s
     }
-    fn epilogue(&self, _k: &LinearKernel) -> String {
-        "}\n".into()
+    fn epilogue(&self, k: &LinearKernel) -> String {
+        if k.local_size > 1 {
+            "    }\n}\n".into()
+        } else {
+            "}\n".into()
+        }
+    }
+    /// Each phase is a block of its own: it recomputes (and renames) what it needs.
+    fn barrier(&self, _k: &LinearKernel) -> String {
+        "}\n    workgroupBarrier();\n    {".into()
     }
     fn constant(&self, v: f64, dt: DType) -> String {
         match dt {
@@ -390,6 +455,7 @@ impl Renderer for WgslRenderer {
         match dt {
             DType::U8 | DType::F16 => format!("ld_b{slot}({idx})"),
             DType::Bool => format!("(ld_b{slot}({idx}) != 0u)"),
+            _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i]"),
             _ => format!("b{slot}[{idx}]"),
         }
     }
@@ -398,8 +464,22 @@ impl Renderer for WgslRenderer {
             DType::U8 => format!("st_b{slot}({idx}, {val});"),
             DType::Bool => format!("st_b{slot}({idx}, u32({val}));"),
             DType::F16 => format!("st_b{slot}({idx}, f32_to_f16({val}));"),
+            _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i] = {val};"),
             _ => format!("b{slot}[{idx}] = {val};"),
         }
+    }
+    fn load_vec(&self, slot: u32, dt: DType, idx: &str) -> Option<(String, String)> {
+        Some((
+            format!("vec4<{}>", self.ty(dt)),
+            format!("b{slot}[({idx}) >> 2u]"),
+        ))
+    }
+    fn store_vec(&self, slot: u32, dt: DType, idx: &str, vals: &[String; 4]) -> Option<String> {
+        Some(format!(
+            "b{slot}[({idx}) >> 2u] = vec4<{}>({});",
+            self.ty(dt),
+            vals.join(", ")
+        ))
     }
     fn select(&self, c: &str, a: &str, b: &str) -> String {
         format!("select({b}, {a}, {c})")
@@ -580,12 +660,12 @@ mod tests {
     fn dispatch_folds_into_y() {
         let wg = WORKGROUP_SIZE as usize;
         let max = MAX_WORKGROUPS_PER_DIM as usize;
-        assert_eq!(dispatch_size(0), (0, 1, 1));
-        assert_eq!(dispatch_size(1), (1, 1, 1));
-        assert_eq!(dispatch_size(wg), (1, 1, 1));
-        assert_eq!(dispatch_size(wg + 1), (2, 1, 1));
-        assert_eq!(dispatch_size(max * wg), (max as u32, 1, 1));
-        assert_eq!(dispatch_size(max * wg + 1), (32768, 2, 1));
+        assert_eq!(dispatch_size(0, WORKGROUP_SIZE), (0, 1, 1));
+        assert_eq!(dispatch_size(1, WORKGROUP_SIZE), (1, 1, 1));
+        assert_eq!(dispatch_size(wg, WORKGROUP_SIZE), (1, 1, 1));
+        assert_eq!(dispatch_size(wg + 1, WORKGROUP_SIZE), (2, 1, 1));
+        assert_eq!(dispatch_size(max * wg, WORKGROUP_SIZE), (max as u32, 1, 1));
+        assert_eq!(dispatch_size(max * wg + 1, WORKGROUP_SIZE), (32768, 2, 1));
         for n in [
             max * wg + 1,
             3 * max * wg,
@@ -593,7 +673,7 @@ mod tests {
             60_000 * 784,
             i32::MAX as usize,
         ] {
-            let (x, y, z) = dispatch_size(n);
+            let (x, y, z) = dispatch_size(n, WORKGROUP_SIZE);
             assert!(x as usize <= max && y as usize <= max && z == 1, "{n}");
             // Invocation ids x + y * (nx * wg) cover 0..n, and little more.
             let total = x as usize * y as usize * wg;
@@ -606,7 +686,7 @@ mod tests {
 
     #[test]
     fn constants_are_valid_wgsl_literals() {
-        let d = WgslRenderer;
+        let d = WgslRenderer::default();
         assert_eq!(d.constant(1.0, DType::F32), "1.0f");
         assert_eq!(d.constant(-0.5, DType::F16), "(-0.5f)");
         assert_eq!(d.constant(1e-7, DType::F32), "1e-7f");

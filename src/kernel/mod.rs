@@ -44,6 +44,29 @@ impl AstNode {
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
+    /// The first node below (or at) this one that satisfies `f`, not looking below nodes
+    /// where `stop` holds. Shared subtrees are visited once (ASTs are DAGs: a plain recursion
+    /// would be exponential).
+    pub fn find(
+        &self,
+        f: &dyn Fn(&AstNode) -> bool,
+        stop: &dyn Fn(&AstNode) -> bool,
+    ) -> Option<&AstNode> {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![self];
+        while let Some(n) = stack.pop() {
+            if !seen.insert(n as *const AstNode) {
+                continue;
+            }
+            if f(n) {
+                return Some(n);
+            }
+            if !stop(n) {
+                stack.extend(n.src.iter().rev().map(|s| s.as_ref()));
+            }
+        }
+        None
+    }
 }
 
 /// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
@@ -99,6 +122,12 @@ pub type Ref = u32;
 pub enum KOp {
     /// The global index: which output element this invocation computes.
     Gidx,
+    /// The index of this invocation within its workgroup (`0..local_size`).
+    Lidx,
+    /// The index of this invocation's workgroup.
+    Wgid,
+    /// src: [idx]; a read of workgroup array `id` (shared by the invocations of a workgroup).
+    LoadShared(u32),
     /// A reduce loop variable, `0..size`.
     Range {
         id: u32,
@@ -212,6 +241,29 @@ impl KGraph {
         });
         self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
         r
+    }
+    /// The local index of a workgroup of `size` invocations.
+    pub fn lidx(&mut self, size: usize) -> Ref {
+        let r = self.intern(Node {
+            op: KOp::Lidx,
+            dtype: INDEX,
+            src: vec![],
+        });
+        self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
+        r
+    }
+    /// The workgroup index of a grid of `count` workgroups.
+    pub fn wgid(&mut self, count: usize) -> Ref {
+        let r = self.intern(Node {
+            op: KOp::Wgid,
+            dtype: INDEX,
+            src: vec![],
+        });
+        self.bounds[r as usize] = (0.0, count.saturating_sub(1) as f64);
+        r
+    }
+    pub fn load_shared(&mut self, id: u32, dtype: DType, idx: Ref) -> Ref {
+        self.make(KOp::LoadShared(id), dtype, vec![idx])
     }
     pub fn range(&mut self, size: usize) -> Ref {
         let id = self.next_range;

@@ -19,7 +19,7 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
             (v, v)
         }
         KOp::Range { size, .. } => (0.0, (*size as f64 - 1.0).max(0.0)),
-        KOp::Gidx => (0.0, f64::INFINITY),
+        KOp::Gidx | KOp::Lidx | KOp::Wgid => (0.0, f64::INFINITY),
         KOp::Binary(op) if op.is_cmp() => (0.0, 1.0),
         KOp::Binary(BinaryOp::Add) => {
             let (a, c) = (b(0), b(1));
@@ -63,8 +63,12 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
             let (a, c) = (b(1), b(2));
             (a.0.min(c.0), a.1.max(c.1))
         }
-        KOp::Load(_) | KOp::Cast | KOp::Reduce(_) | KOp::Unary(_) | KOp::Binary(_) => match n.dtype
-        {
+        KOp::Load(_)
+        | KOp::LoadShared(_)
+        | KOp::Cast
+        | KOp::Reduce(_)
+        | KOp::Unary(_)
+        | KOp::Binary(_) => match n.dtype {
             DType::Bool => (0.0, 1.0),
             DType::U8 => (0.0, 255.0),
             _ => ANY,

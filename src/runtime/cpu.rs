@@ -187,6 +187,7 @@ impl Backend for Cpu {
             name: k.name.clone(),
             source,
             global_size: k.global_size,
+            local_size: k.local_size,
             ops: k.ops_per_item() * k.global_size as u64,
             imp: ProgramImpl::Cpu(CpuProgram {
                 _lib: Arc::new(lib),
@@ -206,7 +207,12 @@ impl Backend for Cpu {
                 .map(|b| b.host().map(|h| h.ptr()))
                 .collect::<Result<_>>()?,
         );
-        let n = p.global_size;
+        // A kernel with workgroups runs whole workgroups (C loops over their invocations).
+        let n = if p.local_size > 1 {
+            p.global_size / p.local_size
+        } else {
+            p.global_size
+        };
         if n > i32::MAX as usize {
             bail!(
                 Backend,

@@ -1,5 +1,7 @@
-//! The interpreter backend: executes a `LinearKernel` directly, a block of output elements at a
-//! time, with the op semantics of `ops::exec_*`. It is the reference every other backend is
+//! The interpreter backend: executes a `LinearKernel` directly, a block of invocations at a
+//! time in lockstep (every instruction for every invocation of the block before the next), with
+//! the op semantics of `ops::exec_*`. A kernel with workgroups runs one workgroup per block, so
+//! lockstep is what a barrier asks for and the workgroup arrays live with the block. It is the reference every other backend is
 //! diffed against, and it runs everywhere (wasm included). Loads and stores are bounds-checked:
 //! a bad index is an error, never undefined behaviour.
 
@@ -8,7 +10,7 @@ use super::{
     ProgramImpl,
 };
 use crate::codegen::{Inst, LinearKernel};
-use crate::dtype::{read_f64, write_f64};
+use crate::dtype::{read_f64, write_f64, DType};
 use crate::error::{bail, Result};
 use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, ReduceOp};
 use std::sync::Arc;
@@ -47,6 +49,7 @@ impl Backend for Interp {
             name: k.name.clone(),
             source: String::new(),
             global_size: k.global_size,
+            local_size: k.local_size,
             ops: k.ops_per_item() * k.global_size as u64,
             imp: ProgramImpl::Interp(Arc::new(k.clone())),
         })
@@ -99,14 +102,33 @@ pub fn run(k: &LinearKernel, bufs: &[&Buffer]) -> Result<()> {
             _ => {}
         }
     }
-    let mut regs = vec![0f64; k.nregs * LANES];
+    let width = if k.local_size > 1 {
+        k.local_size
+    } else {
+        LANES
+    };
+    let mut regs = vec![0f64; k.nregs * width];
+    let mut shared: Vec<Vec<f64>> = k.shared.iter().map(|&(_, n)| vec![0.0; n]).collect();
     let mut start = 0;
     while start < k.global_size {
-        let lanes = LANES.min(k.global_size - start);
-        block(k, &mem, &ends, &mut regs, start, lanes)?;
+        let lanes = width.min(k.global_size - start);
+        let b = Block {
+            start,
+            n: lanes,
+            width,
+        };
+        block(k, &mem, &ends, &mut regs, &mut shared, b)?;
         start += lanes;
     }
     Ok(())
+}
+
+/// The invocations `start .. start + n` of a kernel, run together; registers are `width` wide.
+#[derive(Clone, Copy)]
+struct Block {
+    start: usize,
+    n: usize,
+    width: usize,
 }
 
 fn block(
@@ -114,12 +136,13 @@ fn block(
     mem: &[(*mut u8, usize)],
     ends: &[usize],
     regs: &mut [f64],
-    start: usize,
-    n: usize,
+    shared: &mut [Vec<f64>],
+    b: Block,
 ) -> Result<()> {
+    let (start, n, width) = (b.start, b.n, b.width);
     let mut pc = 0;
     let mut loops: Vec<(usize, u32, u32)> = vec![]; // (pc of Loop, counter, size)
-    let r = |x: u32| x as usize * LANES;
+    let r = |x: u32| x as usize * width;
     while pc < k.insts.len() {
         match &k.insts[pc] {
             Inst::Const { dst, bits, .. } => regs[r(*dst)..r(*dst) + n].fill(f64::from_bits(*bits)),
@@ -128,6 +151,43 @@ fn block(
                     regs[r(*dst) + l] = (start + l) as f64;
                 }
             }
+            // One workgroup per block: the lane is the local index.
+            Inst::Lidx { dst } => {
+                for l in 0..n {
+                    regs[r(*dst) + l] = l as f64;
+                }
+            }
+            Inst::Wgid { dst } => regs[r(*dst)..r(*dst) + n].fill((start / width) as f64),
+            Inst::LoadShared { dst, id, idx, .. } => {
+                let s = &shared[*id as usize];
+                for l in 0..n {
+                    let i = regs[r(*idx) + l];
+                    if i < 0.0 || i as usize >= s.len() {
+                        bail!(
+                            Backend,
+                            "kernel {}: workgroup array {id} read at {i}, out of bounds",
+                            k.name
+                        );
+                    }
+                    regs[r(*dst) + l] = s[i as usize];
+                }
+            }
+            Inst::StoreShared { id, idx, val, .. } => {
+                let s = &mut shared[*id as usize];
+                for l in 0..n {
+                    let i = regs[r(*idx) + l];
+                    if i < 0.0 || i as usize >= s.len() {
+                        bail!(
+                            Backend,
+                            "kernel {}: workgroup array {id} written at {i}, out of bounds",
+                            k.name
+                        );
+                    }
+                    s[i as usize] = regs[r(*val) + l];
+                }
+            }
+            // Lockstep: every invocation of the workgroup is here already.
+            Inst::Barrier => {}
             Inst::Unary { dst, op, dtype, a } => {
                 let dt = compute_dtype(*dtype);
                 for l in 0..n {
@@ -167,20 +227,38 @@ fn block(
                 idx,
                 gate,
             } => {
-                let (ptr, size) = mem[*slot as usize];
-                let w = dtype.size();
                 for l in 0..n {
                     if gate.is_some_and(|g| regs[r(g) + l] == 0.0) {
                         regs[r(*dst) + l] = 0.0;
                         continue;
                     }
+                    regs[r(*dst) + l] = load(k, mem, *slot, *dtype, regs[r(*idx) + l])?;
+                }
+            }
+            Inst::LoadVec {
+                dsts,
+                slot,
+                dtype,
+                idx,
+            } => {
+                for l in 0..n {
                     let i = regs[r(*idx) + l];
-                    if i < 0.0 || (i as usize + 1) * w > size {
-                        bail!(Backend, "kernel {}: load of element {i} out of bounds of buffer {slot} ({size} bytes)", k.name);
+                    for (j, dst) in dsts.iter().enumerate() {
+                        regs[r(*dst) + l] = load(k, mem, *slot, *dtype, i + j as f64)?;
                     }
-                    // SAFETY: bounds checked above; buffers outlive the launch.
-                    let bytes = unsafe { std::slice::from_raw_parts(ptr.add(i as usize * w), w) };
-                    regs[r(*dst) + l] = read_f64(*dtype, bytes);
+                }
+            }
+            Inst::StoreVec {
+                slot,
+                dtype,
+                idx,
+                vals,
+            } => {
+                for l in 0..n {
+                    let i = regs[r(*idx) + l];
+                    for (j, v) in vals.iter().enumerate() {
+                        store(k, mem, *slot, *dtype, i + j as f64, regs[r(*v) + l])?;
+                    }
                 }
             }
             Inst::DefAcc { dst, op, dtype } => regs[r(*dst)..r(*dst) + n].fill(op.identity(*dtype)),
@@ -227,28 +305,64 @@ fn block(
                 dtype,
                 idx,
                 val,
+                gate,
             } => {
-                let (ptr, size) = mem[*slot as usize];
-                let w = dtype.size();
-                let mut tmp = [0u8; 4];
                 for l in 0..n {
-                    let i = regs[r(*idx) + l];
-                    if i < 0.0 || (i as usize + 1) * w > size {
-                        bail!(
-                            Backend,
-                            "kernel {}: store of element {i} out of bounds of buffer {slot}",
-                            k.name
-                        );
+                    if gate.is_some_and(|g| regs[r(g) + l] == 0.0) {
+                        continue;
                     }
-                    write_f64(*dtype, regs[r(*val) + l], &mut tmp);
-                    // SAFETY: bounds checked above; no Rust reference to this memory is alive.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(tmp.as_ptr(), ptr.add(i as usize * w), w)
-                    };
+                    store(k, mem, *slot, *dtype, regs[r(*idx) + l], regs[r(*val) + l])?;
                 }
             }
         }
         pc += 1;
     }
+    Ok(())
+}
+
+/// Element `i` of buffer `slot`, bounds-checked.
+fn load(
+    k: &LinearKernel,
+    mem: &[(*mut u8, usize)],
+    slot: u32,
+    dtype: DType,
+    i: f64,
+) -> Result<f64> {
+    let (ptr, size) = mem[slot as usize];
+    let w = dtype.size();
+    if i < 0.0 || (i as usize + 1) * w > size {
+        bail!(
+            Backend,
+            "kernel {}: load of element {i} out of bounds of buffer {slot} ({size} bytes)",
+            k.name
+        );
+    }
+    // SAFETY: bounds checked above; buffers outlive the launch.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.add(i as usize * w), w) };
+    Ok(read_f64(dtype, bytes))
+}
+
+/// Write element `i` of buffer `slot`, bounds-checked.
+fn store(
+    k: &LinearKernel,
+    mem: &[(*mut u8, usize)],
+    slot: u32,
+    dtype: DType,
+    i: f64,
+    v: f64,
+) -> Result<()> {
+    let (ptr, size) = mem[slot as usize];
+    let w = dtype.size();
+    if i < 0.0 || (i as usize + 1) * w > size {
+        bail!(
+            Backend,
+            "kernel {}: store of element {i} out of bounds of buffer {slot}",
+            k.name
+        );
+    }
+    let mut tmp = [0u8; 4];
+    write_f64(dtype, v, &mut tmp);
+    // SAFETY: bounds checked above; no Rust reference to this memory is alive.
+    unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), ptr.add(i as usize * w), w) };
     Ok(())
 }

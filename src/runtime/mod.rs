@@ -10,7 +10,7 @@ pub mod cpu;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
-use crate::codegen::LinearKernel;
+use crate::codegen::{LinearKernel, OptTarget, Target};
 pub use crate::device::Device;
 use crate::error::{bail, Result};
 use std::alloc::Layout;
@@ -202,6 +202,8 @@ pub struct Program {
     /// Rendered source, empty for the interpreter.
     pub source: String,
     pub global_size: usize,
+    /// Invocations per workgroup (1: a flat kernel).
+    pub local_size: usize,
     /// Scalar ops per launch (for `GlobalCounters`).
     pub ops: u64,
     pub(crate) imp: ProgramImpl,
@@ -259,6 +261,14 @@ pub trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The most buffers one kernel may bind (the renderer's limit).
     fn max_buffers(&self) -> usize;
+    /// What kernels for this device are shaped for, with its limits.
+    fn target(&self) -> Target {
+        Target {
+            kind: OptTarget::Cpu,
+            max_local: 1024,
+            max_shared: 1 << 20,
+        }
+    }
     fn alloc(&self, bytes: usize) -> Result<Buffer>;
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;

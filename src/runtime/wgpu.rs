@@ -12,7 +12,8 @@
 
 use super::{Backend, BoxFuture, Buffer, Device, Graph, Launch, Mem, Program, ProgramImpl};
 use crate::codegen::linearize::LinearKernel;
-use crate::codegen::wgsl::{dispatch_size, render_wgsl, MAX_WORKGROUPS_PER_DIM, WORKGROUP_SIZE};
+use crate::codegen::wgsl::{dispatch_size, render_wgsl, workgroup_size, MAX_WORKGROUPS_PER_DIM};
+use crate::codegen::{OptTarget, Target};
 use crate::error::{bail, Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,6 +36,14 @@ pub struct Stats {
     pub buffers: u64,
     pub submits: u64,
     pub dispatches: u64,
+    /// Compute passes begun (an eager launch is a pass; a replay puts every dispatch in one).
+    pub passes: u64,
+    /// Buffer-to-buffer copies encoded (inputs into a replay, readbacks, copies between buffers).
+    pub copies: u64,
+    /// Host time spent encoding launches and replays, in total (ns; 0 where no clock exists).
+    pub encode_ns: u64,
+    /// Host time spent in `Queue::submit` (finishing and validating command buffers), in total.
+    pub submit_ns: u64,
     /// Host time spent encoding the last graph replay (ns; 0 where no clock exists).
     pub last_replay_encode_ns: u64,
 }
@@ -46,6 +55,10 @@ struct Counters {
     buffers: AtomicU64,
     submits: AtomicU64,
     dispatches: AtomicU64,
+    passes: AtomicU64,
+    copies: AtomicU64,
+    encode_ns: AtomicU64,
+    submit_ns: AtomicU64,
     last_replay_encode_ns: AtomicU64,
 }
 
@@ -55,6 +68,10 @@ static COUNTERS: Counters = Counters {
     buffers: AtomicU64::new(0),
     submits: AtomicU64::new(0),
     dispatches: AtomicU64::new(0),
+    passes: AtomicU64::new(0),
+    copies: AtomicU64::new(0),
+    encode_ns: AtomicU64::new(0),
+    submit_ns: AtomicU64::new(0),
     last_replay_encode_ns: AtomicU64::new(0),
 };
 
@@ -67,12 +84,46 @@ pub fn stats() -> Stats {
         buffers: c.buffers.load(Ordering::Relaxed),
         submits: c.submits.load(Ordering::Relaxed),
         dispatches: c.dispatches.load(Ordering::Relaxed),
+        passes: c.passes.load(Ordering::Relaxed),
+        copies: c.copies.load(Ordering::Relaxed),
+        encode_ns: c.encode_ns.load(Ordering::Relaxed),
+        submit_ns: c.submit_ns.load(Ordering::Relaxed),
         last_replay_encode_ns: c.last_replay_encode_ns.load(Ordering::Relaxed),
     }
 }
 
 fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Finish an encoder and submit it, counting the submit and its host time.
+fn submit_one(queue: &wgpu::Queue, enc: wgpu::CommandEncoder) {
+    let t0 = now();
+    queue.submit([enc.finish()]);
+    bump(&COUNTERS.submits, 1);
+    bump(&COUNTERS.submit_ns, since(t0));
+}
+
+/// Host nanoseconds since `t0` (natively; the browser's clock is not reachable from here).
+#[cfg(not(target_arch = "wasm32"))]
+type Clock = std::time::Instant;
+#[cfg(not(target_arch = "wasm32"))]
+fn now() -> Clock {
+    std::time::Instant::now()
+}
+#[cfg(not(target_arch = "wasm32"))]
+fn since(t0: Clock) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+#[cfg(target_arch = "wasm32")]
+type Clock = u64;
+#[cfg(target_arch = "wasm32")]
+fn now() -> Clock {
+    0
+}
+#[cfg(target_arch = "wasm32")]
+fn since(_: Clock) -> u64 {
+    0
 }
 
 /// The adapter a device was created on.
@@ -142,6 +193,7 @@ fn encode_dispatch(
     pass.set_bind_group(0, bg, &[]);
     pass.dispatch_workgroups(wp.grid.0, wp.grid.1, wp.grid.2);
     bump(&COUNTERS.dispatches, 1);
+    bump(&COUNTERS.passes, 1);
 }
 
 /// A compiled kernel: its pipeline, bind group layout and grid.
@@ -348,8 +400,7 @@ impl Gpu {
 
     fn submit(&self, st: &mut State) {
         if let Some(enc) = st.encoder.take() {
-            self.queue.submit([enc.finish()]);
-            bump(&COUNTERS.submits, 1);
+            submit_one(&self.queue, enc);
             st.pending = 0;
         }
     }
@@ -554,14 +605,32 @@ impl<T> Future for Signal<T> {
     }
 }
 
-/// Word-rounded size of a buffer of `bytes` (WGSL arrays hold whole u32 words; no empty buffers).
+/// The size of a buffer of `bytes` on the device: whole 16-byte units, so any buffer can be
+/// bound as an array of `vec4` (kernels load four elements at a time), and never empty.
 fn storage_size(bytes: usize) -> u64 {
-    (bytes.div_ceil(4).max(1) * 4) as u64
+    (bytes.div_ceil(16).max(1) * 16) as u64
 }
 
 impl Backend for Wgpu {
     fn device(&self) -> Device {
         Device::Wgpu
+    }
+
+    fn target(&self) -> Target {
+        match &self.gpu {
+            Ok(g) => Target {
+                // Software adapters (lavapipe, SwiftShader) run every invocation on the CPU.
+                kind: if g.info.device_type == "Cpu" {
+                    OptTarget::SoftGpu
+                } else {
+                    OptTarget::Gpu
+                },
+                max_local: (g.limits.max_compute_invocations_per_workgroup as usize)
+                    .min(g.limits.max_compute_workgroup_size_x as usize),
+                max_shared: g.limits.max_compute_workgroup_storage_size as usize,
+            },
+            Err(_) => Target::new(OptTarget::Gpu),
+        }
     }
 
     fn max_buffers(&self) -> usize {
@@ -630,6 +699,7 @@ impl Backend for Wgpu {
                 let mut st = lock(&gpu.state);
                 st.encoder(&gpu.device)
                     .copy_buffer_to_buffer(src, 0, &staging, 0, size);
+                bump(&COUNTERS.copies, 1);
                 gpu.submit(&mut st);
             }
             let out = gpu.read_staging(staging, buf.size).await?;
@@ -649,7 +719,27 @@ impl Backend for Wgpu {
                 gpu.limits.max_storage_buffers_per_shader_stage
             );
         }
-        let groups = k.global_size.div_ceil(WORKGROUP_SIZE as usize);
+        let ws = workgroup_size(k);
+        if ws > gpu.limits.max_compute_invocations_per_workgroup
+            || ws > gpu.limits.max_compute_workgroup_size_x
+        {
+            bail!(
+                Device,
+                "webgpu: kernel {} has workgroups of {ws} invocations; this device allows {}",
+                k.name,
+                gpu.limits.max_compute_invocations_per_workgroup
+            );
+        }
+        let shared: usize = k.shared.iter().map(|(dt, n)| n * dt.size().max(4)).sum();
+        if shared > gpu.limits.max_compute_workgroup_storage_size as usize {
+            bail!(
+                Device,
+                "webgpu: kernel {} needs {shared} bytes of workgroup memory; this device allows {}",
+                k.name,
+                gpu.limits.max_compute_workgroup_storage_size
+            );
+        }
+        let groups = k.global_size.div_ceil(ws as usize);
         let max = MAX_WORKGROUPS_PER_DIM as usize;
         if groups > max * max {
             bail!(
@@ -692,11 +782,12 @@ impl Backend for Wgpu {
         Ok(Program {
             name: k.name.clone(),
             global_size: k.global_size,
+            local_size: k.local_size,
             ops: k.ops_per_item() * k.global_size as u64,
             imp: ProgramImpl::Wgpu(WgpuProgram {
                 pipeline,
                 layout,
-                grid: dispatch_size(k.global_size),
+                grid: dispatch_size(k.global_size, ws),
                 nbufs: k.bufs.len(),
             }),
             source: src,
@@ -704,6 +795,7 @@ impl Backend for Wgpu {
     }
 
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+        let t0 = now();
         let gpu = self.gpu()?;
         let wp = program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
@@ -713,6 +805,7 @@ impl Backend for Wgpu {
         if st.pending >= MAX_PENDING {
             gpu.submit(&mut st);
         }
+        bump(&COUNTERS.encode_ns, since(t0));
         Ok(())
     }
 
@@ -810,33 +903,34 @@ struct WgpuGraph {
 fn encode_copy(enc: &mut wgpu::CommandEncoder, src: &Buffer, dst: &Buffer) -> Result<()> {
     let n = storage_size(src.size.min(dst.size));
     enc.copy_buffer_to_buffer(mem(src)?.buf()?, 0, mem(dst)?.buf()?, 0, n);
+    bump(&COUNTERS.copies, 1);
     Ok(())
 }
 
 impl Graph for WgpuGraph {
     fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()> {
         let gpu = global().gpu()?;
-        #[cfg(not(target_arch = "wasm32"))]
-        let t0 = std::time::Instant::now();
+        let t0 = now();
         let mut st = lock(&gpu.state);
-        // Work launched before the replay goes first, in its own submit.
+        // What was queued before (eager launches, the previous replay) goes to the device now;
+        // this replay stays pending until the next replay or sync point, so a readback right
+        // after it shares its submit while queued replays keep the device one step ahead.
         gpu.submit(&mut st);
-        let mut enc = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let enc = st.encoder(&gpu.device);
         for (s, d) in before {
-            encode_copy(&mut enc, s, d)?;
+            encode_copy(enc, s, d)?;
         }
         let mut i = 0;
         while i < self.steps.len() {
             if let Step::Copy { src, dst } = &self.steps[i] {
-                encode_copy(&mut enc, src, dst)?;
+                encode_copy(enc, src, dst)?;
                 i += 1;
                 continue;
             }
             // Consecutive dispatches share one compute pass (each dispatch is its own usage
             // scope, so a dispatch sees the writes of the one before).
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            bump(&COUNTERS.passes, 1);
             while let Some(Step::Dispatch {
                 pipeline,
                 bind_group,
@@ -852,14 +946,12 @@ impl Graph for WgpuGraph {
             }
         }
         for (s, d) in after {
-            encode_copy(&mut enc, s, d)?;
+            encode_copy(enc, s, d)?;
         }
-        gpu.queue.submit([enc.finish()]);
-        bump(&COUNTERS.submits, 1);
-        #[cfg(not(target_arch = "wasm32"))]
-        COUNTERS
-            .last_replay_encode_ns
-            .store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        st.pending += self.steps.len();
+        let ns = since(t0);
+        bump(&COUNTERS.encode_ns, ns);
+        COUNTERS.last_replay_encode_ns.store(ns, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -1,0 +1,294 @@
+//! Split reductions across workgroups: one kernel's long reduce becomes two kernels. The first
+//! reduces each of `parts` slices of a reduce axis into a scratch buffer (so it launches
+//! `parts` times as many invocations, each looping `parts` times less); the second reduces
+//! the partial results and computes the rest of the original kernel (its epilogue). Both are
+//! ordinary `KernelAst`s, optimized and lowered like any other.
+
+use crate::kernel::{AstNode, AstOp, KernelAst};
+use crate::shape::ShapeTracker;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The two kernels of a split, and where their buffer slots come from: `first_args[i]` is the
+/// original slot bound at slot `i + 1` of the first kernel (its slot 0 is the scratch buffer),
+/// and `second_args[i]` the original slot at slot `i + 2` of the second (slot 0 is the original
+/// output, slot 1 the scratch buffer).
+pub struct Split {
+    pub first: KernelAst,
+    pub second: KernelAst,
+    pub first_args: Vec<usize>,
+    pub second_args: Vec<usize>,
+}
+
+/// Split the reduce of `k` (its single reduce, wherever it is) over `axis` into `parts`, or
+/// `None` when that reduce has no such axis or `parts` does not divide it.
+pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
+    let r = find_reduce(&k.root)?;
+    let r = &r;
+    let AstOp::Reduce(op, axes) = &r.op else {
+        return None;
+    };
+    let src = &r.src[0];
+    let full = &src.shape;
+    if !axes.contains(&axis) || parts < 2 || full[axis] % parts != 0 {
+        return None;
+    }
+    // First kernel: view the source with the axis split into (parts, rest) and reduce `rest`
+    // (and the other reduce axes), keeping `parts`.
+    let mut split_shape = full.clone();
+    split_shape[axis] = full[axis] / parts;
+    split_shape.insert(axis, parts);
+    let shifted: Vec<usize> = axes
+        .iter()
+        .map(|&a| if a >= axis { a + 1 } else { a })
+        .collect();
+    let mut partial_shape = split_shape.clone();
+    for &a in &shifted {
+        partial_shape[a] = 1;
+    }
+    let mut first_slots = SlotMap::new(1);
+    let first_src = first_slots.renumber(src);
+    let view = Arc::new(AstNode {
+        op: AstOp::View(ShapeTracker::contiguous(full).reshape(&split_shape)),
+        dtype: src.dtype,
+        shape: split_shape.clone(),
+        src: vec![first_src],
+    });
+    let partial = Arc::new(AstNode {
+        op: AstOp::Reduce(*op, shifted),
+        dtype: r.dtype,
+        shape: partial_shape.clone(),
+        src: vec![view],
+    });
+    let numel: usize = partial_shape.iter().product();
+    let mut first_bufs = vec![(r.dtype, numel)];
+    first_bufs.extend(first_slots.order.iter().map(|&s| k.bufs[s]));
+    // Second kernel: the original AST with the reduce replaced by a reduce of the partials,
+    // read as the reduce's own shape with `parts` in place of its size-1 axis (the same bytes),
+    // so the new reduce is at the kernel's output shape and can be optimized like any other.
+    let mut parts_shape = r.shape.clone();
+    parts_shape[axis] = parts;
+    let load = Arc::new(AstNode {
+        op: AstOp::Load {
+            slot: 1,
+            st: ShapeTracker::contiguous(&parts_shape),
+        },
+        dtype: r.dtype,
+        shape: parts_shape,
+        src: vec![],
+    });
+    let replacement = Arc::new(AstNode {
+        op: AstOp::Reduce(*op, vec![axis]),
+        dtype: r.dtype,
+        shape: r.shape.clone(),
+        src: vec![load],
+    });
+    let mut second_slots = SlotMap::new(2);
+    let root = replace(
+        &k.root,
+        r,
+        &replacement,
+        &mut second_slots,
+        &mut HashMap::new(),
+    );
+    let mut second_bufs = vec![k.bufs[0], (r.dtype, numel)];
+    second_bufs.extend(second_slots.order.iter().map(|&s| k.bufs[s]));
+    Some(Split {
+        first: KernelAst {
+            root: partial,
+            bufs: first_bufs,
+        },
+        second: KernelAst {
+            root,
+            bufs: second_bufs,
+        },
+        first_args: first_slots.order,
+        second_args: second_slots.order,
+    })
+}
+
+/// The reduce of a kernel (the scheduler fuses at most one), as the `Arc` its parent holds.
+fn find_reduce(root: &Arc<AstNode>) -> Option<Arc<AstNode>> {
+    if matches!(root.op, AstOp::Reduce(..)) {
+        return Some(root.clone());
+    }
+    let parent = root.find(
+        &|n| n.src.iter().any(|s| matches!(s.op, AstOp::Reduce(..))),
+        &|_| false,
+    )?;
+    parent
+        .src
+        .iter()
+        .find(|s| matches!(s.op, AstOp::Reduce(..)))
+        .cloned()
+}
+
+/// New slot numbers, from `first` on, for the input slots a subtree loads, in order of use.
+struct SlotMap {
+    first: u32,
+    order: Vec<usize>,
+}
+
+impl SlotMap {
+    fn new(first: u32) -> Self {
+        SlotMap {
+            first,
+            order: vec![],
+        }
+    }
+    fn slot(&mut self, old: u32) -> u32 {
+        let pos = match self.order.iter().position(|&s| s == old as usize) {
+            Some(p) => p,
+            None => {
+                self.order.push(old as usize);
+                self.order.len() - 1
+            }
+        };
+        self.first + pos as u32
+    }
+    /// `n` with its loads renumbered (shared subtrees stay shared).
+    fn renumber(&mut self, n: &Arc<AstNode>) -> Arc<AstNode> {
+        self.rebuild(n, &mut HashMap::new())
+    }
+    fn rebuild(
+        &mut self,
+        n: &Arc<AstNode>,
+        memo: &mut HashMap<usize, Arc<AstNode>>,
+    ) -> Arc<AstNode> {
+        let key = Arc::as_ptr(n) as usize;
+        if let Some(m) = memo.get(&key) {
+            return m.clone();
+        }
+        let op = match &n.op {
+            AstOp::Load { slot, st } => AstOp::Load {
+                slot: self.slot(*slot),
+                st: st.clone(),
+            },
+            other => other.clone(),
+        };
+        let out = Arc::new(AstNode {
+            op,
+            dtype: n.dtype,
+            shape: n.shape.clone(),
+            src: n.src.iter().map(|s| self.rebuild(s, memo)).collect(),
+        });
+        memo.insert(key, out.clone());
+        out
+    }
+}
+
+/// `n` with the node `target` replaced by `with` and every other load renumbered.
+fn replace(
+    n: &Arc<AstNode>,
+    target: &Arc<AstNode>,
+    with: &Arc<AstNode>,
+    slots: &mut SlotMap,
+    memo: &mut HashMap<usize, Arc<AstNode>>,
+) -> Arc<AstNode> {
+    if Arc::ptr_eq(n, target) {
+        return with.clone();
+    }
+    let key = Arc::as_ptr(n) as usize;
+    if let Some(m) = memo.get(&key) {
+        return m.clone();
+    }
+    let op = match &n.op {
+        AstOp::Load { slot, st } => AstOp::Load {
+            slot: slots.slot(*slot),
+            st: st.clone(),
+        },
+        other => other.clone(),
+    };
+    let out = Arc::new(AstNode {
+        op,
+        dtype: n.dtype,
+        shape: n.shape.clone(),
+        src: n
+            .src
+            .iter()
+            .map(|s| replace(s, target, with, slots, memo))
+            .collect(),
+    });
+    memo.insert(key, out.clone());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::ops::{BinaryOp, ReduceOp};
+
+    /// out[i] = sum_j x[i, j] * 2 + y[i]: a reduce with an epilogue reading another buffer.
+    fn kernel(rows: usize, cols: usize) -> KernelAst {
+        let leaf = |op: AstOp, shape: Vec<usize>| {
+            Arc::new(AstNode {
+                op,
+                dtype: DType::F32,
+                shape,
+                src: vec![],
+            })
+        };
+        let node = |op: AstOp, shape: Vec<usize>, src: Vec<Arc<AstNode>>| {
+            Arc::new(AstNode {
+                op,
+                dtype: DType::F32,
+                shape,
+                src,
+            })
+        };
+        let x = leaf(
+            AstOp::Load {
+                slot: 1,
+                st: ShapeTracker::contiguous(&[rows, cols]),
+            },
+            vec![rows, cols],
+        );
+        let two = leaf(AstOp::Const(2.0), vec![rows, cols]);
+        let prod = node(AstOp::Binary(BinaryOp::Mul), vec![rows, cols], vec![x, two]);
+        let sum = node(
+            AstOp::Reduce(ReduceOp::Sum, vec![1]),
+            vec![rows, 1],
+            vec![prod],
+        );
+        let y = leaf(
+            AstOp::Load {
+                slot: 2,
+                st: ShapeTracker::contiguous(&[rows, 1]),
+            },
+            vec![rows, 1],
+        );
+        KernelAst {
+            root: node(AstOp::Binary(BinaryOp::Add), vec![rows, 1], vec![sum, y]),
+            bufs: vec![
+                (DType::F32, rows),
+                (DType::F32, rows * cols),
+                (DType::F32, rows),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_first_kernel_keeps_the_parts_and_the_second_has_the_epilogue() {
+        let s = split(&kernel(3, 64), 1, 8).expect("splits");
+        assert_eq!(s.first.root.shape, vec![3, 8, 1]);
+        assert_eq!(s.first.bufs[0], (DType::F32, 24), "the scratch buffer");
+        assert_eq!(s.first_args, vec![1], "the first kernel reads only x");
+        assert_eq!(s.second.root.shape, vec![3, 1]);
+        assert_eq!(
+            s.second_args,
+            vec![2],
+            "the second reads y for the epilogue"
+        );
+        assert_eq!(s.second.bufs.len(), 3);
+    }
+
+    #[test]
+    fn parts_must_divide_a_reduce_axis() {
+        assert!(split(&kernel(3, 64), 1, 7).is_none());
+        assert!(
+            split(&kernel(3, 64), 0, 3).is_none(),
+            "axis 0 is not reduced"
+        );
+    }
+}

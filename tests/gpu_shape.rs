@@ -1,0 +1,164 @@
+//! The kernel optimizer's GPU shape, counted without a GPU, and its correctness everywhere.
+//!
+//! - The structural test compiles every kernel of one training step of the tutorial's CNN at
+//!   batch 128 (Adam) for a GPU target and counts what a GPU cares about: invocations launched
+//!   and loop iterations per invocation. The CPU emulators here cannot show it; these counts
+//!   can, and they are pinned.
+//! - The optimized kernels of the same step (at a small batch) compute what the unoptimized
+//!   ones compute, on the interpreter, the C backend and WebGPU, for every optimizer target.
+
+// Native only: the browser tests are tests/web.rs.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+#[path = "../examples/common/model.rs"]
+mod model;
+
+use model::Model;
+use wgrad::codegen::{compile, OptTarget, Target};
+use wgrad::nn::optim::{Adam, Optimizer};
+use wgrad::nn::state::get_parameters;
+use wgrad::schedule::ScheduleItem;
+use wgrad::{Context, CrossEntropyOpts, DType, Device, Tensor};
+
+/// One training step's tensors to realize (the loss and every update), not yet realized.
+fn step(bs: usize, seed: u64) -> (Vec<Tensor>, Vec<Tensor>) {
+    Tensor::manual_seed(seed);
+    let model = Model::new().unwrap();
+    let params = get_parameters(&model);
+    Tensor::realize_all(&params.iter().collect::<Vec<_>>()).unwrap();
+    let mut opt = Adam::new(params.clone()).unwrap();
+    let x = Tensor::rand(&[bs, 1, 28, 28]).unwrap().realize().unwrap();
+    let y = Tensor::randint(&[bs], 0, 10).unwrap().realize().unwrap();
+    let mut all = Context::new()
+        .training(true)
+        .run(|| -> wgrad::Result<Vec<Tensor>> {
+            opt.zero_grad();
+            let loss = model
+                .forward(&x)?
+                .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+            loss.backward()?;
+            let mut all = opt.schedule_step()?;
+            all.insert(0, loss);
+            Ok(all)
+        })
+        .unwrap();
+    // Keep the model alive with the step (its parameters are what the updates write).
+    all.shrink_to_fit();
+    (all, params)
+}
+
+struct Shape {
+    name: String,
+    invocations: usize,
+    loop_iterations: u64,
+    ops: u64,
+}
+
+fn gpu_shapes(bs: usize) -> Vec<Shape> {
+    Context::new().dev(Device::Interp).run(|| {
+        let (all, _params) = step(bs, 1);
+        let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let target = Target::new(OptTarget::Gpu);
+        let mut out = vec![];
+        for item in &items {
+            let ScheduleItem::Kernel { ast, .. } = item else {
+                continue;
+            };
+            for s in compile(ast, &target).stages {
+                let k = &s.kernel;
+                let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
+                if let Err(e) = common::validate_wgsl(&wgsl) {
+                    panic!("{}: invalid WGSL: {e}\n{wgsl}", k.name);
+                }
+                out.push(Shape {
+                    name: k.name.clone(),
+                    invocations: k.global_size,
+                    loop_iterations: k.loop_iterations(),
+                    ops: k.ops_per_item() * k.global_size as u64,
+                });
+            }
+        }
+        out
+    })
+}
+
+#[test]
+fn the_training_step_is_gpu_shaped() {
+    let shapes = gpu_shapes(128);
+    let mut report = String::new();
+    for s in &shapes {
+        report += &format!(
+            "  {:<34} {:>9} invocations {:>6} iterations {:>11} ops\n",
+            s.name, s.invocations, s.loop_iterations, s.ops
+        );
+    }
+    let longest = shapes.iter().map(|s| s.loop_iterations).max().unwrap_or(0);
+    let total: u64 = shapes.iter().map(|s| s.loop_iterations).sum();
+    eprintln!(
+        "{} kernels; longest loop {longest}; loops summed {total}\n{report}",
+        shapes.len()
+    );
+    assert!(
+        longest <= 2048,
+        "a kernel loops {longest} times per invocation"
+    );
+    assert!(total <= 10_000, "the kernels' loops sum to {total}");
+    for s in &shapes {
+        assert!(
+            s.ops <= 1 << 20 || s.invocations >= 16384,
+            "{} does {} ops in only {} invocations",
+            s.name,
+            s.ops,
+            s.invocations
+        );
+    }
+}
+
+/// The step's loss and updated parameters, computed with kernels shaped for `target`.
+fn run_step(dev: Device, target: OptTarget) -> Vec<Vec<f32>> {
+    Context::new().dev(dev).opt_target(target).run(|| {
+        let (all, params) = step(4, 7);
+        Tensor::realize_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let mut out = vec![all[0].cast(DType::F32).unwrap().to_vec::<f32>().unwrap()];
+        out.extend(params.iter().map(|p| p.to_vec::<f32>().unwrap()));
+        out
+    })
+}
+
+fn assert_close(what: &str, got: &[Vec<f32>], want: &[Vec<f32>]) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.len(), w.len());
+        for (j, (&a, &b)) in g.iter().zip(w).enumerate() {
+            let tol = 1e-4 + 1e-3 * b.abs();
+            assert!(
+                (a - b).abs() <= tol,
+                "{what}: tensor {i}[{j}]: {a} vs {b} (unoptimized)"
+            );
+        }
+    }
+}
+
+#[test]
+fn optimized_kernels_equal_unoptimized_ones_on_the_interpreter() {
+    let plain = run_step(Device::Interp, OptTarget::None);
+    for t in [OptTarget::Gpu, OptTarget::SoftGpu, OptTarget::Cpu] {
+        let got = run_step(Device::Interp, t);
+        assert_close(&format!("interp {t:?}"), &got, &plain);
+    }
+}
+
+#[test]
+fn gpu_shaped_kernels_run_on_every_backend() {
+    let plain = run_step(Device::Interp, OptTarget::None);
+    for dev in common::devices() {
+        if dev == Device::Interp {
+            continue;
+        }
+        for t in [OptTarget::Gpu, OptTarget::SoftGpu] {
+            let got = run_step(dev, t);
+            assert_close(&format!("{dev} {t:?}"), &got, &plain);
+        }
+    }
+}
