@@ -1085,7 +1085,9 @@ impl Tensor {
             }
         }
         match acc {
-            None => Ok(self.ones_like()),
+            // 1 everywhere, from a comparison with x (which passes no gradient) so that x
+            // stays in the graph and gets a zero gradient, as in PyTorch.
+            None => self.eq(self)?.where_(1.0, 1.0),
             Some(a) if n < 0 => a.reciprocal(),
             Some(a) => Ok(a),
         }
