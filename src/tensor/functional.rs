@@ -298,6 +298,8 @@ impl Tensor {
         let s = stride.unwrap_or(kernel);
         self.pool(&[kernel.0, kernel.1], &[s.0, s.1], &[1, 1])
     }
+    /// Max over each window; tied maxima share the gradient equally (PyTorch gives all of it
+    /// to one of them).
     pub fn max_pool2d(
         &self,
         kernel: (usize, usize),
