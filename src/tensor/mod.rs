@@ -1050,8 +1050,8 @@ impl Tensor {
         }
         let (a, b) = self.broadcast_pair("pow", rhs)?;
         let (a, b) = (a.float("pow")?, b.float("pow")?);
-        let zero = a.eq(0.0)?;
-        let mag = zero.where_(1.0, &a.abs()?)?.log2()?.mul(&b)?.exp2()?;
+        let (zero, abs) = (a.eq(0.0)?, a.abs()?);
+        let mag = zero.where_(1.0, &abs)?.log2()?.mul(&b)?.exp2()?;
         // 0 ** b: 0 for b > 0, 1 for b == 0, inf for b < 0.
         let at_zero = b
             .lt(0.0)?
@@ -1065,7 +1065,7 @@ impl Tensor {
         let r = zero.where_(&at_zero, &mag.mul(&sign)?)?;
         let r = nan.where_(f64::NAN, &r)?;
         // x ** 0 is 1 for infinite and NaN bases too (finite ones get it from exp2(0)).
-        let inf_or_nan = a.abs()?.lt(f64::INFINITY)?.logical_not()?;
+        let inf_or_nan = abs.lt(f64::INFINITY)?.logical_not()?;
         b.eq(0.0)?.logical_and(&inf_or_nan)?.where_(1.0, &r)
     }
     /// `self ** n` by repeated squaring.
