@@ -120,19 +120,22 @@ def dtype_name(t):
     return "i32"
 
 
-def fl(v):
-    """float32-rounded value, written with the shortest repr that round-trips through float32."""
+def fl(v, signed_zero=False):
+    """float32-rounded value, written with the shortest repr that round-trips through float32
+    (-0.0 kept as such with `signed_zero`, for inputs)."""
     v = np.float32(v)
     assert np.isfinite(v), v
+    if signed_zero and v == 0 and np.signbit(v):
+        return -0.0
     s = str(v)
     f = float(s)
     return int(f) if f == int(f) and abs(f) < 1e15 else f
 
 
-def flat(arr, dtype):
+def flat(arr, dtype, signed_zero=False):
     arr = np.asarray(arr).reshape(-1)
     if dtype == "f32":
-        return [fl(v) for v in arr]
+        return [fl(v, signed_zero) for v in arr]
     if dtype == "bool":
         return [bool(v) for v in arr]
     return [int(v) for v in arr]
@@ -162,7 +165,7 @@ def case(name, op, inputs, fn, args=None, atol=None):
         "op": op,
         "args": args or {},
         "inputs": [
-            {"shape": list(arr.shape), "dtype": dt, "data": flat(arr, dt), "grad": bool(grad)}
+            {"shape": list(arr.shape), "dtype": dt, "data": flat(arr, dt, True), "grad": bool(grad)}
             for arr, dt, grad in inputs
         ],
         "output": {"shape": list(out.shape), "dtype": odt, "data": flat(out.detach().numpy(), odt)},
@@ -546,6 +549,82 @@ for red_ in ["mean", "none"]:
 for red_ in ["mean", "sum", "none"]:
     case(f"mse_{red_}", "mse", [I(uni((2, 3))), I(uni((2, 3)))],
          lambda a, b, r=red_: F.mse_loss(a, b, reduction=r), {"reduction": red_}, atol=1e-5)
+
+# ----------------------------------------------------------------------------- extremes and kinks
+# Saturated activations, exact zeros, signed zeros, ties and zero exponents: where a composite's
+# derivative can meet 0·inf (an exp overflowing in a branch not taken) or a kink (PyTorch's
+# subgradients: relu'(0) = 0, abs'(0) = 0, leaky_relu'(0) = slope, elu'(0) = alpha, clamp and
+# hardtanh 0 at the bounds, hardswish 0 at -3 and 1 at 3, ties of amax/maximum shared equally).
+# The inputs are fixed, and these cases come last so that the random draws of the cases above
+# stay as they were.
+EXT = f32([[-1e4, -100, -90, -50], [-11, -3, -1, 0], [1, 3, 6, 11], [50, 90, 100, 1e4]])
+case("sigmoid_ext", "sigmoid", [I(EXT)], torch.sigmoid)
+case("tanh_ext", "tanh", [I(EXT)], torch.tanh)
+case("silu_ext", "silu", [I(EXT)], F.silu)
+case("gelu_ext", "gelu", [I(EXT)], lambda x: F.gelu(x, approximate="tanh"))
+case("elu_ext", "elu", [I(EXT)], lambda x: F.elu(x, alpha=1.0), {"alpha": 1.0})
+case("elu_ext_alpha2", "elu", [I(EXT)], lambda x: F.elu(x, alpha=2.0), {"alpha": 2.0})
+case("softplus_ext", "softplus", [I(EXT)], lambda x: F.softplus(x, beta=1))
+case("softplus_zeros", "softplus", [I(f32([0.0, -0.0, 1.0]))], lambda x: F.softplus(x, beta=1))
+case("mish_ext", "mish", [I(EXT)], F.mish)
+case("relu_ext", "relu", [I(EXT)], torch.relu)
+case("relu_zeros", "relu", [I(f32([0.0, -0.0, 1.0, -1.0]))], torch.relu)
+case("leaky_relu_ext", "leaky_relu", [I(EXT)], lambda x: F.leaky_relu(x, 0.01), {"slope": 0.01})
+case("leaky_relu_zero_02", "leaky_relu", [I(f32([0.0, -0.0, 2.0]))], lambda x: F.leaky_relu(x, 0.2),
+     {"slope": 0.2})
+case("relu6_ext", "relu6", [I(EXT)], F.relu6)
+case("hardtanh_ext", "hardtanh", [I(EXT)], lambda x: F.hardtanh(x, -1.0, 1.0), {"min": -1.0, "max": 1.0})
+case("hardsigmoid_ext", "hardsigmoid", [I(EXT)], F.hardsigmoid)
+case("hardswish_ext", "hardswish", [I(EXT)], F.hardswish)
+case("clip_ext", "clip", [I(EXT)], lambda x: torch.clamp(x, -1.0, 3.0), {"min": -1.0, "max": 3.0})
+case("abs_ext", "abs", [I(f32([0.0, -0.0, -100.0, 1e4, -3.0]))], torch.abs)
+case("sign_ext", "sign", [I(f32([0.0, -0.0, -100.0, 1e4]))], torch.sign)
+case("exp_neg_ext", "exp", [I(f32([-1e4, -100.0, -50.0, -11.0, 0.0]))], torch.exp)
+case("square_zeros", "square", [I(f32([0.0, -0.0, 1e4, -3.0]))], torch.square)
+case("pow2_zeros", "pow", [I(f32([0.0, -0.0, 3.0, -2.0, 100.0]))], lambda t: t ** 2.0, {"scalar": 2.0})
+case("pow3_zeros", "pow", [I(f32([0.0, -0.0, 3.0, -2.0, 100.0]))], lambda t: t ** 3.0, {"scalar": 3.0})
+case("pow0_scalar", "pow", [I(f32([0.0, 3.0, -2.0, 1e4]))], lambda t: t ** 0.0, {"scalar": 0.0})
+case("pow_neg1_scalar", "pow", [I(f32([0.5, 3.0, -2.0, 100.0]))], lambda t: t ** -1.0, {"scalar": -1.0})
+case("pow_exp0", "pow", [I(f32([2.0, 0.5, 3.0, 1.0, 100.0])), I(f32([0.0, 0.0, 1.5, 0.0, 2.0]))], torch.pow)
+case("pow_base2_exp0", "pow", [I(f32([2.0, 2.0, 2.0]), grad=False), I(f32([0.0, 1.0, -1.0]))], torch.pow)
+case("pow_base0", "pow", [I(f32([0.0, 0.0, 0.0, 0.0])), I(f32([2.0, 3.0, 0.0, 2.5]))], torch.pow)
+case("std_zero_var", "std", [I(f32([[1, 1, 1, 1], [2, 3, 4, 5], [0, 0, 0, 0]]))],
+     lambda t: torch.std(t, dim=(1,), keepdim=False, correction=1),
+     {"axes": [1], "keepdim": False, "correction": 1.0}, 1e-5)
+case("var_zero_var", "var", [I(f32([[1, 1, 1, 1], [2, 3, 4, 5]]))],
+     lambda t: torch.var(t, dim=(1,), keepdim=True, correction=0),
+     {"axes": [1], "keepdim": True, "correction": 0.0}, 1e-5)
+case("mse_zero", "mse", [I(f32([[1.0, -2.0], [0.0, 1e4]])), I(f32([[1.0, -2.0], [0.0, 1e4]]), grad=False)],
+     lambda a, b: F.mse_loss(a, b, reduction="sum"), {"reduction": "sum"})
+TIES = f32([[1, 3, 3, 0], [2, 2, 2, 2], [-1, 5, 0, 5]])
+red("max_ties_axis1", "max", tmax, TIES, [1], False)
+red("max_ties_axis0_keepdim", "max", tmax, TIES, [0], True)
+red("max_ties_all", "max", tmax, TIES, None, False)
+red("min_ties_axis1", "min", tmin, TIES, [1], False)
+red("min_ties_all", "min", tmin, f32([[0, 0, 1], [2, 0, 3]]), None, False)
+case("maximum_ties", "maximum", [I(f32([1.0, 0.0, -2.0, 3.0])), I(f32([1.0, 0.0, 5.0, -3.0]))], torch.maximum)
+case("minimum_ties", "minimum", [I(f32([1.0, 0.0, -2.0, 3.0])), I(f32([1.0, 0.0, 5.0, -3.0]))], torch.minimum)
+case("argmax_ties_axis0", "argmax", [I(TIES)], lambda t: torch.from_numpy(np.argmax(t.detach().numpy(), 0)),
+     {"axis": 0, "keepdim": False})
+case("argmin_ties_none", "argmin", [I(f32([[3, 0, 1], [0, 2, 0]]))],
+     lambda t: torch.from_numpy(np.asarray(np.argmin(t.detach().numpy()))), {"axis": None, "keepdim": False})
+LSE = f32([[1e4, -1e4, 0, 1], [100, 100, -100, 0], [-1e4, -1e4, -1e4, -1e4]])
+case("softmax_ext", "softmax", [I(LSE)], lambda t: torch.softmax(t, 1), {"axis": 1})
+case("log_softmax_ext", "log_softmax", [I(LSE)], lambda t: torch.log_softmax(t, 1), {"axis": 1})
+red("logsumexp_ext", "logsumexp", tlse, LSE, [1], False)
+case("sce_ext", "sparse_categorical_crossentropy", [I(LSE), I(np.array([1, 2, 3], dtype=np.int32))],
+     lambda x, y: F.cross_entropy(x, y), {"ignore_index": None, "label_smoothing": 0.0, "reduction": "mean"},
+     atol=1e-5)
+case("bce_logits_ext", "binary_crossentropy_logits",
+     [I(EXT.reshape(-1)), I(f32([1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0]), grad=False)],
+     lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction="none"), {"reduction": "none"})
+case("bce_near_01", "binary_crossentropy", [I(f32([1e-6, 0.999999, 0.5, 1e-3])), I(f32([1, 0, 1, 0]), grad=False)],
+     lambda a, b: F.binary_cross_entropy(a, b, reduction="none"), {"reduction": "none"}, atol=1e-5)
+# At exactly 0 and 1 the loss saturates at 100; the gradients differ by design (see
+# Tensor::binary_crossentropy), so these are forward only.
+case("bce_saturated", "binary_crossentropy",
+     [I(f32([0, 1, 0, 1]), grad=False), I(f32([1, 0, 0, 1]), grad=False)],
+     lambda a, b: F.binary_cross_entropy(a, b, reduction="none"), {"reduction": "none"})
 
 # ----------------------------------------------------------------------------- write
 os.makedirs(os.path.dirname(OUT), exist_ok=True)

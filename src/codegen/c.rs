@@ -41,6 +41,10 @@ static inline unsigned short f2h(float f) {
 }
 "#;
 
+fn signed(dt: DType) -> bool {
+    dt == DType::I32
+}
+
 fn storage(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
@@ -140,10 +144,16 @@ impl Renderer for CRenderer {
             BinaryOp::Add => format!("({a} + {b})"),
             BinaryOp::Mul => format!("({a} * {b})"),
             BinaryOp::Div if f => format!("({a} / {b})"),
-            BinaryOp::Div if b.parse::<i64>().is_ok_and(|v| v != 0) => format!("({a} / {b})"),
+            // Integer division by 0 gives 0, and INT_MIN / -1 wraps (in C both are undefined,
+            // and on x86 they trap: SIGFPE).
+            BinaryOp::Div if b.parse::<i64>().is_ok_and(|v| v > 0) => format!("({a} / {b})"),
+            BinaryOp::Div if signed(dt) => {
+                format!("({b} == -1 ? (int)(0u - (unsigned int){a}) : {b} != 0 ? {a} / {b} : 0)")
+            }
             BinaryOp::Div => format!("({b} != 0 ? {a} / {b} : 0)"),
             BinaryOp::Mod if f => format!("fmodf({a}, {b})"),
-            BinaryOp::Mod if b.parse::<i64>().is_ok_and(|v| v != 0) => format!("({a} % {b})"),
+            BinaryOp::Mod if b.parse::<i64>().is_ok_and(|v| v > 0) => format!("({a} % {b})"),
+            BinaryOp::Mod if signed(dt) => format!("({b} != 0 && {b} != -1 ? {a} % {b} : 0)"),
             BinaryOp::Mod => format!("({b} != 0 ? {a} % {b} : 0)"),
             BinaryOp::Max if f => format!("fmaxf({a}, {b})"),
             BinaryOp::Max => format!("({a} > {b} ? {a} : {b})"),

@@ -7,8 +7,9 @@ use super::{
     host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
     ProgramImpl,
 };
-use crate::codegen::{c::CRenderer, render::render, LinearKernel};
+use crate::codegen::{c::CRenderer, render::render, Inst, LinearKernel};
 use crate::error::{bail, Error, ErrorKind, Result};
+use crate::ops::ReduceOp;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
@@ -50,6 +51,26 @@ const FLAGS: &[&str] = &[
     "-fno-trapping-math",
 ];
 
+/// Flags for kernels that sum floats. The loop vectorizer turns such a sum into an in-order
+/// ("fold-left") vector reduction, since it may not reassociate float additions; GCC 12.2
+/// (Debian 12's) merges a load permutation into that reduction and counts some elements twice
+/// (GCC PR tree-optimization/110381, fixed upstream in 2023): the sum over a flipped axis of a
+/// realized (5, 8, 5) tensor came out -11 instead of -6, from C without undefined behaviour. An
+/// in-order sum gains little from the loop vectorizer (its additions stay sequential); the
+/// tutorial's training step, whose time is in such kernels, runs as fast without it.
+/// Elementwise kernels keep it.
+const SUM_FLAGS: &[&str] = &["-fno-tree-loop-vectorize"];
+
+/// The compiler flags for a kernel.
+fn flags(k: &LinearKernel) -> Vec<&'static str> {
+    let float_sum = k
+        .insts
+        .iter()
+        .any(|i| matches!(i, Inst::Acc { op: ReduceOp::Sum, dtype, .. } if dtype.is_float()));
+    let extra = if float_sum { SUM_FLAGS } else { &[] };
+    FLAGS.iter().chain(extra).copied().collect()
+}
+
 /// Whether a C compiler can be run.
 pub fn available() -> std::result::Result<(), String> {
     static OK: OnceLock<std::result::Result<(), String>> = OnceLock::new();
@@ -90,9 +111,9 @@ pub fn stable_hash(s: &str) -> String {
     format!("{:016x}{:016x}", h[0], h[1])
 }
 
-fn compile_so(name: &str, src: &str) -> Result<PathBuf> {
+fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
     let cc = compiler();
-    let key = stable_hash(&format!("{cc}\n{}\n{src}", FLAGS.join(" ")));
+    let key = stable_hash(&format!("{cc}\n{}\n{src}", flags.join(" ")));
     let dir = cache_dir();
     let so = dir.join(format!("{key}.so"));
     if so.exists() {
@@ -114,7 +135,7 @@ fn compile_so(name: &str, src: &str) -> Result<PathBuf> {
     let tmp_so = dir.join(format!("{tag}.so.tmp"));
     std::fs::write(&c_path, src)?;
     let out = Command::new(&cc)
-        .args(FLAGS)
+        .args(flags)
         .arg("-o")
         .arg(&tmp_so)
         .arg(&c_path)
@@ -168,7 +189,7 @@ impl Backend for Cpu {
         available().map_err(|e| Error::new(ErrorKind::Device, format!("cpu: {e}")))?;
         let source = render(k, &CRenderer);
         crate::context::dump_source(&source, "c");
-        let so = compile_so(&k.name, &source)?;
+        let so = compile_so(&k.name, &source, &flags(k))?;
         // SAFETY: the object was produced by our compiler invocation from our own source; its
         // initialisers are those of a plain C file.
         let lib = unsafe { libloading::Library::new(&so) }.map_err(|e| {

@@ -298,6 +298,8 @@ impl Tensor {
         let s = stride.unwrap_or(kernel);
         self.pool(&[kernel.0, kernel.1], &[s.0, s.1], &[1, 1])
     }
+    /// Max over each window; tied maxima share the gradient equally (PyTorch gives all of it
+    /// to one of them).
     pub fn max_pool2d(
         &self,
         kernel: (usize, usize),
@@ -378,7 +380,17 @@ impl Tensor {
                 .div(&mask.sum((), false)?.cast(DType::F32)?),
         }
     }
-    /// Binary cross-entropy of probabilities (logs clamped at -100, like PyTorch).
+    /// `max(log(x), -100)` for `x >= 0`, with a finite derivative everywhere: the log is taken
+    /// of 1 where `x == 0`, so that the branch the clamp does not take cannot turn its zero
+    /// gradient into 0·inf = NaN.
+    fn clamped_log(&self) -> Result<Tensor> {
+        let pos = self.gt(0.0)?;
+        pos.where_(&pos.where_(self, 1.0)?.log()?, -100.0)?
+            .maximum(-100.0)
+    }
+    /// Binary cross-entropy of probabilities (logs clamped at -100, like PyTorch). Where a
+    /// probability is exactly 0 or 1 the gradient is that of the clamped terms (finite, 0
+    /// through a saturated clamp); PyTorch divides by `max(p (1 - p), 1e-12)` instead.
     pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
         if self.shape() != y.shape() {
             bail!(
@@ -388,8 +400,8 @@ impl Tensor {
                 y.shape()
             );
         }
-        let lp = self.log()?.maximum(-100.0)?;
-        let lq = self.neg()?.add(1.0)?.log()?.maximum(-100.0)?;
+        let lp = self.clamped_log()?;
+        let lq = self.neg()?.add(1.0)?.clamped_log()?;
         let l = y.mul(&lp)?.add(&y.neg()?.add(1.0)?.mul(&lq)?)?.neg()?;
         reduce_loss(&l, reduction)
     }
@@ -403,10 +415,11 @@ impl Tensor {
                 y.shape()
             );
         }
+        // max(x, 0) rather than relu: its tie at 0 gives sigmoid(0) - y there, as PyTorch.
         let l = self
-            .relu()?
+            .maximum(0.0)?
             .sub(&self.mul(y)?)?
-            .add(&self.abs()?.neg()?.exp()?.add(1.0)?.log()?)?;
+            .add(&self.log1p_exp_neg_abs()?)?;
         reduce_loss(&l, reduction)
     }
     /// Mean squared error.

@@ -56,7 +56,16 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
             .transpose()?],
         Op::Reduce(ReduceOp::Sum, _) => vec![Some(g.expand_u(&src[0].shape)?)],
         Op::Reduce(ReduceOp::Max, axes) => {
-            let hit = x(0).eq(&out.expand_u(&src[0].shape)?)?.cast(g.dtype())?;
+            // Ties share the gradient equally (PyTorch's amax). The input is compared with its
+            // max, so both must come from the same bits: when recomputing the input in another
+            // kernel may round differently, compare a materialized copy with its own max.
+            let xs = x(0).pinned();
+            let m = if xs.node().id == src[0].id {
+                out
+            } else {
+                xs.reduce_op(ReduceOp::Max, axes)
+            };
+            let hit = xs.eq(&m.expand_u(&src[0].shape)?)?.cast(g.dtype())?;
             let count = hit.reduce_op(ReduceOp::Sum, axes);
             vec![Some(hit.mul(&g.div(&count)?.expand_u(&src[0].shape)?)?)]
         }

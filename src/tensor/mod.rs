@@ -262,6 +262,50 @@ pub(crate) fn norm_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
     Ok(a as usize)
 }
 
+/// Whether every kernel that inlines `n` computes the same bits: below materialized values
+/// (buffers, reductions, which the scheduler computes once, and contiguous copies) there are
+/// only ops that round the same wherever they run. Not so a float sum with a product operand
+/// (contracted into an FMA or not), divisions and transcendental functions (their precision is
+/// not fixed in WGSL, and vectorized libm differs from scalar).
+fn recomputes_exactly(n: &Arc<UOp>) -> bool {
+    let product = |s: &Arc<UOp>| {
+        let mut s = s.clone();
+        while !s.is_realized() && (s.op.is_movement() || s.op == Op::Unary(UnaryOp::Neg)) {
+            s = s.src()[0].clone();
+        }
+        !s.is_realized() && s.op == Op::Binary(BinaryOp::Mul)
+    };
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut stack = vec![n.clone()];
+    while let Some(n) = stack.pop() {
+        if n.is_realized() || !seen.insert(n.id) {
+            continue;
+        }
+        let src = n.src();
+        let float = n.dtype.is_float();
+        let exact = match &n.op {
+            Op::Buffer
+            | Op::Const(_)
+            | Op::Iota
+            | Op::Reduce(..)
+            | Op::Contiguous
+            | Op::Assign
+            | Op::Copy => continue,
+            Op::Unary(UnaryOp::Neg | UnaryOp::Trunc) => true,
+            Op::Unary(_) => !float,
+            Op::Binary(BinaryOp::Add) => !float || !src.iter().any(product),
+            Op::Binary(BinaryOp::Div | BinaryOp::Mod) => !float,
+            Op::Binary(_) | Op::Where | Op::Cast(_) | Op::Detach => true,
+            op => op.is_movement(),
+        };
+        if !exact {
+            return false;
+        }
+        stack.extend(src);
+    }
+    true
+}
+
 /// Numpy broadcasting of two shapes.
 pub(crate) fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
@@ -640,6 +684,19 @@ impl Tensor {
     pub fn contiguous(&self) -> Tensor {
         Tensor::mk(Op::Contiguous, self.dtype(), self.shape(), &[self])
     }
+    /// This value in a form every kernel reads with the same bits, for comparing it with a
+    /// reduction of itself (max backward, argmax): the scheduler inlines an elementwise
+    /// expression into each kernel that reads it, and two compilations of one expression need
+    /// not round alike (a C, WGSL or CUDA compiler may contract `a * b + c` into an FMA in one
+    /// kernel and not in another; libm and GPU transcendentals differ between vectorized and
+    /// scalar code). So unless recomputing it is exact, it is materialized.
+    pub(crate) fn pinned(&self) -> Tensor {
+        if recomputes_exactly(&self.node()) {
+            self.clone()
+        } else {
+            self.contiguous()
+        }
+    }
     /// Write `value` into this tensor's buffer in place (same shape and dtype). The tensor keeps
     /// its identity (and buffer), which is what lets a captured step update parameters.
     pub fn assign(&self, value: &Tensor) -> Result<Tensor> {
@@ -967,43 +1024,105 @@ impl Tensor {
     pub fn square(&self) -> Result<Tensor> {
         self.mul(self)
     }
+    /// `|x|`; its derivative at 0 is 0, as in PyTorch, and `abs(-0.0)` is `+0.0`.
     pub fn abs(&self) -> Result<Tensor> {
-        self.lt(0)?.where_(&self.neg()?, self)
+        let x = self.eq(0)?.where_(self.zeros_like(), self)?;
+        self.lt(0)?.where_(&self.neg()?, &x)
     }
     pub fn sign(&self) -> Result<Tensor> {
         let neg = self.lt(0)?.where_(-1.0, 1.0)?.cast(self.dtype())?;
         self.eq(0)?.where_(self.zeros_like(), &neg)
     }
-    /// `self ** rhs`. Negative bases work for integer exponents.
+    /// `self ** rhs`. Negative bases work for integer exponents. A scalar integer exponent
+    /// multiplies (exact, and its gradient at 0 is right: no `log2(0)` on the way). Otherwise
+    /// `exp2(b * log2|a|)`, with the log taken of 1 where `a == 0` so that the branch not taken
+    /// cannot poison the gradient with 0·inf: at `a == 0` the derivative in `a` is then 0 (PyTorch:
+    /// `b * 0**(b-1)`, which differs for `b <= 1`) and the derivative in `b` is 0, as in PyTorch.
     pub fn pow(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let rhs = rhs.into();
+        let int_exp = match rhs {
+            Operand::Float(v) if v.fract() == 0.0 && v.abs() <= 64.0 => Some(v as i64),
+            Operand::Int(v) if v.abs() <= 64 => Some(v),
+            _ => None,
+        };
+        if let Some(n) = int_exp {
+            return self.float("pow")?.powi(n);
+        }
         let (a, b) = self.broadcast_pair("pow", rhs)?;
         let (a, b) = (a.float("pow")?, b.float("pow")?);
-        let mag = a.abs()?.log2()?.mul(&b)?.exp2()?;
+        let (zero, abs) = (a.eq(0.0)?, a.abs()?);
+        let mag = zero.where_(1.0, &abs)?.log2()?.mul(&b)?.exp2()?;
+        // 0 ** b: 0 for b > 0, 1 for b == 0, inf for b < 0.
+        let at_zero = b
+            .lt(0.0)?
+            .where_(f64::INFINITY, &b.eq(0.0)?.where_(1.0, 0.0)?)?;
         // Negative base: the sign flips for odd integer exponents (NaN for non-integers).
         let b_int = b.trunc()?.eq(&b)?;
         let odd = b.rem(2.0)?.abs()?.eq(1.0)?;
         let neg = a.lt(0.0)?;
         let sign = neg.logical_and(&odd)?.where_(-1.0, 1.0)?;
         let nan = neg.logical_and(&b_int.logical_not()?)?;
-        let r = mag.mul(&sign)?;
+        let r = zero.where_(&at_zero, &mag.mul(&sign)?)?;
         let r = nan.where_(f64::NAN, &r)?;
-        b.eq(0.0)?.where_(1.0, &r)
+        // x ** 0 is 1 for infinite and NaN bases too (finite ones get it from exp2(0)).
+        let inf_or_nan = abs.lt(f64::INFINITY)?.logical_not()?;
+        b.eq(0.0)?.logical_and(&inf_or_nan)?.where_(1.0, &r)
     }
+    /// `self ** n` by repeated squaring.
+    fn powi(&self, n: i64) -> Result<Tensor> {
+        let (mut base, mut k) = (self.clone(), n.unsigned_abs());
+        let mut acc: Option<Tensor> = None;
+        while k > 0 {
+            if k & 1 == 1 {
+                acc = Some(match acc {
+                    Some(a) => a.mul(&base)?,
+                    None => base.clone(),
+                });
+            }
+            k >>= 1;
+            if k > 0 {
+                base = base.square()?;
+            }
+        }
+        match acc {
+            // 1 everywhere, from a comparison with x (which passes no gradient) so that x
+            // stays in the graph and gets a zero gradient, as in PyTorch.
+            None => self.eq(self)?.where_(1.0, 1.0),
+            Some(a) if n < 0 => a.reciprocal(),
+            Some(a) => Ok(a),
+        }
+    }
+    /// `max(x, 0)`; the derivative at 0 is 0 (PyTorch).
     pub fn relu(&self) -> Result<Tensor> {
         self.gt(0)?.where_(self, 0)
     }
+    /// `hardtanh(x, 0, 6)`: the derivative is 0 at 0 and at 6 (PyTorch).
     pub fn relu6(&self) -> Result<Tensor> {
-        self.relu()?.minimum(6.0)
+        self.clip(0.0, 6.0)
     }
+    /// The derivative at 0 is `neg_slope` (PyTorch).
     pub fn leaky_relu(&self, neg_slope: f64) -> Result<Tensor> {
-        self.lt(0)?.where_(&self.mul(neg_slope)?, self)
+        self.gt(0)?.where_(self, &self.mul(neg_slope)?)
     }
+    /// The derivative at 0 is `alpha` (PyTorch).
     pub fn elu(&self, alpha: f64) -> Result<Tensor> {
-        let e = self.exp()?.sub(1.0)?.mul(alpha)?;
-        self.gt(0)?.where_(self, &e)
+        let x = self.float("elu")?;
+        let pos = x.gt(0)?;
+        // exp of the non-positive part only: the branch not taken must not overflow, or its
+        // zero gradient times an infinite exp poisons the where with NaN.
+        let e = pos.where_(0.0, &x)?.exp()?.sub(1.0)?.mul(alpha)?;
+        pos.where_(&x, &e)
     }
+    /// `1 / (1 + exp(-x))` as `1 / (1 + e)` or `e / (1 + e)` with `e = exp(-|x|)`: nothing
+    /// overflows at saturated inputs, forward or backward (the derivative via the primitives
+    /// stays finite), and the tail keeps its tiny values.
     pub fn sigmoid(&self) -> Result<Tensor> {
-        self.float("sigmoid")?.neg()?.exp()?.add(1.0)?.reciprocal()
+        let x = self.float("sigmoid")?;
+        // The branch is chosen by the sign of x, not through |x|, whose kink at 0 would cut the
+        // derivative there.
+        let pos = x.ge(0.0)?;
+        let e = pos.where_(&x.neg()?, &x)?.exp()?;
+        pos.where_(1.0, &e)?.div(&e.add(1.0)?)
     }
     pub fn tanh(&self) -> Result<Tensor> {
         self.mul(2.0)?.sigmoid()?.mul(2.0)?.sub(1.0)
@@ -1022,27 +1141,38 @@ impl Tensor {
     pub fn swish(&self) -> Result<Tensor> {
         self.silu()
     }
-    /// log(1 + exp(x)), computed stably.
+    /// log(1 + exp(x)), computed stably as `max(x, 0) + log(1 + exp(-|x|))`; the tie of the
+    /// `max` at 0 gives the derivative sigmoid(0) = 1/2 there.
     pub fn softplus(&self) -> Result<Tensor> {
         let x = self.float("softplus")?;
-        x.relu()?.add(&x.abs()?.neg()?.exp()?.add(1.0)?.log()?)
+        x.maximum(0.0)?.add(&x.log1p_exp_neg_abs()?)
+    }
+    /// `log(1 + exp(-|x|))`, which never overflows.
+    pub(crate) fn log1p_exp_neg_abs(&self) -> Result<Tensor> {
+        self.abs()?.neg()?.exp()?.add(1.0)?.log()
     }
     pub fn mish(&self) -> Result<Tensor> {
         self.mul(&self.softplus()?.tanh()?)
     }
+    /// `clip(x, min, max)`: the derivative is 0 at the bounds (PyTorch).
     pub fn hardtanh(&self, min: f64, max: f64) -> Result<Tensor> {
         self.clip(min, max)
     }
+    /// `clip(x / 6 + 1/2, 0, 1)`: the derivative is 0 at ±3 (PyTorch).
     pub fn hardsigmoid(&self) -> Result<Tensor> {
         self.div(6.0)?.add(0.5)?.clip(0.0, 1.0)
     }
+    /// `x * relu6(x + 3) / 6`: the derivative is 0 at -3 and 1 at 3 (PyTorch).
     pub fn hardswish(&self) -> Result<Tensor> {
         self.mul(&self.add(3.0)?.relu6()?)?.div(6.0)
     }
+    /// Values below `min` become `min`, above `max` become `max`; NaN stays NaN. As PyTorch's
+    /// `clamp` with scalar bounds, the derivative at either bound is 0.
     pub fn clip(&self, min: f64, max: f64) -> Result<Tensor> {
         if min > max {
             bail!(Shape, "clip: min {min} is greater than max {max}");
         }
-        self.maximum(min)?.minimum(max)
+        let hi = self.ge(max)?.where_(max, self)?;
+        self.le(min)?.where_(min, &hi)
     }
 }

@@ -108,8 +108,10 @@ impl Tensor {
         let s = self.shape();
         let a = norm_axis("argmax", axis, s.len())?;
         let n = s[a];
-        let m = self.max(a as isize, true)?;
-        let hit = self.eq(&m)?;
+        // Compared with its own max: the same bits in both kernels (see `pinned`).
+        let x = self.pinned();
+        let m = x.max(a as isize, true)?;
+        let hit = x.eq(&m)?;
         let mut ar_shape = vec![1usize; s.len()];
         ar_shape[a] = n;
         // n - i is largest for the first hit.
@@ -140,8 +142,12 @@ impl Tensor {
             .sum(axes, keepdim)?
             .div((n as f64 - correction).max(0.0))
     }
+    /// The square root of `var`. Where the variance is 0 the gradient is 0, as in PyTorch (the
+    /// chain rule would give var' · sqrt'(0) = 0 · inf).
     pub fn std(&self, axes: impl Into<Axes>, keepdim: bool, correction: f64) -> Result<Tensor> {
-        self.var(axes, keepdim, correction)?.sqrt()
+        let v = self.var(axes, keepdim, correction)?;
+        let zero = v.eq(0.0)?;
+        zero.where_(0.0, &zero.where_(1.0, &v)?.sqrt()?)
     }
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let x = self.float("softmax")?;

@@ -1,0 +1,670 @@
+//! Differential check: random composite programs (chains of movement ops, broadcasting binary
+//! ops, reductions and activations, on inputs that mix ordinary values with exact zeros, ties and
+//! saturating magnitudes such as ±100 and ±1e4), generated from a fixed seed, run on the
+//! interpreter and on every other backend present; values and gradients must agree, and the
+//! interpreter's must be finite (every program keeps its values far from overflow, so a NaN or an
+//! infinity is an autograd bug such as 0·inf).
+//!
+//! Max-like ops (max/min reductions, maximum/minimum, argmax) are only applied to values whose
+//! ties are the same on every backend: values computed from the inputs without saturating
+//! functions, whose outputs could be distinct on one backend and equal on another.
+//!
+//! `WGRAD_DIFF_PROGRAMS` and `WGRAD_DIFF_SEED` run more programs or other ones (to hunt; the
+//! test command runs the default 40 from the fixed seed).
+
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use wgrad::{Context, Device, Tensor};
+
+const SEED: u64 = 0x5eed_0009;
+const PROGRAMS: usize = 40;
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+/// Values are kept below this (f32 overflows at 3.4e38; gradients multiply bounds further).
+const MAX_BOUND: f64 = 1e12;
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+}
+
+/// An input's values: ordinary ones, exact zeros, saturating magnitudes, and repeats (ties).
+fn input_data(rng: &mut Rng, n: usize) -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let r = rng.unit();
+        let x = if r < 0.55 || v.is_empty() {
+            (rng.unit() * 6.0 - 3.0) as f32
+        } else if r < 0.65 {
+            0.0
+        } else if r < 0.75 {
+            rng.pick(&[100.0, -100.0, 11.0, -11.0, 50.0, -50.0])
+        } else if r < 0.82 {
+            rng.pick(&[1e4, -1e4])
+        } else {
+            v[rng.below(v.len())]
+        };
+        v.push(x);
+    }
+    v
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Relu,
+    LeakyRelu,
+    Elu,
+    Sigmoid,
+    Tanh,
+    Gelu,
+    Silu,
+    Softplus,
+    Mish,
+    Abs,
+    Neg,
+    Hardswish,
+    Hardsigmoid,
+    Hardtanh,
+    Relu6,
+    Clip,
+    Square,
+    Cube,
+    Exp,
+    Log1pAbs,
+    Hypot1,
+}
+
+const ACTS: [Act; 21] = [
+    Act::Relu,
+    Act::LeakyRelu,
+    Act::Elu,
+    Act::Sigmoid,
+    Act::Tanh,
+    Act::Gelu,
+    Act::Silu,
+    Act::Softplus,
+    Act::Mish,
+    Act::Abs,
+    Act::Neg,
+    Act::Hardswish,
+    Act::Hardsigmoid,
+    Act::Hardtanh,
+    Act::Relu6,
+    Act::Clip,
+    Act::Square,
+    Act::Cube,
+    Act::Exp,
+    Act::Log1pAbs,
+    Act::Hypot1,
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Red {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Logsumexp,
+    Softmax,
+    LogSoftmax,
+    Std,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Bin {
+    Add,
+    Sub,
+    Mul,
+    Maximum,
+    Minimum,
+}
+
+/// The second operand of a binary op.
+#[derive(Clone, Debug)]
+enum Rhs {
+    /// A new input (index into the program's inputs), broadcast against the value.
+    Input(usize),
+    /// The value shifted by one along an axis (shrink, then zero padding on the other side).
+    Shifted(usize, bool),
+    /// The value flipped along an axis.
+    Flipped(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Act(Act),
+    Reshape(Vec<isize>),
+    Permute(Vec<isize>),
+    /// Insert a size-1 axis at the position, then expand it.
+    Broadcast(usize, usize),
+    Pad(usize, (usize, usize), f64),
+    Shrink(usize, (usize, usize)),
+    Flip(Vec<isize>),
+    Slice(usize, usize),
+    Repeat(Vec<usize>),
+    CatFlipped(usize),
+    Reduce(Red, usize, bool),
+    Bin(Bin, Rhs),
+    /// A side output: argmax along the axis (compared exactly), the value unchanged.
+    Argmax(usize),
+    /// The value times a new input matrix (index into the inputs) over its last axis.
+    Matmul(usize),
+}
+
+struct Program {
+    inputs: Vec<(Vec<usize>, Vec<f32>)>,
+    steps: Vec<Step>,
+    upstream: Vec<f32>,
+}
+
+/// Evaluated program: the output, the argmax side outputs and the input gradients.
+struct Run {
+    out: Vec<f32>,
+    argmax: Vec<Vec<i32>>,
+    grads: Vec<Vec<f32>>,
+}
+
+fn act(x: &Tensor, a: Act) -> wgrad::Result<Tensor> {
+    match a {
+        Act::Relu => x.relu(),
+        Act::LeakyRelu => x.leaky_relu(0.1),
+        Act::Elu => x.elu(1.0),
+        Act::Sigmoid => x.sigmoid(),
+        Act::Tanh => x.tanh(),
+        Act::Gelu => x.gelu(),
+        Act::Silu => x.silu(),
+        Act::Softplus => x.softplus(),
+        Act::Mish => x.mish(),
+        Act::Abs => x.abs(),
+        Act::Neg => x.neg(),
+        Act::Hardswish => x.hardswish(),
+        Act::Hardsigmoid => x.hardsigmoid(),
+        Act::Hardtanh => x.hardtanh(-1.0, 1.0),
+        Act::Relu6 => x.relu6(),
+        Act::Clip => x.clip(-0.5, 2.0),
+        Act::Square => x.pow(2.0),
+        Act::Cube => x.pow(3.0),
+        Act::Exp => x.exp(),
+        Act::Log1pAbs => x.abs()?.add(1.0)?.log(),
+        Act::Hypot1 => x.square()?.add(1.0)?.sqrt(),
+    }
+}
+
+fn shifted(x: &Tensor, axis: usize, forward: bool) -> wgrad::Result<Tensor> {
+    let s = x.shape();
+    let mut keep: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
+    let mut pad = vec![(0, 0); s.len()];
+    if forward {
+        keep[axis] = (0, s[axis] - 1);
+        pad[axis] = (1, 0);
+    } else {
+        keep[axis] = (1, s[axis]);
+        pad[axis] = (0, 1);
+    }
+    x.shrink(&keep)?.pad(&pad, 0.0)
+}
+
+fn apply(x: &Tensor, step: &Step, ins: &[Tensor], side: &mut Vec<Tensor>) -> wgrad::Result<Tensor> {
+    Ok(match step {
+        Step::Act(a) => act(x, *a)?,
+        Step::Reshape(s) => x.reshape(s)?,
+        Step::Permute(p) => x.permute(p)?,
+        Step::Broadcast(at, n) => {
+            let x = x.unsqueeze(*at as isize)?;
+            let mut s: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+            s[*at] = *n as isize;
+            x.expand(&s)?
+        }
+        Step::Pad(axis, p, v) => {
+            let mut pads = vec![(0, 0); x.ndim()];
+            pads[*axis] = *p;
+            x.pad(&pads, *v)?
+        }
+        Step::Shrink(axis, r) => {
+            let mut a: Vec<(usize, usize)> = x.shape().iter().map(|&d| (0, d)).collect();
+            a[*axis] = *r;
+            x.shrink(&a)?
+        }
+        Step::Flip(axes) => x.flip(axes)?,
+        Step::Slice(axis, start) => x.slice(*axis as isize, *start as isize, isize::MAX, 2)?,
+        Step::Repeat(r) => x.repeat(r)?,
+        Step::CatFlipped(axis) => Tensor::cat(&[x, &x.flip(&[*axis as isize])?], *axis as isize)?,
+        Step::Reduce(r, axis, keep) => {
+            let a = *axis as isize;
+            match r {
+                Red::Sum => x.sum(a, *keep)?,
+                Red::Mean => x.mean(a, *keep)?,
+                Red::Max => x.max(a, *keep)?,
+                Red::Min => x.min(a, *keep)?,
+                Red::Logsumexp => x.logsumexp(a, *keep)?,
+                Red::Softmax => x.softmax(a)?,
+                Red::LogSoftmax => x.log_softmax(a)?,
+                Red::Std => x.std(a, *keep, 1.0)?,
+            }
+        }
+        Step::Bin(b, rhs) => {
+            let y = match rhs {
+                Rhs::Input(i) => ins[*i].clone(),
+                Rhs::Shifted(axis, fwd) => shifted(x, *axis, *fwd)?,
+                Rhs::Flipped(axis) => x.flip(&[*axis as isize])?,
+            };
+            match b {
+                Bin::Add => x.add(&y)?,
+                Bin::Sub => x.sub(&y)?,
+                Bin::Mul => x.mul(&y)?,
+                Bin::Maximum => x.maximum(&y)?,
+                Bin::Minimum => x.minimum(&y)?,
+            }
+        }
+        Step::Argmax(axis) => {
+            side.push(x.argmax(Some(*axis as isize), false)?);
+            x.clone()
+        }
+        Step::Matmul(i) => x.matmul(&ins[*i])?,
+    })
+}
+
+/// What the generator knows about the current value.
+struct Val {
+    t: Tensor,
+    /// An upper bound of |value|.
+    bound: f64,
+    /// Whether its ties are the same on every backend (see the header).
+    tie_safe: bool,
+}
+
+fn random_shape(rng: &mut Rng) -> Vec<usize> {
+    let rank = 1 + rng.below(4);
+    (0..rank).map(|_| 1 + rng.below(5)).collect()
+}
+
+/// A random step valid for the value (or None to try again), updating what is known about it.
+fn random_step(
+    rng: &mut Rng,
+    v: &mut Val,
+    prog: &mut Program,
+    ins: &mut Vec<Tensor>,
+) -> Option<Step> {
+    let n = ins.len();
+    let step = try_step(rng, v, prog, ins);
+    if step.is_none() {
+        // Forget an input added for a step not taken.
+        ins.truncate(n);
+        prog.inputs.truncate(n);
+    }
+    step
+}
+
+fn try_step(rng: &mut Rng, v: &mut Val, prog: &mut Program, ins: &mut Vec<Tensor>) -> Option<Step> {
+    let s = v.t.shape();
+    let nd = s.len();
+    let numel: usize = s.iter().product();
+    if nd == 0 {
+        let t = v.t.reshape(&[1]).ok()?;
+        v.t = t;
+        return Some(Step::Reshape(vec![1]));
+    }
+    let axis = rng.below(nd);
+    let (mut bound, mut tie_safe) = (v.bound, v.tie_safe);
+    let step = match rng.below(16) {
+        0..=3 => {
+            let a = rng.pick(&ACTS);
+            match a {
+                Act::Square if bound * bound > MAX_BOUND => return None,
+                Act::Cube if bound.powi(3) > MAX_BOUND => return None,
+                Act::Exp if bound > 20.0 => return None,
+                Act::Hypot1 if bound * bound > MAX_BOUND => return None,
+                _ => {}
+            }
+            bound = match a {
+                Act::Sigmoid | Act::Tanh | Act::Hardsigmoid | Act::Hardtanh => 1.0,
+                Act::Relu6 => 6.0,
+                Act::Clip => 2.0,
+                Act::Square => bound * bound,
+                Act::Cube => bound.powi(3),
+                Act::Exp => bound.exp(),
+                Act::Log1pAbs => (1.0 + bound).ln(),
+                Act::Hypot1 => bound + 1.0,
+                Act::Elu | Act::Gelu | Act::Silu | Act::Softplus | Act::Mish => bound + 1.0,
+                _ => bound,
+            };
+            if matches!(
+                a,
+                Act::Sigmoid
+                    | Act::Tanh
+                    | Act::Elu
+                    | Act::Gelu
+                    | Act::Silu
+                    | Act::Softplus
+                    | Act::Mish
+                    | Act::Exp
+                    | Act::Log1pAbs
+                    | Act::Hypot1
+            ) {
+                tie_safe = false;
+            }
+            Step::Act(a)
+        }
+        4 => {
+            // Merge two adjacent axes, split one, or add a size-1 axis.
+            let mut t: Vec<isize> = s.iter().map(|&d| d as isize).collect();
+            match rng.below(3) {
+                0 if nd >= 2 => {
+                    let i = rng.below(nd - 1);
+                    let m = t[i] * t[i + 1];
+                    t.splice(i..i + 2, [m]);
+                }
+                1 if nd < 4 && (s[axis] == 4 || s[axis] == 6) => {
+                    t.splice(axis..axis + 1, [2, t[axis] / 2]);
+                }
+                _ if nd < 4 => t.insert(rng.below(nd + 1), 1),
+                _ => return None,
+            }
+            Step::Reshape(t)
+        }
+        5 if nd >= 2 => {
+            let mut p: Vec<isize> = (0..nd as isize).collect();
+            for i in (1..nd).rev() {
+                p.swap(i, rng.below(i + 1));
+            }
+            Step::Permute(p)
+        }
+        6 if nd < 4 && numel <= 60 => Step::Broadcast(rng.below(nd + 1), 2 + rng.below(3)),
+        7 => Step::Pad(
+            axis,
+            (rng.below(3), rng.below(3)),
+            rng.pick(&[0.0, -1.5, 2.0]),
+        ),
+        8 if s[axis] >= 2 => {
+            let lo = rng.below(s[axis] - 1);
+            Step::Shrink(axis, (lo, lo + 1 + rng.below(s[axis] - lo - 1)))
+        }
+        9 => Step::Flip((0..nd as isize).filter(|_| rng.below(2) == 0).collect()),
+        10 if s[axis] >= 3 => Step::Slice(axis, rng.below(2)),
+        11 if numel <= 60 => Step::Repeat((0..nd).map(|_| 1 + rng.below(2)).collect()),
+        12 if numel <= 60 => Step::CatFlipped(axis),
+        13 => {
+            let r = rng.pick(&[
+                Red::Sum,
+                Red::Mean,
+                Red::Max,
+                Red::Min,
+                Red::Logsumexp,
+                Red::Softmax,
+                Red::LogSoftmax,
+                Red::Std,
+            ]);
+            let n = s[axis] as f64;
+            match r {
+                Red::Max | Red::Min if !tie_safe => return None,
+                // With one element and correction 1 the variance is 0/0 (NaN, as in PyTorch).
+                Red::Std if s[axis] < 2 => return None,
+                Red::Sum => bound *= n,
+                Red::Logsumexp => {
+                    bound += n.ln();
+                    tie_safe = false;
+                }
+                Red::Softmax => {
+                    bound = 1.0;
+                    tie_safe = false;
+                }
+                Red::LogSoftmax => {
+                    bound = 2.0 * bound + n.ln();
+                    tie_safe = false;
+                }
+                Red::Std => {
+                    bound *= 2.0;
+                    tie_safe = false;
+                }
+                _ => {}
+            }
+            Step::Reduce(r, axis, rng.below(2) == 0)
+        }
+        14 => {
+            let b = rng.pick(&[Bin::Add, Bin::Sub, Bin::Mul, Bin::Maximum, Bin::Minimum]);
+            if matches!(b, Bin::Maximum | Bin::Minimum) && !tie_safe {
+                return None;
+            }
+            let rhs = match rng.below(3) {
+                0 if s[axis] >= 2 => Rhs::Shifted(axis, rng.below(2) == 0),
+                1 => Rhs::Flipped(axis),
+                _ => {
+                    // A new input broadcast against the value: some axes 1, maybe fewer axes.
+                    let drop = rng.below(nd);
+                    let shape: Vec<usize> = s[drop..]
+                        .iter()
+                        .map(|&d| if rng.below(3) == 0 { 1 } else { d })
+                        .collect();
+                    let n = shape.iter().product();
+                    let data = input_data(rng, n);
+                    let t = Tensor::from_slice(&data, &shape).ok()?;
+                    t.set_requires_grad(true);
+                    ins.push(t);
+                    prog.inputs.push((shape, data));
+                    Rhs::Input(ins.len() - 1)
+                }
+            };
+            let other = if matches!(rhs, Rhs::Input(_)) {
+                1e4
+            } else {
+                bound
+            };
+            bound = match b {
+                Bin::Mul => bound * other,
+                Bin::Add | Bin::Sub => bound + other,
+                _ => bound.max(other),
+            };
+            Step::Bin(b, rhs)
+        }
+        15 if tie_safe && rng.below(2) == 0 => Step::Argmax(axis),
+        15 => {
+            let (n, k) = (s[nd - 1], 1 + rng.below(4));
+            bound *= 1e4 * n as f64;
+            if bound > MAX_BOUND {
+                return None;
+            }
+            let data = input_data(rng, n * k);
+            let t = Tensor::from_slice(&data, &[n, k]).ok()?;
+            t.set_requires_grad(true);
+            ins.push(t);
+            prog.inputs.push((vec![n, k], data));
+            Step::Matmul(ins.len() - 1)
+        }
+        _ => return None,
+    };
+    if bound > MAX_BOUND {
+        return None;
+    }
+    let t = apply(&v.t, &step, ins, &mut vec![]).ok()?;
+    if t.numel() > 400 {
+        return None;
+    }
+    *v = Val { t, bound, tie_safe };
+    Some(step)
+}
+
+fn generate(rng: &mut Rng) -> Program {
+    Context::new().dev(Device::Interp).run(|| {
+        let shape = random_shape(rng);
+        let data = input_data(rng, shape.iter().product());
+        let x = Tensor::from_slice(&data, &shape).expect("input");
+        x.set_requires_grad(true);
+        let mut prog = Program {
+            inputs: vec![(shape, data)],
+            steps: vec![],
+            upstream: vec![],
+        };
+        let mut ins = vec![x.clone()];
+        let mut v = Val {
+            t: x,
+            bound: 1e4,
+            tie_safe: true,
+        };
+        let len = 3 + rng.below(6);
+        while prog.steps.len() < len {
+            if let Some(s) = random_step(rng, &mut v, &mut prog, &mut ins) {
+                prog.steps.push(s);
+            }
+        }
+        let n = v.t.numel();
+        prog.upstream = (0..n).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+        prog
+    })
+}
+
+fn run(p: &Program, dev: Device) -> wgrad::Result<Run> {
+    Context::new().dev(dev).run(|| {
+        let ins: Vec<Tensor> = p
+            .inputs
+            .iter()
+            .map(|(s, d)| {
+                let t = Tensor::from_slice(d, s)?;
+                t.set_requires_grad(true);
+                Ok(t)
+            })
+            .collect::<wgrad::Result<_>>()?;
+        let mut side = vec![];
+        let mut x = ins[0].clone();
+        for s in &p.steps {
+            x = apply(&x, s, &ins, &mut side)?;
+        }
+        let up = Tensor::from_slice(&p.upstream, &x.shape())?;
+        x.mul(&up)?.sum((), false)?.backward()?;
+        let mut targets: Vec<&Tensor> = vec![&x];
+        let grads: Vec<Tensor> = ins.iter().map(|t| t.grad().expect("a gradient")).collect();
+        targets.extend(grads.iter());
+        targets.extend(side.iter());
+        Tensor::realize_all(&targets)?;
+        Ok(Run {
+            out: x.to_vec_f32()?,
+            argmax: side
+                .iter()
+                .map(|t| t.to_vec::<i32>())
+                .collect::<wgrad::Result<_>>()?,
+            grads: grads
+                .iter()
+                .map(|g| g.to_vec_f32())
+                .collect::<wgrad::Result<_>>()?,
+        })
+    })
+}
+
+/// Err naming the worst element when `got` and `want` differ by more than the tolerance, which
+/// scales with the largest magnitude in `want` (cancellation in sums of large terms).
+fn close(what: &str, got: &[f32], want: &[f32]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} values, want {}", got.len(), want.len()));
+    }
+    let scale = want.iter().fold(0f64, |m, &w| m.max(f64::from(w).abs()));
+    let atol = 1e-5 + 2e-5 * scale;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let (g, w) = (f64::from(g), f64::from(w));
+        if !g.is_finite() || (g - w).abs() > atol + 2e-3 * w.abs() {
+            return Err(format!("{what}[{i}]: got {g}, want {w} (atol {atol:.2e})"));
+        }
+    }
+    Ok(())
+}
+
+fn finite(what: &str, v: &[f32]) -> Result<(), String> {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(format!("{what}[{i}] is {} on the interpreter", v[i])),
+        None => Ok(()),
+    }
+}
+
+fn check(p: &Program, want: &Run, dev: Device) -> Result<(), String> {
+    let got = run(p, dev).map_err(|e| format!("{e}"))?;
+    close("output", &got.out, &want.out)?;
+    for (k, (g, w)) in got.grads.iter().zip(&want.grads).enumerate() {
+        close(&format!("grad of input {k}"), g, w)?;
+    }
+    if got.argmax != want.argmax {
+        return Err(format!("argmax {:?}, want {:?}", got.argmax, want.argmax));
+    }
+    Ok(())
+}
+
+#[test]
+fn random_programs_agree_across_backends() {
+    let devices: Vec<Device> = common::devices()
+        .into_iter()
+        .filter(|&d| d != Device::Interp)
+        .collect();
+    let programs = knob("WGRAD_DIFF_PROGRAMS", PROGRAMS as u64) as usize;
+    let mut rng = Rng(knob("WGRAD_DIFF_SEED", SEED));
+    let mut failures = vec![];
+    let t0 = std::time::Instant::now();
+    let mut spent = vec![0.0; devices.len()];
+    for i in 0..programs {
+        let p = generate(&mut rng);
+        let want = match run(&p, Device::Interp) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!(
+                    "program {i} on the interpreter: {e}\n  {:?}",
+                    p.steps
+                ));
+                continue;
+            }
+        };
+        let mut errs = vec![];
+        if let Err(e) = finite("output", &want.out) {
+            errs.push(e);
+        }
+        for (k, g) in want.grads.iter().enumerate() {
+            if let Err(e) = finite(&format!("grad of input {k}"), g) {
+                errs.push(e);
+            }
+        }
+        for (j, &dev) in devices.iter().enumerate() {
+            let t = std::time::Instant::now();
+            if let Err(e) = check(&p, &want, dev) {
+                errs.push(format!("{dev}: {e}"));
+            }
+            spent[j] += t.elapsed().as_secs_f64();
+        }
+        if !errs.is_empty() {
+            let shapes: Vec<&Vec<usize>> = p.inputs.iter().map(|(s, _)| s).collect();
+            failures.push(format!(
+                "program {i} (inputs {shapes:?}): {}\n  steps {:?}",
+                errs.join("; "),
+                p.steps
+            ));
+        }
+    }
+    eprintln!(
+        "{programs} random programs on INTERP and {devices:?} in {:.1} s ({spent:.1?} s on the latter)",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {programs} random programs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,160 @@
+//! Wrong answers of composite programs, reduced to their smallest form and checked on every
+//! backend (issue 9). Single ops at extremes and kinks (saturated activations, `x ** 2` at 0,
+//! `a ** b` at b = 0, softplus and abs at 0, clip at its bounds, ties) are op-suite fixture cases
+//! (`tests/ops.rs`, `*_ext`, `*_zeros`, `*_ties`, `pow_*`); these need several ops or a realized
+//! input to go wrong. The expected values are PyTorch's (float64), which here are exact.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use wgrad::{Context, DType, Device, Tensor};
+
+fn each_device(f: impl Fn(Device) -> wgrad::Result<()>) {
+    for dev in common::devices() {
+        Context::new()
+            .dev(dev)
+            .run(|| f(dev))
+            .unwrap_or_else(|e| panic!("{dev}: {e}"));
+    }
+}
+
+/// `max(x * pad(x[:2], (1, 0)) + c)`: the max is `x2 * x1 + c`, so the gradient is
+/// `[0, x2, x1]`. The backward compared the max with `x2 * x1 + c` recomputed in another
+/// kernel, and the C compiler contracted that multiply-add into an FMA in one kernel and not in
+/// the other (one ulp apart): d/dx1 came out 0 on the CPU.
+#[test]
+fn max_of_a_multiply_add_keeps_its_gradient() {
+    let v = [0.56806004f32, -0.9609683, -0.5566895];
+    each_device(|dev| {
+        let x = Tensor::from_slice(&v, &[3])?;
+        x.set_requires_grad(true);
+        let shifted = x.slice(0, 0, 2, 1)?.pad(&[(1, 0)], 0.0)?;
+        let m = x.mul(&shifted)?.add(-0.7394696)?.max((), false)?;
+        m.backward()?;
+        let g = x.grad().expect("gradient").to_vec_f32()?;
+        assert_eq!(g, vec![0.0, v[2], v[1]], "{dev}");
+        // The same expression's argmax (index 2), compared with its own max likewise.
+        let i = x.mul(&shifted)?.add(-0.7394696)?.argmax(None, false)?;
+        assert_eq!(i.item::<i32>()?, 2, "{dev}");
+        Ok(())
+    });
+}
+
+/// The same max plus `sum(z * z) / 2` with `z = x * pad(x[:2], (1, 0))`: in the backward kernel
+/// the product has a second use, so GCC did not contract `z + c` there while it did in the
+/// forward's max kernel, and every gradient of the max was lost on the CPU (it gave only the
+/// second term's).
+#[test]
+fn max_of_a_multiply_add_whose_product_is_reused() {
+    let v = [0.56806004f32, -0.9609683, -0.5566895];
+    let (x0, x1, x2) = (f64::from(v[0]), f64::from(v[1]), f64::from(v[2]));
+    let want = [
+        x0 * x1 * x1,
+        x2 + x0 * x0 * x1 + x1 * x2 * x2,
+        x1 + x2 * x1 * x1,
+    ];
+    each_device(|dev| {
+        let x = Tensor::from_slice(&v, &[3])?;
+        x.set_requires_grad(true);
+        let z = x.mul(&x.slice(0, 0, 2, 1)?.pad(&[(1, 0)], 0.0)?)?;
+        let m = z.add(-0.7394696)?.max((), false)?;
+        m.add(&z.square()?.sum((), false)?.mul(0.5)?)?.backward()?;
+        let g = x.grad().expect("gradient").to_vec_f32()?;
+        for (i, (&g, &w)) in g.iter().zip(&want).enumerate() {
+            assert!(
+                (f64::from(g) - w).abs() < 1e-6,
+                "{dev}: d/dx{i} = {g}, want {w}"
+            );
+        }
+        Ok(())
+    });
+}
+
+/// Max backward of a product feeding a sum over a larger, random input: every gradient entry
+/// must land on the maximal element of its row (one per row, no ties in this data).
+#[test]
+fn max_backward_of_computed_rows_hits_the_maximum() {
+    let (r, c) = (16, 33);
+    let a: Vec<f32> = (0..r * c)
+        .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
+        .collect();
+    let b: Vec<f32> = (0..c)
+        .map(|i| ((i * 104729 % 997) as f32 / 997.0) + 0.5)
+        .collect();
+    each_device(|dev| {
+        let x = Tensor::from_slice(&a, &[r, c])?;
+        x.set_requires_grad(true);
+        let w = Tensor::from_slice(&b, &[c])?;
+        let y = x.mul(&w)?.add(0.1)?.mul(&x)?.add(-0.3)?;
+        y.max(1, false)?.sum((), false)?.backward()?;
+        let g = x.grad().expect("gradient").to_vec_f32()?;
+        for row in 0..r {
+            let vals: Vec<f64> = (0..c)
+                .map(|j| {
+                    let (xv, wv) = (f64::from(a[row * c + j]), f64::from(b[j]));
+                    (xv * wv + 0.1) * xv - 0.3
+                })
+                .collect();
+            let best = (0..c).max_by(|&i, &j| vals[i].total_cmp(&vals[j])).unwrap();
+            let (xv, wv) = (f64::from(a[row * c + best]), f64::from(b[best]));
+            for j in 0..c {
+                let want = if j == best { 2.0 * xv * wv + 0.1 } else { 0.0 };
+                let got = f64::from(g[row * c + j]);
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "{dev}: row {row} col {j}: got {got}, want {want}"
+                );
+            }
+        }
+        Ok(())
+    });
+}
+
+/// `sum(flip(x, axis=2))` of a realized `(arange(200) % 7 - 3).reshape(5, 8, 5)` is -6 (the sum
+/// of x itself). GCC 12.2 at -O3 vectorized the in-order float sum with the flipped loads
+/// permuted and counted some elements twice: -11.
+#[test]
+fn sum_over_a_flipped_axis() {
+    each_device(|dev| {
+        for dt in [DType::F32, DType::I32] {
+            let x = Tensor::arange(0.0, 200.0, 1.0, dt)?
+                .rem(7)?
+                .sub(3)?
+                .reshape(&[5, 8, 5])?
+                .realize()?;
+            let f = x.flip(&[2])?;
+            assert_eq!(f.sum((), false)?.to_vec_f32()?, vec![-6.0], "{dev} {dt}");
+            // Per-row sums of the flipped axis equal those of x; over axis 1 the columns flip.
+            let rows = f.sum(2, false)?.to_vec_f32()?;
+            assert_eq!(rows, x.sum(2, false)?.to_vec_f32()?, "{dev} {dt}");
+            let cols = f.sum(1, false)?.to_vec_f32()?;
+            let want = x.sum(1, false)?.flip(&[1])?.to_vec_f32()?;
+            assert_eq!(cols, want, "{dev} {dt}");
+        }
+        Ok(())
+    });
+}
+
+/// `i32::MIN / -1` wraps to `i32::MIN` and `i32::MIN % -1` is 0 (as on the interpreter and in
+/// WGSL); in C both are undefined, and on x86 they killed the process with SIGFPE.
+#[test]
+fn integer_division_by_minus_one() {
+    each_device(|dev| {
+        let a = Tensor::from_slice(&[i32::MIN, 7, -7, 5], &[4])?;
+        let b = Tensor::from_slice(&[-1i32, -1, 2, 0], &[4])?;
+        assert_eq!(
+            a.idiv(&b)?.to_vec::<i32>()?,
+            vec![i32::MIN, -7, -3, 0],
+            "{dev}"
+        );
+        assert_eq!(a.rem(&b)?.to_vec::<i32>()?, vec![0, 0, -1, 0], "{dev}");
+        assert_eq!(
+            a.idiv(-1)?.to_vec::<i32>()?,
+            vec![i32::MIN, -7, 7, -5],
+            "{dev}"
+        );
+        assert_eq!(a.rem(-1)?.to_vec::<i32>()?, vec![0; 4], "{dev}");
+        Ok(())
+    });
+}
