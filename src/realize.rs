@@ -152,6 +152,7 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
         }
     }
     let lk = codegen::compile(ast);
+    dump_as(&lk);
     KERNEL_LOG.with(|l| {
         if let Some(log) = l.borrow_mut().as_mut() {
             log.push(lk.clone());
@@ -179,6 +180,27 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Program>> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(akey, p.clone());
     Ok(p)
+}
+
+/// `WGRAD_DUMP_AS=dialect`: write the kernel as that dialect would render it, whatever device
+/// runs it (an unknown name is reported once and ignored, like a bad `DEV`).
+fn dump_as(lk: &LinearKernel) {
+    let Some(name) = crate::context::dump_as() else {
+        return;
+    };
+    match codegen::dialect(&name) {
+        Some(d) => crate::context::dump_file(&(d.render)(lk), d.ext),
+        None => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                let known: Vec<&str> = codegen::DIALECTS.iter().map(|d| d.name).collect();
+                crate::context::log(&format!(
+                    "wgrad: ignoring WGRAD_DUMP_AS={name}: the dialects are {}",
+                    known.join(", ")
+                ));
+            });
+        }
+    }
 }
 
 // ---- realizing

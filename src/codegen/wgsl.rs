@@ -40,6 +40,12 @@ const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
 
 pub struct WgslRenderer;
 
+pub const DIALECT: super::Dialect = super::Dialect {
+    name: "wgsl",
+    ext: "wgsl",
+    render: render_wgsl,
+};
+
 /// Render a kernel as a WGSL compute shader.
 pub fn render_wgsl(k: &LinearKernel) -> String {
     let src = super::render::render(k, &WgslRenderer);
