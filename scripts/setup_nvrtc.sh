@@ -15,6 +15,10 @@ case "$(uname -s)-$(uname -m)" in
   *) echo "setup_nvrtc: the NVRTC wheel is for Linux x86-64; the CUDA compile check will be skipped" >&2; exit 0 ;;
 esac
 echo "setup_nvrtc: installing NVRTC $VERSION into $DIR"
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "setup_nvrtc: installing pip"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m pip download -q --no-deps --only-binary=:all: --dest "$tmp" "nvidia-cuda-nvrtc-cu12==$VERSION"

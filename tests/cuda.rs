@@ -275,3 +275,232 @@ fn jit_replay_is_one_graph_launch_without_allocations() {
         assert!(losses.windows(2).all(|w| w[0] != w[1]), "{losses:?}");
     });
 }
+
+// ------------------------------------------------------------------ CUDA semantics on the host
+
+/// What CUDA provides that the host's C++ lacks, for running the CUDA renderings on the CPU:
+/// the built-in indices (set by the driver loop below), the qualifiers, the bit casts.
+const HOST_SHIM: &str = r#"#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+struct Dim3 { unsigned int x, y, z; };
+static Dim3 blockIdx, threadIdx;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(n)
+static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline float __uint_as_float(unsigned int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned int __float_as_uint(float f) { unsigned int x; memcpy(&x, &f, 4); return x; }
+"#;
+
+fn storage_ty(dt: DType) -> &'static str {
+    match dt {
+        DType::F32 => "float",
+        DType::F16 => "unsigned short",
+        DType::I32 => "int",
+        DType::U32 => "unsigned int",
+        DType::U8 | DType::Bool => "unsigned char",
+    }
+}
+
+/// One C++ program holding every kernel (each in a namespace of its own) and a driver that
+/// reads each launch's buffers from stdin, runs the kernel over its whole grid, thread by
+/// thread, and writes the output buffer to stdout.
+fn host_program(ks: &[&wgrad::codegen::LinearKernel]) -> String {
+    use std::fmt::Write;
+    let mut p = String::from(HOST_SHIM);
+    let mut cases = String::new();
+    for (i, k) in ks.iter().enumerate() {
+        let src = render_cuda(k).replace(
+            &format!(
+                "extern \"C\" __global__ void __launch_bounds__(256) {}(",
+                k.name
+            ),
+            "__global__ void kernel(",
+        );
+        assert!(src.contains("void kernel("), "{src}");
+        let _ = writeln!(p, "namespace k{i} {{\n{src}}}");
+        let args: Vec<String> = k
+            .bufs
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                let c = if b.writes { "" } else { "const " };
+                format!("({c}{} *)b[{j}].data()", storage_ty(b.dtype))
+            })
+            .collect();
+        let _ = writeln!(
+            cases,
+            "    case {i}: for (unsigned int bl = 0; bl < blocks; bl++) for (unsigned int t = 0; t < 256; t++) {{ blockIdx.x = bl; threadIdx.x = t; k{i}::kernel({}); }} break;",
+            args.join(", ")
+        );
+    }
+    let _ = write!(
+        p,
+        r#"static bool rd(void *p, size_t n) {{ return fread(p, 1, n, stdin) == n; }}
+int main() {{
+  unsigned int head[3];
+  while (rd(head, sizeof head)) {{
+    unsigned int which = head[0], blocks = head[1], nbufs = head[2];
+    std::vector<std::vector<unsigned char>> b(nbufs);
+    for (auto &v : b) {{
+      unsigned long long n;
+      if (!rd(&n, 8)) return 2;
+      v.resize(n + 16);
+      if (!rd(v.data(), n)) return 2;
+    }}
+    switch (which) {{
+{cases}    default: return 3;
+    }}
+    fwrite(b[0].data(), 1, b[0].size() - 16, stdout);
+  }}
+  return 0;
+}}
+"#
+    );
+    p
+}
+
+/// Whether two output buffers agree: exactly for integers and bools, within rounding for
+/// floats (the host's libm and the interpreter's f64 math differ in the last bits).
+fn same_values(dt: DType, got: &[u8], want: &[u8]) -> std::result::Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{} bytes, want {}", got.len(), want.len()));
+    }
+    let close = |a: f32, b: f32, rtol: f32| {
+        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rtol * a.abs().max(b.abs()) + 1e-6
+    };
+    let bad = match dt {
+        DType::F32 => got
+            .chunks_exact(4)
+            .zip(want.chunks_exact(4))
+            .map(|(g, w)| {
+                let f = |c: &[u8]| f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                (f(g), f(w))
+            })
+            .position(|(g, w)| !close(g, w, 1e-5)),
+        DType::F16 => got
+            .chunks_exact(2)
+            .zip(want.chunks_exact(2))
+            .map(|(g, w)| {
+                let f = |c: &[u8]| half::f16::from_le_bytes([c[0], c[1]]).to_f32();
+                (f(g), f(w))
+            })
+            .position(|(g, w)| !close(g, w, 2e-3)),
+        _ => got.iter().zip(want).position(|(g, w)| g != w),
+    };
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!("element {i} differs")),
+    }
+}
+
+/// The CUDA renderings of the workloads' kernels (every dtype, integer division by zero,
+/// shifts, wrapping u8, f16 rounding, casts) compiled as C++ for the host and run thread by
+/// thread: each output must equal the interpreter's. This checks the dialect's semantics on a
+/// machine without a GPU; NVRTC's code generation is checked where one exists.
+#[test]
+fn cuda_kernels_compute_what_the_interpreter_does_on_the_host() {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if std::process::Command::new(&cxx)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return common::skip(
+            &["cpu"],
+            "running CUDA kernels on the host",
+            "no C++ compiler",
+        );
+    }
+    let launches = kernels::workload_launches();
+    // A launch can be replayed from what its buffers hold at the end only if no later launch
+    // wrote any of them and it did not update its output in place.
+    let mut written_later = std::collections::HashSet::new();
+    let mut checkable = vec![];
+    for (k, bufs) in launches.iter().rev() {
+        let ptr = |b: &std::sync::Arc<wgrad::runtime::Buffer>| std::sync::Arc::as_ptr(b) as usize;
+        let in_place = bufs[1..].iter().any(|b| ptr(b) == ptr(&bufs[0]))
+            || k.insts
+                .iter()
+                .any(|i| matches!(i, wgrad::codegen::Inst::Load { slot: 0, .. }));
+        if !in_place && bufs.iter().all(|b| !written_later.contains(&ptr(b))) {
+            checkable.push((k, bufs));
+        }
+        written_later.insert(ptr(&bufs[0]));
+    }
+    checkable.reverse();
+    assert!(
+        checkable.len() * 2 > launches.len(),
+        "{} of {} launches checkable",
+        checkable.len(),
+        launches.len()
+    );
+    let dir = std::env::temp_dir().join(format!("wgrad-cuda-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kernels: Vec<&wgrad::codegen::LinearKernel> = checkable.iter().map(|(k, _)| *k).collect();
+    std::fs::write(dir.join("k.cpp"), host_program(&kernels)).unwrap();
+    let out = std::process::Command::new(&cxx)
+        .args(["-std=c++17", "-O1", "-fwrapv", "-w", "-o"])
+        .arg(dir.join("k"))
+        .arg(dir.join("k.cpp"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let be = Device::Interp.backend();
+    let read = |b: &wgrad::runtime::Buffer| wgrad::runtime::block_on(be.copy_out(b)).unwrap();
+    let mut input = vec![];
+    let mut want = vec![];
+    for (i, (k, bufs)) in checkable.iter().enumerate() {
+        let blocks = wgrad::codegen::cuda::launch_dims(k.global_size).0;
+        for v in [i as u32, blocks, bufs.len() as u32] {
+            input.extend(v.to_le_bytes());
+        }
+        for (j, b) in bufs.iter().enumerate() {
+            let data = if j == 0 { vec![0u8; b.size] } else { read(b) };
+            input.extend((data.len() as u64).to_le_bytes());
+            input.extend(data);
+        }
+        want.push(read(&bufs[0]));
+    }
+    std::fs::write(dir.join("in.bin"), &input).unwrap();
+    let run = std::process::Command::new(dir.join("k"))
+        .stdin(std::fs::File::open(dir.join("in.bin")).unwrap())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "host run failed: {:?}", run.status);
+    let mut got = &run.stdout[..];
+    let mut bad = vec![];
+    for ((k, _), want) in checkable.iter().zip(&want) {
+        let (g, rest) = got.split_at(want.len().min(got.len()));
+        got = rest;
+        if let Err(e) = same_values(k.bufs[0].dtype, g, want) {
+            bad.push(format!(
+                "{} ({}): {e}\n{}",
+                k.name,
+                k.bufs[0].dtype,
+                render_cuda(k)
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        bad.is_empty(),
+        "{} of {} kernels differ from the interpreter; the first:\n{}",
+        bad.len(),
+        checkable.len(),
+        bad[..bad.len().min(3)].join("\n")
+    );
+    eprintln!(
+        "cuda: {} of {} workload kernels run on the host as C++ equal the interpreter",
+        checkable.len(),
+        launches.len()
+    );
+}

@@ -144,7 +144,8 @@ unsafe impl Sync for CudaProgram {}
 impl Drop for CudaProgram {
     fn drop(&mut self) {
         if let Some(Ok(gpu)) = GLOBAL.get().map(|c| &c.gpu) {
-            if gpu.bind().is_ok() {
+            // Kernels of this module may still be queued: let them finish first.
+            if gpu.bind().is_ok() && gpu.sync().is_ok() {
                 // SAFETY: the module was loaded by `compile` and is unloaded once; graphs that
                 // launch it hold the Program, so none is left.
                 let _ = unsafe { cu::module::unload(self.module) };
@@ -409,6 +410,9 @@ impl Backend for Cuda {
                 buf.size
             );
         }
+        if data.is_empty() {
+            return Ok(());
+        }
         // SAFETY: the allocation holds at least `data.len()` bytes. From pageable host memory
         // the copy is staged before the call returns, so `data` may go away afterwards.
         unsafe { cu::memcpy_htod_async(mem(buf)?.ptr, data, gpu.stream) }
@@ -419,6 +423,9 @@ impl Backend for Cuda {
         Box::pin(async move {
             let gpu = self.gpu()?;
             let mut out = vec![0u8; buf.size];
+            if out.is_empty() {
+                return Ok(out);
+            }
             // SAFETY: the allocation holds at least `buf.size` bytes; `out` is not touched
             // until the stream has finished with it below.
             unsafe { cu::memcpy_dtoh_async(&mut out, mem(buf)?.ptr, gpu.stream) }
@@ -601,9 +608,10 @@ unsafe impl Sync for CudaGraph {}
 impl Drop for CudaGraph {
     fn drop(&mut self) {
         if let Some(Ok(gpu)) = GLOBAL.get().map(|c| &c.gpu) {
-            if gpu.bind().is_ok() {
-                // SAFETY: instantiated in `graph` and destroyed once; the driver defers the
-                // destruction until a launch in flight has finished.
+            // A replay may still run: the programs and buffers dropped with the graph must
+            // outlive it.
+            if gpu.bind().is_ok() && gpu.sync().is_ok() {
+                // SAFETY: instantiated in `graph` and destroyed once, with no launch in flight.
                 let _ = unsafe { cu::graph::exec_destroy(self.exec) };
             }
         }

@@ -12,10 +12,13 @@
 
 use std::fmt::Write;
 
+use std::sync::Arc;
+
 use wgrad::codegen::LinearKernel;
 use wgrad::nn::optim::{Adam, Optimizer};
 use wgrad::nn::Linear;
 use wgrad::realize::record_kernels;
+use wgrad::runtime::Buffer;
 use wgrad::{
     Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Padding, Reduction, Result, Tensor,
 };
@@ -427,18 +430,52 @@ pub fn cnn_step(bs: usize) -> Result<()> {
     Ok(())
 }
 
+/// The workloads that read no value back while they run (so a capture can record them).
+fn run_workloads_without_readback() -> Result<()> {
+    let interp = || Context::new().dev(Device::Interp);
+    interp().run(elementwise)?;
+    interp().run(dtypes)?;
+    interp().run(reductions_and_nn)?;
+    interp().training(true).run(random_and_losses)
+}
+
+fn run_workloads() -> Result<()> {
+    let interp = || Context::new().dev(Device::Interp);
+    run_workloads_without_readback()?;
+    interp().training(true).run(|| cnn_step(2))?;
+    // As a WebGPU device with 8 storage buffers will schedule it.
+    interp().training(true).max_buffers(8).run(|| cnn_step(3))
+}
+
 /// Every kernel of the workloads above (over 300), on the interpreter.
 pub fn workloads() -> Vec<LinearKernel> {
-    let interp = || Context::new().dev(Device::Interp);
-    record(|| {
-        interp().run(elementwise)?;
-        interp().run(dtypes)?;
-        interp().run(reductions_and_nn)?;
-        interp().training(true).run(random_and_losses)?;
-        interp().training(true).run(|| cnn_step(2))?;
-        // As a WebGPU device with 8 storage buffers will schedule it.
-        interp().training(true).max_buffers(8).run(|| cnn_step(3))
-    })
+    record(run_workloads)
+}
+
+/// The kernels of the workloads that read nothing back (all but the CNN steps) with the buffers
+/// each launch bound (output first), on the interpreter. A buffer holds what the last launch
+/// that wrote it left there.
+pub fn workload_launches() -> Vec<(LinearKernel, Vec<Arc<Buffer>>)> {
+    use wgrad::realize::{end_capture, start_capture};
+    use wgrad::runtime::Launch;
+    record_kernels(true);
+    start_capture().unwrap();
+    let r = run_workloads_without_readback();
+    let cap = end_capture();
+    let ks = record_kernels(false);
+    if let Err(e) = r {
+        panic!("workload failed: {e}");
+    }
+    let launches: Vec<Vec<Arc<Buffer>>> = cap
+        .launches
+        .into_iter()
+        .filter_map(|l| match l {
+            Launch::Kernel { bufs, .. } => Some(bufs),
+            Launch::Copy { .. } => None,
+        })
+        .collect();
+    assert_eq!(ks.len(), launches.len(), "one kernel recorded per launch");
+    ks.into_iter().zip(launches).collect()
 }
 
 // ---------------------------------------------------------------------------------- golden

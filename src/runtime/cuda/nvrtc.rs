@@ -60,7 +60,7 @@ fn candidates() -> Vec<PathBuf> {
     out.extend(NAMES.iter().map(PathBuf::from));
     let mut dirs: Vec<PathBuf> = ["CUDA_PATH", "CUDA_HOME"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .map(|d| Path::new(&d).join("lib64"))
         .collect();
     dirs.push("/usr/local/cuda/lib64".into());
