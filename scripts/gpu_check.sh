@@ -141,7 +141,7 @@ run() {
     step "MNIST 5 steps on CPU (dry)" 120 env DEV=CPU STEPS=5 BS=16 EVAL_EVERY=5 "$b/mnist_example"
     step "PyTorch eager step on the CPU (dry)" 120 env PYTHONUNBUFFERED=1 DEVICE=cpu STEPS=1 BS=8 python3 scripts/bench_torch.py
   else
-    step "CUDA tests (NVRTC for every kernel, golden, graph replay counters)" 150 "$b/cuda" --test-threads=4 --nocapture
+    step "CUDA tests (NVRTC for every kernel, golden, graph replay counters)" 240 "$b/cuda" --test-threads=4 --nocapture
     step "op suite on CUDA and WebGPU (and f16 on every device)" 180 "$b/ops" op_suite_cuda op_suite_wgpu f16_ops
     step "JIT tests on every device" 120 "$b/jit"
     step "MNIST test (60 steps) on every compiled device" 150 "$b/mnist" --nocapture

@@ -1,9 +1,9 @@
 //! Code generation: a scheduled kernel (`kernel::KernelAst`) is lowered into a `KGraph`
 //! (`lower.rs`), shaped for its target (`opt.rs`: upcasting), linearized into a flat instruction
 //! list (`linearize.rs`), and rendered to source text by a `Renderer`: one dialect of the shared
-//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`, `cuda.rs`). The interpreter runs the linear
-//! instructions directly. `compile` is the whole recipe, top to bottom; `DIALECTS` lists the
-//! languages by name (`WGRAD_DUMP_AS` renders any kernel in any of them).
+//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`, `cuda.rs`). The interpreter runs
+//! the linear instructions directly. `compile` is the whole recipe, top to bottom; `DIALECTS`
+//! lists the languages by name (`WGRAD_DUMP_AS` renders any kernel in any of them).
 
 pub mod c;
 pub mod cuda;

@@ -54,8 +54,9 @@ impl Device {
         }
     }
     /// The best available device (`DEV` overrides it; see `Context`): an NVIDIA GPU through
-    /// CUDA, else a hardware GPU through WebGPU, else compiled C, else the interpreter. A software WebGPU adapter (lavapipe) is
-    /// slower than the C backend, so it is only chosen by name.
+    /// CUDA, else a hardware GPU through WebGPU, else compiled C, else the interpreter. A
+    /// software WebGPU adapter (lavapipe) is slower than the C backend, so it is only chosen by
+    /// name.
     pub fn best() -> Device {
         static BEST: OnceLock<Device> = OnceLock::new();
         *BEST.get_or_init(|| {

@@ -4,9 +4,10 @@
 //!
 //! The library is loaded with dlopen on first use, from `WGRAD_NVRTC` (the library file or the
 //! folder holding it) if set, else by name (`libnvrtc.so`, then the CUDA 13, 12 and 11 sonames)
-//! from the loader's search path and the usual toolkit folders (`candidates`). Only the NVRTC API that every
-//! version since CUDA 11.1 shares is used, so any of them will do. CUBINs are cached on disk
-//! by a hash of the NVRTC version, the options and the source.
+//! from the loader's search path and the usual toolkit folders (`candidates`). Only the NVRTC
+//! API that every version since CUDA 11.1 shares is used, so any of them will do. CUBINs are
+//! cached on disk by a hash of the NVRTC version, the options and the source: a cached CUBIN is
+//! one this NVRTC produced from exactly this source before.
 
 use crate::error::{bail, Error, ErrorKind, Result};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
