@@ -1,8 +1,9 @@
 //! Benchmark: one training step of the tutorial's CNN at batch 128 (forward, backward and an SGD
 //! update, realized as one schedule) on random data, not jitted and jitted. A step is timed until
-//! its loss is read back, so asynchronous backends (WebGPU) are timed to completion. Prints ms per
-//! step and kernels per step; on WEBGPU also dispatches, submits and host encoding time per
-//! replayed step. `DEV` picks the device, `BS` the batch, `STEPS` the timed steps.
+//! its loss is read back, so asynchronous backends (WebGPU, CUDA) are timed to completion. Prints
+//! ms per step and kernels per step; on WEBGPU also dispatches, submits and host encoding time per
+//! replayed step, on CUDA kernel and graph launches per step. `DEV` picks the device, `BS` the
+//! batch, `STEPS` the timed steps.
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -25,12 +26,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// GPU object counters where the device has them: (submits, dispatches, last replay encode ns).
-fn gpu_counters() -> Option<(u64, u64, u64)> {
+/// GPU counters where the device has them: (what is counted, its value now), and the host
+/// time spent encoding the last graph replay (ns).
+fn gpu_counters() -> Option<(Vec<(&'static str, u64)>, u64)> {
     #[cfg(feature = "wgpu")]
     if Device::default() == Device::Wgpu {
         let s = wgrad::runtime::wgpu::stats();
-        return Some((s.submits, s.dispatches, s.last_replay_encode_ns));
+        return Some((
+            vec![("dispatches", s.dispatches), ("submits", s.submits)],
+            s.last_replay_encode_ns,
+        ));
+    }
+    #[cfg(feature = "cuda")]
+    if Device::default() == Device::Cuda {
+        let s = wgrad::runtime::cuda::stats();
+        return Some((
+            vec![
+                ("kernel launches", s.launches),
+                ("graph launches", s.graph_launches),
+                ("allocations", s.allocs),
+            ],
+            0,
+        ));
     }
     None
 }
@@ -83,25 +100,31 @@ fn main() -> Result<()> {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             if i >= 3 {
                 times.push(ms);
-                if let (Some(a), Some(b)) = (g0, g1) {
-                    gpu.push((b.0 - a.0, b.1 - a.1, b.2));
+                if let (Some(a), Some(b)) = (&g0, &g1) {
+                    let per_step: Vec<(&str, u64)> =
+                        b.0.iter()
+                            .zip(&a.0)
+                            .map(|(b, a)| (b.0, b.1 - a.1))
+                            .collect();
+                    gpu.push((per_step, b.1));
                 }
             }
             eprintln!(
-                "{} step {i:3} loss {loss:.4} {ms:8.1} ms {kernels} kernels",
+                "{} step {i:3} loss {loss:.4} {ms:9.3} ms {kernels} kernels",
                 if jitted { "jit" } else { "eager" }
             );
         }
         let mut line = format!(
-            "{}: median {:.1} ms/step, min {:.1} ms, {kernels} kernels/step",
+            "{}: median {:.3} ms/step, min {:.3} ms, {kernels} kernels/step",
             if jitted { "jitted" } else { "not jitted" },
             median(times.clone()),
             times.iter().cloned().fold(f64::INFINITY, f64::min)
         );
-        if let Some(&(submits, dispatches, _)) = gpu.last() {
-            line += &format!(", {dispatches} dispatches and {submits} submits per step (before the loss is read)");
-            if jitted {
-                let enc = median(gpu.iter().map(|g| g.2 as f64 / 1e6).collect());
+        if let Some((counts, _)) = gpu.last() {
+            let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            line += &format!(", {} per step (before the loss is read)", counts.join(", "));
+            let enc = median(gpu.iter().map(|g| g.1 as f64 / 1e6).collect());
+            if jitted && enc > 0.0 {
                 line += &format!(", host encode {enc:.3} ms per replay");
             }
         }

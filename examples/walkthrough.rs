@@ -1,12 +1,12 @@
 //! One small graph taken through every stage of the pipeline, printing each (in the spirit of
 //! tinygrad's `docs/abstractions3.py`): a lazy `Tensor` → its `UOp` graph → the schedule →
 //! the kernel IR (`KernelAst`) → the lowered and optimized `KGraph` → the linearized kernel →
-//! its C and WGSL source → compiled and launched by hand on a backend, checked against
+//! its C, WGSL and CUDA source → compiled and launched by hand on a backend, checked against
 //! `realize()`. `DEV` picks the backend that launches it (the interpreter by default).
 //!
 //!     cargo run --example walkthrough
 
-use wgrad::codegen::{self, c::CRenderer, render::render, wgsl::render_wgsl};
+use wgrad::codegen::{self, c::render_c, cuda::render_cuda, wgsl::render_wgsl};
 use wgrad::runtime::{block_on, Buffer};
 use wgrad::schedule::ScheduleItem;
 use wgrad::{Context, Device, Result, Tensor};
@@ -60,9 +60,10 @@ fn main() -> Result<()> {
         let kernel = codegen::linear_kernel(ast, &target);
         print!("{kernel}");
 
-        stage(7, "rendered: C (the cpu backend) and WGSL (WebGPU)");
-        println!("{}", render(&kernel, &CRenderer));
+        stage(7, "rendered: C (the cpu backend), WGSL (WebGPU) and CUDA");
+        println!("{}", render_c(&kernel));
         println!("{}", render_wgsl(&kernel));
+        println!("{}", render_cuda(&kernel));
 
         stage(8, &format!("compiled and launched on {dev}"));
         let be = dev.backend();

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The full test suite: formatting, lints, the wasm32 builds, and every test on every backend
-# present (WGRAD_REQUIRE=wgpu,cpu makes a missing backend a failure instead of a skip).
-# Then the browser tests (scripts/test_web.sh; WGRAD_SKIP_WEB=1 skips them). Installs what it
-# needs first (scripts/setup.sh, scripts/setup_web.sh).
+# present (WGRAD_REQUIRE=wgpu,cpu,nvrtc makes a missing backend a failure instead of a skip;
+# CUDA runs where a GPU is). Then the browser tests (scripts/test_web.sh; WGRAD_SKIP_WEB=1 skips
+# them). Installs what it needs first (scripts/setup.sh, scripts/setup_nvrtc.sh: NVRTC into
+# .nvrtc/, so every CUDA kernel is compiled without a GPU; scripts/setup_web.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_nvrtc.sh
 # Mesa's Vulkan drivers complain on stderr without a runtime directory.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   export XDG_RUNTIME_DIR="${TMPDIR:-/tmp}/wgrad-runtime-$(id -u)"

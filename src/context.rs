@@ -218,13 +218,38 @@ pub fn device_override() -> Option<Device> {
 }
 
 /// Write a kernel's source into `$WGRAD_DUMP` (one file per kernel, named by hash) and print it
-/// at `DEBUG>=4`.
+/// at `DEBUG>=4`. Backends call it with what they compile; when `WGRAD_DUMP_AS` names a dialect,
+/// the engine writes that dialect's rendering of every kernel instead (`dump_file`), and the
+/// backends' own sources are not written.
 pub fn dump_source(src: &str, ext: &str) {
     if debug() >= 4 {
         log(src);
     }
+    if dump_as().is_none() {
+        dump_file(src, ext);
+    }
+}
+
+/// `WGRAD_DUMP_AS`: the dialect every kernel's source is dumped in, whatever device runs it.
+pub fn dump_as() -> Option<String> {
     #[cfg(target_arch = "wasm32")]
-    let _ = ext;
+    return None;
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static ENV: OnceLock<Option<String>> = OnceLock::new();
+        ENV.get_or_init(|| {
+            std::env::var("WGRAD_DUMP_AS")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .clone()
+    }
+}
+
+/// Write one source file into `$WGRAD_DUMP`, if set (named by the source's hash).
+pub fn dump_file(src: &str, ext: &str) {
+    #[cfg(target_arch = "wasm32")]
+    let _ = (src, ext);
     #[cfg(not(target_arch = "wasm32"))]
     if let Ok(dir) = std::env::var("WGRAD_DUMP") {
         let h = {

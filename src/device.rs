@@ -16,6 +16,9 @@ pub enum Device {
     /// WGSL through wgpu: WebGPU in the browser; Vulkan, Metal or DX12 natively.
     #[cfg(feature = "wgpu")]
     Wgpu,
+    /// CUDA C through NVRTC on an NVIDIA GPU (native only).
+    #[cfg(feature = "cuda")]
+    Cuda,
 }
 
 impl Device {
@@ -27,6 +30,8 @@ impl Device {
             Device::Cpu,
             #[cfg(feature = "wgpu")]
             Device::Wgpu,
+            #[cfg(feature = "cuda")]
+            Device::Cuda,
         ]
     }
     pub fn name(self) -> &'static str {
@@ -36,6 +41,8 @@ impl Device {
             Device::Cpu => "CPU",
             #[cfg(feature = "wgpu")]
             Device::Wgpu => "WEBGPU",
+            #[cfg(feature = "cuda")]
+            Device::Cuda => "CUDA",
         }
     }
 }

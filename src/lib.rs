@@ -21,6 +21,13 @@
 //!
 //! `examples/walkthrough.rs` takes one small graph through every stage and prints each.
 
+// The CUDA backend's dependency exists only natively (Cargo.toml); the browser build is
+// `--no-default-features --features wgpu`.
+#[cfg(all(feature = "cuda", target_arch = "wasm32"))]
+compile_error!(
+    "the cuda feature is native only: build wasm32 with --no-default-features --features wgpu"
+);
+
 pub mod codegen;
 pub mod context;
 pub mod device;

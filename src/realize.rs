@@ -178,6 +178,9 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
         }
     }
     let compiled = codegen::compile(ast, &t);
+    for s in &compiled.stages {
+        dump_as(&s.kernel);
+    }
     KERNEL_LOG.with(|l| {
         if let Some(log) = l.borrow_mut().as_mut() {
             log.extend(compiled.stages.iter().map(|s| s.kernel.clone()));
@@ -213,6 +216,27 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(akey, exe.clone());
     Ok(exe)
+}
+
+/// `WGRAD_DUMP_AS=dialect`: write the kernel as that dialect would render it, whatever device
+/// runs it (an unknown name is reported once and ignored, like a bad `DEV`).
+fn dump_as(lk: &LinearKernel) {
+    let Some(name) = crate::context::dump_as() else {
+        return;
+    };
+    match codegen::dialect(&name) {
+        Some(d) => crate::context::dump_file(&(d.render)(lk), d.ext),
+        None => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                let known: Vec<&str> = codegen::DIALECTS.iter().map(|d| d.name).collect();
+                crate::context::log(&format!(
+                    "wgrad: ignoring WGRAD_DUMP_AS={name}: the dialects are {}",
+                    known.join(", ")
+                ));
+            });
+        }
+    }
 }
 
 // ---- realizing

@@ -577,7 +577,8 @@ fn run_suite(dev: Device) {
 }
 
 /// Also renders every kernel the suite lowers (forward and backward) as WGSL and validates it
-/// with naga, so the WebGPU code for every op is checked even where no adapter exists.
+/// with naga, and as CUDA and compiles it to CUBIN for sm_80 and sm_90 with NVRTC, so the GPU
+/// code for every op is checked even where no GPU exists.
 #[test]
 fn op_suite_interp() {
     wgrad::realize::record_kernels(true);
@@ -601,11 +602,26 @@ fn op_suite_interp() {
         bad.join("\n")
     );
     eprintln!("{} op-suite kernels validated as WGSL", kernels.len());
+    #[cfg(feature = "cuda")]
+    if let Some(n) = common::compile_cuda(&kernels, &["sm_80", "sm_90"]) {
+        eprintln!(
+            "{} op-suite kernels ({n} distinct) compiled by NVRTC for sm_80 and sm_90",
+            kernels.len()
+        );
+    }
 }
 
 #[test]
 fn op_suite_cpu() {
     run_suite(Device::Cpu);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn op_suite_cuda() {
+    if common::usable(Device::Cuda) {
+        run_suite(Device::Cuda);
+    }
 }
 
 #[test]

@@ -12,6 +12,17 @@ use crate::ops::{BinaryOp, UnaryOp};
 
 pub struct CRenderer;
 
+pub const DIALECT: super::Dialect = super::Dialect {
+    name: "c",
+    ext: "c",
+    render: render_c,
+};
+
+/// Render a kernel as C for the system compiler.
+pub fn render_c(k: &LinearKernel) -> String {
+    super::render::render(k, &CRenderer)
+}
+
 const PRELUDE: &str = r#"#include <math.h>
 #include <string.h>
 static inline float h2f(unsigned short h) {

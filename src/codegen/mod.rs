@@ -2,10 +2,12 @@
 //! optimizer (`opt.rs`: upcast, local, group, unroll, and split into two kernels by `split.rs`),
 //! lowered into a `KGraph` (`lower.rs`), linearized into a flat instruction list
 //! (`linearize.rs`), and rendered to source text by a `Renderer`: one dialect of the shared
-//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`). The interpreter runs the linear
-//! instructions directly. `compile` is the whole recipe, top to bottom.
+//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`, `cuda.rs`). The interpreter runs
+//! the linear instructions directly. `compile` is the whole recipe, top to bottom; `DIALECTS`
+//! lists the languages by name (`WGRAD_DUMP_AS` renders any kernel in any of them).
 
 pub mod c;
+pub mod cuda;
 pub mod linearize;
 pub mod lower;
 pub mod opt;
@@ -20,6 +22,24 @@ pub use render::Renderer;
 use crate::dtype::DType;
 use crate::kernel::KernelAst;
 use linearize::{linearize, BufArg};
+
+/// A target language of the shared printer.
+pub struct Dialect {
+    /// The name `WGRAD_DUMP_AS` takes.
+    pub name: &'static str,
+    /// The extension of its source files.
+    pub ext: &'static str,
+    pub render: fn(&LinearKernel) -> String,
+}
+
+pub const DIALECTS: &[Dialect] = &[c::DIALECT, wgsl::DIALECT, cuda::DIALECT];
+
+/// The dialect called `name` (case-insensitive).
+pub fn dialect(name: &str) -> Option<&'static Dialect> {
+    DIALECTS
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name.trim()))
+}
 
 /// What the optimizer needs to know about a device: the kind of target and its limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

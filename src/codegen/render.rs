@@ -1,5 +1,5 @@
 //! The shared C-like printer: walks a `LinearKernel` and asks a `Renderer` (one per language:
-//! C, WGSL) for the spelling of types, constants, ops, loads and stores. Registers are SSA
+//! C, WGSL, CUDA) for the spelling of types, constants, ops, loads and stores. Registers are SSA
 //! constants, accumulators are mutable, constants are inlined. Renderers need no device, so any
 //! target's source can be generated and checked on any machine.
 

@@ -65,6 +65,12 @@ impl WgslRenderer {
     }
 }
 
+pub const DIALECT: super::Dialect = super::Dialect {
+    name: "wgsl",
+    ext: "wgsl",
+    render: render_wgsl,
+};
+
 /// Render a kernel as a WGSL compute shader.
 pub fn render_wgsl(k: &LinearKernel) -> String {
     let src = super::render::render(k, &WgslRenderer::for_kernel(k));

@@ -4,8 +4,8 @@
 //! written atomically (compile to a temporary name, then rename).
 
 use super::{
-    host_copy_in, host_copy_out, Backend, BoxFuture, Buffer, Device, HostMem, Mem, Program,
-    ProgramImpl,
+    cache_dir, host_copy_in, host_copy_out, stable_hash, temp_name, Backend, BoxFuture, Buffer,
+    Device, HostMem, Mem, Program, ProgramImpl,
 };
 use crate::codegen::{c::CRenderer, render::render, Inst, LinearKernel};
 use crate::error::{bail, Error, ErrorKind, Result};
@@ -88,33 +88,10 @@ pub fn available() -> std::result::Result<(), String> {
     .clone()
 }
 
-fn cache_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("WGRAD_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    let base = std::env::var("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|_| std::env::temp_dir());
-    base.join("wgrad").join("cpu")
-}
-
-/// FNV-1a, 128 bits as two differently seeded 64-bit halves: stable across runs and versions.
-pub fn stable_hash(s: &str) -> String {
-    let mut h = [0xcbf29ce484222325u64, 0x84222325cbf29ce4u64];
-    for b in s.bytes() {
-        for x in h.iter_mut() {
-            *x ^= b as u64;
-            *x = x.wrapping_mul(0x100000001b3);
-        }
-    }
-    format!("{:016x}{:016x}", h[0], h[1])
-}
-
 fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
     let cc = compiler();
     let key = stable_hash(&format!("{cc}\n{}\n{src}", flags.join(" ")));
-    let dir = cache_dir();
+    let dir = cache_dir("cpu");
     let so = dir.join(format!("{key}.so"));
     if so.exists() {
         return Ok(so);
@@ -125,14 +102,9 @@ fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
             format!("cpu: cannot create cache dir {}: {e}", dir.display()),
         )
     })?;
-    let tag = format!(
-        "{key}.{}.{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    )
-    .replace(['(', ')'], "");
-    let c_path = dir.join(format!("{tag}.c"));
-    let tmp_so = dir.join(format!("{tag}.so.tmp"));
+    let tmp = temp_name(&dir, &key);
+    let c_path = tmp.with_extension("c");
+    let tmp_so = tmp.with_extension("so.tmp");
     std::fs::write(&c_path, src)?;
     let out = Command::new(&cc)
         .args(flags)

@@ -10,6 +10,9 @@ pub mod cpu;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
 use crate::codegen::{LinearKernel, OptTarget, Target};
 pub use crate::device::Device;
 use crate::error::{bail, Result};
@@ -30,6 +33,8 @@ impl Device {
             Device::Cpu => cpu::available(),
             #[cfg(feature = "wgpu")]
             Device::Wgpu => wgpu::available(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda => cuda::available(),
         }
     }
     /// The backend behind this device (for tools that compile and launch kernels by hand, as
@@ -44,15 +49,20 @@ impl Device {
             Device::Cpu => CPU.get_or_init(cpu::Cpu::default),
             #[cfg(feature = "wgpu")]
             Device::Wgpu => wgpu::global(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda => cuda::global(),
         }
     }
-    /// The best available device (`DEV` overrides it; see `Context`): a hardware GPU through
-    /// WebGPU, else compiled C, else the interpreter. A software WebGPU adapter (lavapipe) is
-    /// slower than the C backend, so it is only chosen by name.
+    /// The best available device (`DEV` overrides it; see `Context`): an NVIDIA GPU through
+    /// CUDA, else a hardware GPU through WebGPU, else compiled C, else the interpreter. A
+    /// software WebGPU adapter (lavapipe) is slower than the C backend, so it is only chosen by
+    /// name.
     pub fn best() -> Device {
         static BEST: OnceLock<Device> = OnceLock::new();
         *BEST.get_or_init(|| {
             let rank = |d: &Device| match d {
+                #[cfg(feature = "cuda")]
+                Device::Cuda => 4,
                 #[cfg(feature = "wgpu")]
                 Device::Wgpu => match wgpu::adapter_info() {
                     Some(a) if a.device_type != "Cpu" => 3,
@@ -151,6 +161,8 @@ pub(crate) enum Mem {
     Host(HostMem),
     #[cfg(feature = "wgpu")]
     Wgpu(wgpu::GpuMem),
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::CudaMem),
 }
 
 impl fmt::Debug for Buffer {
@@ -215,6 +227,8 @@ pub(crate) enum ProgramImpl {
     Cpu(cpu::CpuProgram),
     #[cfg(feature = "wgpu")]
     Wgpu(wgpu::WgpuProgram),
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::CudaProgram),
 }
 
 /// One recorded launch: a kernel with the buffers it binds, or a copy between buffers. The engine
@@ -287,6 +301,60 @@ pub trait Backend: Send + Sync {
     fn graph(&self, _launches: &[Launch]) -> Result<Option<Box<dyn Graph>>> {
         Ok(None)
     }
+}
+
+/// Where a backend caches compiled kernels: `WGRAD_CACHE_DIR`, else `~/.cache/wgrad/<backend>`.
+#[cfg(any(feature = "cpu", feature = "cuda"))]
+pub(crate) fn cache_dir(backend: &str) -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Ok(d) = std::env::var("WGRAD_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|_| std::env::temp_dir());
+    base.join("wgrad").join(backend)
+}
+
+/// A unique temporary name in `dir` for this process and thread (write there, then rename).
+#[cfg(any(feature = "cpu", feature = "cuda"))]
+pub(crate) fn temp_name(dir: &std::path::Path, key: &str) -> std::path::PathBuf {
+    let tag = format!(
+        "{key}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    )
+    .replace(['(', ')'], "");
+    dir.join(format!("{tag}.tmp"))
+}
+
+/// Write `data` to `path` in `dir` atomically: to a temporary name, then renamed, so a reader
+/// never sees half a file.
+#[cfg(feature = "cuda")]
+pub(crate) fn write_atomic(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    data: &[u8],
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = temp_name(dir, &path.file_name().unwrap_or_default().to_string_lossy());
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// FNV-1a, 128 bits as two differently seeded 64-bit halves: stable across runs and versions.
+pub fn stable_hash(s: &str) -> String {
+    let mut h = [0xcbf29ce484222325u64, 0x84222325cbf29ce4u64];
+    for b in s.bytes() {
+        for x in h.iter_mut() {
+            *x ^= b as u64;
+            *x = x.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{:016x}{:016x}", h[0], h[1])
 }
 
 /// Copy out of host memory (the interpreter and the CPU backend share it).
