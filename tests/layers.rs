@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     // The lazy graph's node (it owns buffers) and the scheduler that fuses it into kernels.
     &["uop", "schedule"],
     // Realizing schedules, the capture hook, memory planning.
-    &["realize", "memory"],
+    &["realize", "memory", "search"],
     // The user-facing tensor (grad, movement, reduce, functional, random live under it).
     &[
         "tensor",
