@@ -20,6 +20,7 @@ pub mod grad;
 mod movement;
 mod random;
 mod reduce;
+mod table;
 
 pub(crate) struct Inner {
     node: Mutex<Arc<UOp>>,
