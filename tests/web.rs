@@ -730,6 +730,126 @@ async fn bad_inputs_throw_errors_naming_the_op() {
     assert_eq!(item(&call(&c, "sum", &[]).unwrap()).await.unwrap(), 42.0);
 }
 
+/// Calls that used to kill the wasm instance (a Rust panic, or an abort on a failed allocation)
+/// throw errors naming the op; the engine computes afterwards. (The receiver checks live in
+/// js/wgrad.js: scripts/page_test.mjs tests them, and all of these again, on the packed package.)
+#[wasm_bindgen_test]
+async fn former_traps_throw_errors_naming_the_op() {
+    devices().await;
+    let scalar = web::JsTensor::randn(nums(&[])).map(JsValue::from).unwrap();
+    expect_err(call(&scalar, "var", &[0.into()]), &["var", "0 dimensions"]);
+    expect_err(
+        call(&scalar, "split", &[nums(&[2.0, 3.0, 4.0])]),
+        &["split", "0 dimensions"],
+    );
+    expect_err(
+        call(&scalar, "slice", &[0.into()]),
+        &["slice", "0 dimensions"],
+    );
+    let x = tensor(&[1.0; 6], &[2, 3], "float32").unwrap();
+    let big = JsValue::from(2f64.powi(32) + 1.0);
+    for op in [
+        "sum",
+        "slice",
+        "softmax",
+        "unsqueeze",
+        "flatten",
+        "squeeze",
+        "argmax",
+    ] {
+        expect_err(
+            call(&x, op, std::slice::from_ref(&big)),
+            &[op, "out of range"],
+        );
+    }
+    expect_err(
+        call(&x, "transpose", &[big.clone(), 0.into()]),
+        &["transpose", "out of range"],
+    );
+    expect_err(
+        call(&x, "reshape", &[nums(&[2f64.powi(32) + 6.0])]),
+        &["reshape", "out of range"],
+    );
+    expect_err(
+        web::JsTensor::zeros(nums(&[2f64.powi(32) + 1.0]), None)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["zeros", "out of range"],
+    );
+    expect_err(
+        web::set_debug(big.clone())
+            .map(|_| JsValue::UNDEFINED)
+            .map_err(|e| msg(&e.into())),
+        &["setDebug", "out of range"],
+    );
+    // Malformed IDX files, and arrays claiming a length they do not hold.
+    let bytes = |b: &[u8]| JsValue::from(js_sys::Uint8Array::from(b));
+    let ok = bytes(&[0, 0, 8, 1, 0, 0, 0, 1, 0]);
+    let huge_array: JsValue = Array::new_with_length(1 << 31).into();
+    let claims = Object::new();
+    let _ = Reflect::set(&claims, &"length".into(), &2f64.powi(31).into());
+    for (files, parts) in [
+        (
+            [
+                bytes(&[0, 0, 0x0d, 1, 0, 0, 0, 1, 0]),
+                ok.clone(),
+                ok.clone(),
+                ok.clone(),
+            ],
+            &["mnist", "dtype 0x0d"][..],
+        ),
+        (
+            [
+                bytes(&[0, 0, 8, 3, 255, 255, 255, 255, 0, 0, 0, 28, 0, 0, 0, 28]),
+                ok.clone(),
+                ok.clone(),
+                ok.clone(),
+            ],
+            &["mnist", "limit"],
+        ),
+        (
+            [
+                ok.clone(),
+                bytes(&[0, 0, 8, 1, 128, 0, 0, 0]),
+                ok.clone(),
+                ok.clone(),
+            ],
+            &["mnist", "limit"],
+        ),
+        (
+            [ok.clone(), huge_array.clone(), ok.clone(), ok.clone()],
+            &["mnist", "labels"],
+        ),
+        (
+            [ok.clone(), claims.into(), ok.clone(), ok.clone()],
+            &["mnist", "labels"],
+        ),
+        (
+            [JsValue::UNDEFINED, ok.clone(), ok.clone(), ok.clone()],
+            &["mnist", "Uint8Array"],
+        ),
+    ] {
+        let [a, b, c, d] = files;
+        expect_err(
+            web::mnist_from_bytes(a, b, c, d).map_err(|e| msg(&e.into())),
+            parts,
+        );
+    }
+    expect_err(
+        web::safe_load(JsValue::UNDEFINED).map_err(|e| msg(&e.into())),
+        &["safeLoad", "Uint8Array"],
+    );
+    expect_err(
+        web::JsTensor::new(huge_array, None, None)
+            .map(JsValue::from)
+            .map_err(|e| msg(&e.into())),
+        &["Tensor", "undefined"],
+    );
+    // Still working.
+    let y = call(&x, "sum", &[1.into()]).unwrap();
+    assert_eq!(data(&y).await.unwrap(), vec![3.0, 3.0]);
+}
+
 #[wasm_bindgen_test]
 async fn jit_errors_are_thrown() {
     devices().await;

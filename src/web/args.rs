@@ -266,6 +266,9 @@ impl FromJs for usize {
     }
 }
 
+/// The longest list of integers taken (shapes, axes, sizes, pads are far shorter).
+const MAX_LIST: f64 = 65536.0;
+
 /// A list: an array, a typed array, or one value; elements are named `what[i]`.
 fn list<T: FromJs>(v: &JsValue, op: &str, what: &str) -> JsResult<Vec<T>> {
     if v.as_f64().is_some() {
@@ -275,6 +278,13 @@ fn list<T: FromJs>(v: &JsValue, op: &str, what: &str) -> JsResult<Vec<T>> {
         return Err(fail(
             op,
             format!("{what} must be an array of integers, got {}", describe(v)),
+        ));
+    }
+    let n = get(v, "length").as_f64().unwrap_or(0.0);
+    if n > MAX_LIST {
+        return Err(fail(
+            op,
+            format!("{what} has {n} entries, more than {MAX_LIST}"),
         ));
     }
     elements(v)

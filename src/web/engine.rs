@@ -172,9 +172,8 @@ pub fn end_scope(keep: JsValue) {
     let mut note = |v: &JsValue| kept.extend(handle_id(v));
     if keep.is_object() {
         note(&keep);
-        if Array::is_array(&keep) {
-            elements(&keep).for_each(|v| note(&v));
-        } else if let Ok(vals) = Reflect::own_keys(&keep) {
+        // Own keys, arrays included: a sparse array claiming a huge length has few.
+        if let Ok(vals) = Reflect::own_keys(&keep) {
             for k in vals.iter() {
                 if let Ok(v) = Reflect::get(&keep, &k) {
                     note(&v);
