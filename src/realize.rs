@@ -84,6 +84,15 @@ type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
 
 type AstCache = Mutex<HashMap<(Device, Target, u32, String), Arc<Executable>>>;
 
+/// Forget which program each kernel compiled to (the compiled programs stay cached), so the
+/// next realize chooses again: after BEAM tuning found better plans.
+pub fn forget_programs() {
+    ast_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+}
+
 fn ast_cache() -> &'static AstCache {
     static C: OnceLock<AstCache> = OnceLock::new();
     C.get_or_init(Default::default)

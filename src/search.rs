@@ -29,48 +29,129 @@ pub fn candidates_timed() -> u64 {
     TIMED.load(Ordering::Relaxed)
 }
 
-/// The plan for `ast` on `dev`: from the cache, or searched (and cached).
-pub fn plan(dev: Device, ast: &KernelAst, target: &Target, width: u32) -> Result<Plan> {
-    let be = dev.backend();
-    let key = format!(
+/// The cache key of a kernel on a device, searched at `width` for `target`.
+fn key(dev: Device, ast: &KernelAst, target: &Target, width: u32) -> String {
+    format!(
         "{}\nwidth {width}\n{:?}\n{}",
-        be.cache_key(),
+        dev.backend().cache_key(),
         target.kind,
         ast.key()
-    );
-    if !ignore_beam_cache() {
-        if let Some(p) = cache::load(&key) {
-            if compile_plan(ast, &p).is_ok() {
-                return Ok(p);
-            }
-            log("wgrad: BEAM cache entry does not apply to its kernel any more; searching again");
-        }
+    )
+}
+
+/// The cached plan for this kernel, if one applies to it.
+fn cached(key: &str, ast: &KernelAst) -> Option<Plan> {
+    if ignore_beam_cache() {
+        return None;
     }
-    let width = width.max(1) as usize;
+    let p = cache::load(key)?;
+    if compile_plan(ast, &p).is_ok() {
+        return Some(p);
+    }
+    log("wgrad: BEAM cache entry does not apply to its kernel any more; searching again");
+    None
+}
+
+/// The plan for `ast` on `dev`: from the cache, or searched (and cached). In the browser a
+/// search cannot block (a GPU's results arrive only once control returns to the event loop),
+/// so a kernel not in the cache runs with the heuristic's plan and is queued for `tune`.
+pub fn plan(dev: Device, ast: &KernelAst, target: &Target, width: u32) -> Result<Plan> {
+    let key = key(dev, ast, target, width);
+    if let Some(p) = cached(&key, ast) {
+        return Ok(p);
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        pending::push(dev, ast, target, width);
+        Ok(default_plan(ast, target))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    crate::runtime::block_on(search_and_store(dev, ast, target, width, &key))
+}
+
+async fn search_and_store(
+    dev: Device,
+    ast: &KernelAst,
+    target: &Target,
+    width: u32,
+    key: &str,
+) -> Result<Plan> {
+    let be = dev.backend();
+    let w = width.max(1) as usize;
     let deadline = now_ms() + beam_budget_ms();
     let base = default_plan(ast, target);
-    let plan = search(be, ast, target, width, deadline, 0)?;
+    let plan = search(be, ast, target, w, deadline, 0).await?;
     if debug() >= 2 {
-        let bench = Bench::new(be, ast, target)?;
-        let (t0, t1) = (bench.time(&base), bench.time(&plan));
+        let bench = Bench::new(be, ast, target).await?;
+        let (t0, t1) = (bench.time(&base).await, bench.time(&plan).await);
         if let (Some(t0), Some(t1)) = (t0, t1) {
             log(&format!(
-                "BEAM {}: {:?} -> {plan:?}: {:.3} -> {:.3} ms ({:.2}x)",
+                "BEAM {}: {base:?} -> {plan:?}: {:.3} -> {:.3} ms ({:.2}x)",
                 ast.root
                     .shape
                     .iter()
                     .map(|d| d.to_string())
                     .collect::<Vec<_>>()
                     .join("_"),
-                base,
                 t0 as f64 / 1e6,
                 t1 as f64 / 1e6,
                 t0 as f64 / t1.max(1) as f64
             ));
         }
     }
-    cache::store(&key, &plan);
+    cache::store(key, &plan);
     Ok(plan)
+}
+
+/// Search every kernel queued by `plan` (in the browser) and cache the results; returns how
+/// many were searched. The programs compiled with the heuristic's plans stay in use until the
+/// program cache is asked again for the same kernel at this width — a TinyJit captured before
+/// tuning keeps its kernels: reset it to capture the tuned ones.
+pub async fn tune() -> Result<usize> {
+    let jobs = pending::take();
+    let n = jobs.len();
+    for (dev, ast, target, width) in jobs {
+        let key = key(dev, &ast, &target, width);
+        if cached(&key, &ast).is_none() {
+            search_and_store(dev, &ast, &target, width, &key).await?;
+        }
+    }
+    crate::realize::forget_programs();
+    Ok(n)
+}
+
+/// The plans known in this process as JSON, for the browser to keep in IndexedDB.
+pub fn export_cache() -> String {
+    cache::export()
+}
+
+/// Take plans exported by `export_cache` (in an earlier session); returns how many applied.
+pub fn import_cache(json: &str) -> usize {
+    cache::import(json)
+}
+
+/// Kernels a browser run met that the cache could not answer.
+mod pending {
+    use super::*;
+    use std::sync::Mutex;
+
+    type Job = (Device, Arc<KernelAst>, Target, u32);
+    static JOBS: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub fn push(dev: Device, ast: &KernelAst, target: &Target, width: u32) {
+        let ast = Arc::new(KernelAst {
+            root: ast.root.clone(),
+            bufs: ast.bufs.clone(),
+        });
+        JOBS.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((dev, ast, *target, width));
+    }
+
+    pub fn take() -> Vec<Job> {
+        std::mem::take(&mut *JOBS.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 fn now_ms() -> u64 {
@@ -82,13 +163,24 @@ fn now_ms() -> u64 {
     }
     #[cfg(target_arch = "wasm32")]
     {
-        0
+        js_sys::Date::now() as u64
     }
 }
 
 /// Search `ast`'s plans: first whether (and how) to split its reduce, then the actions of each
 /// resulting kernel.
-fn search(
+fn search<'a>(
+    be: &'a dyn Backend,
+    ast: &'a KernelAst,
+    target: &'a Target,
+    width: usize,
+    deadline: u64,
+    depth: u32,
+) -> crate::runtime::BoxFuture<'a, Result<Plan>> {
+    Box::pin(search_level(be, ast, target, width, deadline, depth))
+}
+
+async fn search_level(
     be: &dyn Backend,
     ast: &KernelAst,
     target: &Target,
@@ -96,7 +188,7 @@ fn search(
     deadline: u64,
     depth: u32,
 ) -> Result<Plan> {
-    let bench = Bench::new(be, ast, target)?;
+    let bench = Bench::new(be, ast, target).await?;
     let base = if depth == 0 {
         default_plan(ast, target)
     } else {
@@ -128,7 +220,7 @@ fn search(
         if !seen.insert(p.clone()) || now_ms() > deadline && best.is_some() {
             continue;
         }
-        if let Some(t) = bench.time(&p) {
+        if let Some(t) = bench.time(&p).await {
             if best.as_ref().is_none_or(|b| t < b.0) {
                 best = Some((t, p));
             }
@@ -139,16 +231,16 @@ fn search(
         return Ok(base);
     };
     match chosen {
-        Plan::One(o) => Ok(Plan::One(beam_opts(
-            &bench, ast, target, o, width, deadline,
-        ))),
+        Plan::One(o) => Ok(Plan::One(
+            beam_opts(&bench, ast, target, o, width, deadline).await,
+        )),
         Plan::Split { axis, parts, .. } => {
             let s = split::split(ast, axis, parts).expect("a timed split applies");
             Ok(Plan::Split {
                 axis,
                 parts,
-                first: Box::new(search(be, &s.first, target, width, deadline, depth + 1)?),
-                second: Box::new(search(be, &s.second, target, width, deadline, depth + 1)?),
+                first: Box::new(search(be, &s.first, target, width, deadline, depth + 1).await?),
+                second: Box::new(search(be, &s.second, target, width, deadline, depth + 1).await?),
             })
         }
     }
@@ -180,8 +272,8 @@ fn split_candidates(ast: &KernelAst) -> Vec<(usize, usize)> {
 
 /// One round after another: every member of the beam with one more action, the `width`
 /// fastest kept.
-fn beam_opts(
-    bench: &Bench,
+async fn beam_opts(
+    bench: &Bench<'_>,
     ast: &KernelAst,
     target: &Target,
     start: Opts,
@@ -192,7 +284,7 @@ fn beam_opts(
     let mut beam: Vec<(u64, Opts)> = vec![];
     for o in [start, Opts::default()] {
         if seen.insert(o.clone()) {
-            if let Some(t) = bench.time(&Plan::One(o.clone())) {
+            if let Some(t) = bench.time(&Plan::One(o.clone())).await {
                 beam.push((t, o));
             }
         }
@@ -211,7 +303,7 @@ fn beam_opts(
                 if !seen.insert(c.clone()) {
                     continue;
                 }
-                if let Some(t) = bench.time(&Plan::One(c.clone())) {
+                if let Some(t) = bench.time(&Plan::One(c.clone())).await {
                     round.push((t, c));
                 }
             }
@@ -292,7 +384,7 @@ struct Bench<'a> {
 }
 
 impl<'a> Bench<'a> {
-    fn new(be: &'a dyn Backend, ast: &'a KernelAst, target: &Target) -> Result<Bench<'a>> {
+    async fn new(be: &'a dyn Backend, ast: &'a KernelAst, target: &Target) -> Result<Bench<'a>> {
         let mut inputs = vec![];
         let mut seed = 0x9e3779b97f4a7c15u64;
         for &(dt, n) in &ast.bufs[1..] {
@@ -306,12 +398,14 @@ impl<'a> Bench<'a> {
             inputs,
             reference: vec![],
         };
-        bench.reference = bench.run(&default_plan(ast, target), 1)?.1;
+        bench.reference = bench.run(&default_plan(ast, target), 1).await?.1;
         Ok(bench)
     }
 
-    /// Run `plan` `reps` times: (the fastest run's ns, the output bytes).
-    fn run(&self, plan: &Plan, reps: usize) -> Result<(u64, Vec<u8>)> {
+    /// Run `plan` `reps` times: (the fastest run's ns, the output bytes). Device timers where
+    /// the backend has them; else the host clock around launches and a wait (in the browser,
+    /// the readback's: runs are repeated until the millisecond clock can see them).
+    async fn run(&self, plan: &Plan, reps: usize) -> Result<(u64, Vec<u8>)> {
         let compiled = match compile_plan(self.ast, plan) {
             Ok(c) => c,
             Err(e) => crate::error::bail!(Other, "BEAM: {e}"),
@@ -342,29 +436,51 @@ impl<'a> Bench<'a> {
                     .collect()
             })
             .collect();
-        let mut best = u64::MAX;
-        for _ in 0..reps {
-            self.be.synchronize()?;
-            let t0 = host_ns();
+        let launch_all = |timed: bool| -> Result<Option<u64>> {
             let mut device = Some(0u64);
             for (p, b) in progs.iter().zip(&bufs) {
                 let refs: Vec<&Buffer> = b.iter().map(|b| b.as_ref()).collect();
-                let t = self.be.launch_timed(p, &refs)?;
-                device = device.zip(t).map(|(a, b)| a + b);
+                if timed {
+                    let t = self.be.launch_timed(p, &refs)?;
+                    device = device.zip(t).map(|(a, b)| a + b);
+                } else {
+                    self.be.launch(p, &refs)?;
+                }
             }
-            self.be.synchronize()?;
-            let t = device.unwrap_or_else(|| host_ns().saturating_sub(t0));
-            best = best.min(t.max(1));
+            Ok(device.filter(|_| timed))
+        };
+        let mut best = u64::MAX;
+        if cfg!(target_arch = "wasm32") {
+            // Warm up, then as many runs as fill 20 ms, timed to the readback that waits for them.
+            launch_all(false)?;
+            self.be.copy_out(&out).await?;
+            let mut runs = 0u64;
+            let t0 = now_ms();
+            while runs < reps as u64 || now_ms() < t0 + 20 {
+                launch_all(false)?;
+                self.be.copy_out(&out).await?;
+                runs += 1;
+            }
+            best = (now_ms() - t0) * 1_000_000 / runs;
+        } else {
+            for _ in 0..reps {
+                self.be.synchronize()?;
+                let t0 = host_ns();
+                let device = launch_all(true)?;
+                self.be.synchronize()?;
+                let t = device.unwrap_or_else(|| host_ns().saturating_sub(t0));
+                best = best.min(t.max(1));
+            }
         }
-        let bytes = crate::runtime::block_on(self.be.copy_out(&out))?;
-        Ok((best, bytes))
+        let bytes = self.be.copy_out(&out).await?;
+        Ok((best.max(1), bytes))
     }
 
     /// The time of `plan`, or `None` when it fails to compile or run, or computes something
     /// else than the unoptimized kernel.
-    fn time(&self, plan: &Plan) -> Option<u64> {
+    async fn time(&self, plan: &Plan) -> Option<u64> {
         TIMED.fetch_add(1, Ordering::Relaxed);
-        let (t, bytes) = self.run(plan, 3).ok()?;
+        let (t, bytes) = self.run(plan, 3).await.ok()?;
         same(self.ast.bufs[0].0, &bytes, &self.reference).then_some(t)
     }
 }
@@ -429,31 +545,48 @@ mod cache {
             .join(format!("beam-{}.json", crate::runtime::stable_hash(key)))
     }
 
+    /// Plans known in this process (searched, read from disk, or imported from the browser's
+    /// IndexedDB by the JS layer), by key.
+    static MEM: std::sync::Mutex<Vec<(String, Value)>> = std::sync::Mutex::new(Vec::new());
+
+    fn mem() -> std::sync::MutexGuard<'static, Vec<(String, Value)>> {
+        MEM.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn remember(key: &str, plan: Value) {
+        let mut m = mem();
+        m.retain(|(k, _)| k != key);
+        m.push((key.to_string(), plan));
+    }
+
+    /// The plan cached for `key`. Natively the disk is the source of truth (a file edited or
+    /// corrupted between two searches is read again, not shadowed by memory); plans imported
+    /// from the browser, and every plan in the browser, live in memory.
     pub fn load(key: &str) -> Option<Plan> {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let p = path(key);
-            let text = std::fs::read_to_string(&p).ok()?;
-            let parsed: Option<Plan> = serde_json::from_str::<Value>(&text)
-                .ok()
-                .filter(|v| v["key"].as_str() == Some(key))
-                .and_then(|v| from_json(&v["plan"]));
-            if parsed.is_none() {
-                log(&format!(
-                    "wgrad: ignoring the BEAM cache file {} (corrupt or for another kernel)",
-                    p.display()
-                ));
+            if let Ok(text) = std::fs::read_to_string(&p) {
+                let parsed: Option<Plan> = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .filter(|v| v["key"].as_str() == Some(key))
+                    .and_then(|v| from_json(&v["plan"]));
+                match &parsed {
+                    Some(plan) => remember(key, to_json(plan)),
+                    None => log(&format!(
+                        "wgrad: ignoring the BEAM cache file {} (corrupt or for another kernel)",
+                        p.display()
+                    )),
+                }
+                return parsed;
             }
-            parsed
         }
-        #[cfg(target_arch = "wasm32")]
-        {
-            let _ = key;
-            None
-        }
+        let p = mem().iter().find(|(k, _)| k == key).map(|e| e.1.clone())?;
+        from_json(&p)
     }
 
     pub fn store(key: &str, plan: &Plan) {
+        remember(key, to_json(plan));
         #[cfg(not(target_arch = "wasm32"))]
         {
             let p = path(key);
@@ -467,8 +600,32 @@ mod cache {
                 }
             }
         }
-        #[cfg(target_arch = "wasm32")]
-        let _ = (key, plan);
+    }
+
+    /// Every plan known in this process, as JSON (`[{"key", "plan"}, ...]`).
+    pub fn export() -> String {
+        let entries: Vec<Value> = mem()
+            .iter()
+            .map(|(k, p)| json!({ "key": k, "plan": p }))
+            .collect();
+        Value::Array(entries).to_string()
+    }
+
+    /// Add plans exported before; entries that do not parse are skipped. Returns how many were
+    /// taken.
+    pub fn import(text: &str) -> usize {
+        let Ok(Value::Array(entries)) = serde_json::from_str::<Value>(text) else {
+            log("wgrad: ignoring a BEAM cache that is not a JSON array");
+            return 0;
+        };
+        let mut n = 0;
+        for e in entries {
+            if let (Some(k), Some(_)) = (e["key"].as_str(), from_json(&e["plan"])) {
+                remember(k, e["plan"].clone());
+                n += 1;
+            }
+        }
+        n
     }
 
     fn pairs(v: &[(usize, usize)]) -> Value {

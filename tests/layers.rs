@@ -24,7 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["uop", "schedule"],
     // Realizing schedules, the capture hook, memory planning.
     &["realize", "memory", "search"],
-    // The user-facing tensor (grad, movement, reduce, functional, random live under it).
+    // The user-facing tensor (grad, movement, reduce, functional, random and the op table
+    // live under it).
     &[
         "tensor",
         "grad",
@@ -32,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
         "reduce",
         "functional",
         "random",
+        "table",
     ],
     &["jit"],
     &["nn"],
