@@ -158,7 +158,9 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
     match t.kind {
         OptTarget::None => Opts::default(),
         OptTarget::Cpu | OptTarget::SoftGpu => {
-            best_upcast(ast, Opts::default(), MAX_UPCAST, usize::MAX, 1).0
+            // Upcast as far as loads shrink, leaving every core a few invocations.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            best_upcast(ast, Opts::default(), MAX_UPCAST, 4 * cores, 1).0
         }
         OptTarget::Gpu => gpu_opts(ast, t),
     }
