@@ -318,6 +318,22 @@ fn long_reductions_are_exact() {
                     .unwrap();
                 let g = w.grad().unwrap().to_vec::<f32>().unwrap();
                 assert_eq!(g, vec![70000.0], "{target:?}: 70,000-term gradient");
+                // An in-place update from a long reduce (an SGD step on a weight whose
+                // gradient sums 86,528 terms, as the tutorial's first convolution's does): split,
+                // its second kernel reads and writes the weight through one binding.
+                let p = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+                let g = Tensor::ones(&[3, 86528]).unwrap().contiguous();
+                let upd = p
+                    .sub(g.sum(1, false).unwrap().mul(1e-5f32).unwrap())
+                    .unwrap();
+                p.assign(&upd).unwrap().realize().unwrap();
+                let got = p.to_vec::<f32>().unwrap();
+                for (a, b) in got.iter().zip([1.0f32, 2.0, 3.0]) {
+                    assert!(
+                        (a - (b - 0.86528)).abs() < 1e-5,
+                        "{target:?}: in place {got:?}"
+                    );
+                }
             });
         }
     });

@@ -46,7 +46,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     for &a in &shifted {
         partial_shape[a] = 1;
     }
-    let mut first_slots = SlotMap::new(1);
+    let mut first_slots = SlotMap::new(1, false);
     let first_src = first_slots.renumber(src);
     let view = Arc::new(AstNode {
         op: AstOp::View(ShapeTracker::contiguous(full).reshape(&split_shape)),
@@ -83,7 +83,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
         shape: r.shape.clone(),
         src: vec![load],
     });
-    let mut second_slots = SlotMap::new(2);
+    let mut second_slots = SlotMap::new(2, true);
     let root = replace(
         &k.root,
         r,
@@ -124,19 +124,27 @@ fn find_reduce(root: &Arc<AstNode>) -> Option<Arc<AstNode>> {
 }
 
 /// New slot numbers, from `first` on, for the input slots a subtree loads, in order of use.
+/// With `output` set, loads of the original output (an in-place update reading what it
+/// writes) keep slot 0: binding that buffer a second time, read-only, beside its written slot
+/// is invalid in WebGPU (a usage conflict within one dispatch).
 struct SlotMap {
     first: u32,
+    output: bool,
     order: Vec<usize>,
 }
 
 impl SlotMap {
-    fn new(first: u32) -> Self {
+    fn new(first: u32, output: bool) -> Self {
         SlotMap {
             first,
+            output,
             order: vec![],
         }
     }
     fn slot(&mut self, old: u32) -> u32 {
+        if self.output && old == 0 {
+            return 0;
+        }
         let pos = match self.order.iter().position(|&s| s == old as usize) {
             Some(p) => p,
             None => {
@@ -281,6 +289,53 @@ mod tests {
             "the second reads y for the epilogue"
         );
         assert_eq!(s.second.bufs.len(), 3);
+    }
+
+    /// `out += sum(x)` in place: the second kernel reads its own output at slot 0, never from
+    /// a second binding of the same buffer.
+    #[test]
+    fn an_in_place_epilogue_reads_the_output_slot() {
+        let k = kernel(3, 64);
+        let (sum, y) = (k.root.src[0].clone(), &k.root.src[1]);
+        let out = Arc::new(AstNode {
+            op: AstOp::Load {
+                slot: 0,
+                st: ShapeTracker::contiguous(&[3, 1]),
+            },
+            dtype: y.dtype,
+            shape: y.shape.clone(),
+            src: vec![],
+        });
+        let k = KernelAst {
+            root: Arc::new(AstNode {
+                op: k.root.op.clone(),
+                dtype: k.root.dtype,
+                shape: k.root.shape.clone(),
+                src: vec![sum, out],
+            }),
+            bufs: k.bufs[..2].to_vec(),
+        };
+        let s = split(&k, 1, 8).expect("splits");
+        assert_eq!(s.first_args, vec![1]);
+        assert_eq!(
+            s.second_args,
+            Vec::<usize>::new(),
+            "no second binding of the output"
+        );
+        let loads = |want: u32| {
+            s.second
+                .root
+                .find(
+                    &|n| matches!(n.op, AstOp::Load { slot, .. } if slot == want),
+                    &|_| false,
+                )
+                .is_some()
+        };
+        assert!(
+            loads(0) && loads(1),
+            "the output and the partial sums are read"
+        );
+        assert_eq!(s.second.bufs.len(), 2);
     }
 
     #[test]
