@@ -110,16 +110,20 @@ async function predictions(page, images) {
 
 async function runahead() {
   const out = {};
-  for (const metrics of ["ring", "sync"]) {
+  // Alternated, so that load from other processes falls on both alike.
+  for (const metrics of ["ring", "sync", "ring", "sync"]) {
     const page = await openPage(trainQuery({ fresh: 1, metrics, evalEvery: 0, ckptEvery: 0 }));
     await train(page);
     const r = await page.evaluate(() => ({ timed: window.wgradDemo.timed, losses: window.wgradDemo.losses, device: window.wgradDemo.device, adapter: window.wgradDemo.adapter?.name }));
-    out[metrics] = r;
+    if (out[metrics]) out[metrics].timed.all.push(r.timed.msPerStep);
+    else out[metrics] = { ...r, timed: { ...r.timed, all: [r.timed.msPerStep] } };
     console.log(`RUNAHEAD ${metrics === "ring" ? "stall-free (ring, read every 10)" : "readback every step"}: ${r.timed.msPerStep.toFixed(2)} ms/step over ${r.timed.steps} steps (${MODEL}, batch ${BS}, ${r.device}${r.adapter ? ` "${r.adapter}"` : ""})`);
     await page.close();
   }
   const same = out.ring.losses.length === out.sync.losses.length && out.ring.losses.every((v, i) => v === out.sync.losses[i]);
-  console.log(`RUNAHEAD the two runs' losses are ${same ? "identical" : "different"} (same seed); ratio sync/ring ${(out.sync.timed.msPerStep / out.ring.timed.msPerStep).toFixed(2)}`);
+  const best = (m) => Math.min(...out[m].timed.all);
+  console.log(`RUNAHEAD the two modes' losses are ${same ? "identical" : "different"} (same seed); best of two: ring ${best("ring").toFixed(2)}, ` +
+    `sync ${best("sync").toFixed(2)} ms/step, ratio sync/ring ${(best("sync") / best("ring")).toFixed(2)}`);
 }
 
 async function endToEnd() {

@@ -287,7 +287,7 @@ async function train() {
         S.accuracies.push(acc);
       }));
     }
-    if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync") {
+    if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync" && S.step < config.steps) {
       await Promise.all(pending.splice(0));
       S.profiled = true;
       const p = await profile().catch((e) => status(`kernel profile failed: ${e.message}`));
