@@ -4,6 +4,7 @@
 //
 //   node scripts/demo_test.mjs [--steps=N] [--bs=N] [--model=mlp|cnn] [--shots=DIR] [--verbose]
 //   node scripts/demo_test.mjs --runahead [--steps=N] [--bs=N] [--model=mlp|cnn]
+//   node scripts/demo_test.mjs --beam
 //
 // The test: the page loads; training runs in the worker while the main thread's longest task
 // stays under 100 ms (from the capture on: compiling the pipelines of the first two steps can
@@ -13,7 +14,10 @@
 // fresh model) to identical predictions; a corrupt upload shows an error while training goes on;
 // a reload resumes at the checkpointed step. Screenshots before and after training go to
 // --shots (default target/demo-shots). --runahead instead times the same training with
-// stall-free metrics and with a readback every step, and prints both.
+// stall-free metrics and with a readback every step, and prints both. --beam trains 6 steps with
+// BEAM=2 (the search runs in the worker), then reloads: every tuned kernel must come from
+// IndexedDB (0 searched) and the losses must be identical (about 80 s on SwiftShader, so it is
+// not part of the default run).
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -233,8 +237,30 @@ async function endToEnd() {
   await page.close();
 }
 
+/** BEAM in the demo: a search, then a reload that finds every choice in IndexedDB. */
+async function beam() {
+  const q = trainQuery({ fresh: 1, beam: 2, steps: 6, bs: 16, evalEvery: 0, ckptEvery: 0 });
+  const runs = [];
+  for (let i = 0; i < 2; i++) {
+    const page = await openPage(q);
+    await train(page, { until: 6 });
+    runs.push(await page.evaluate(() => ({ beam: window.wgradDemo.beam, losses: window.wgradDemo.losses })));
+    await page.close();
+  }
+  const [a, b] = runs;
+  check(a.beam && a.beam.searched > 0, `the first BEAM run searched nothing: ${JSON.stringify(a.beam)}`);
+  check(b.beam && b.beam.searched === 0 && b.beam.imported > 0, `the reload did not find the IndexedDB cache: ${JSON.stringify(b.beam)}`);
+  // The first run's step 1 ran the default kernels (the search follows it), the reload's the
+  // tuned ones, whose reductions may round differently: equal to a float tolerance.
+  const close = a.losses.length === 6 && a.losses.every((v, i) => Math.abs(v - b.losses[i]) <= 1e-3 * Math.max(1, Math.abs(v)));
+  check(close, `the cached plans train differently: ${a.losses} vs ${b.losses}`);
+  console.log(`ok: BEAM=2 searched ${a.beam.searched} kernels in ${a.beam.seconds.toFixed(1)} s; after a reload ${b.beam.imported} ` +
+    `tuned kernels came from IndexedDB and ${b.beam.searched} were searched (${b.beam.seconds.toFixed(1)} s); losses ${a.losses.map((v) => v.toFixed(4))} vs ${b.losses.map((v) => v.toFixed(4))}`);
+}
+
 try {
-  if (flags.has("runahead")) await runahead();
+  if (flags.has("beam")) await beam();
+  else if (flags.has("runahead")) await runahead();
   else await endToEnd();
   check(problems.length === 0, problems.join("\n  "));
 } finally {

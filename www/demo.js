@@ -196,6 +196,9 @@ function onMessage(ev) {
       demo.timer = m.timer;
       renderKernels();
       break;
+    case "beam":
+      demo.beam = { searched: m.searched, seconds: m.seconds, imported: m.imported };
+      break;
     case "checkpoint":
       demo.checkpointStep = m.step;
       break;

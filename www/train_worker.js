@@ -99,6 +99,7 @@ function assignAll(own, state) {
 
 async function setup(config, resume) {
   const t0 = performance.now();
+  let beamImported = 0;
   status("starting the engine…");
   const want = config.device === "auto" ? {} : { device: config.device };
   const info = await init(want);
@@ -113,6 +114,7 @@ async function setup(config, resume) {
     if (typeof cached === "string") {
       const n = beamCacheImport(cached);
       status(`BEAM cache: ${n} tuned kernels from IndexedDB`);
+      beamImported = n;
     }
   }
   status(`loading ${config.dataset === "fashion" ? "Fashion-MNIST" : "MNIST digits"}…`);
@@ -129,7 +131,7 @@ async function setup(config, resume) {
   const yEval = data.yTest.slice(0, 0, nEval).realize();
   S = {
     config, info, notice, data, model, opt, ring, nTrain, xEval, yEval, step: 0, losses: [],
-    accuracies: [], kernels: null, profiled: false, beamDone: false, lastCheckpoint: 0,
+    accuracies: [], kernels: null, profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
   };
   S.trainStep = makeStep();
   if (resume) {
@@ -226,6 +228,7 @@ async function beamSearch() {
   await store.put("beam", json).catch(() => {});
   S.trainStep.reset();
   S.beamDone = true;
+  post({ type: "beam", searched: n, seconds: (performance.now() - t0) / 1000, imported: S.beamImported ?? 0 });
   status(`BEAM=${S.config.beam}: ${n} kernels searched in ${((performance.now() - t0) / 1000).toFixed(1)} s ` +
     `(${n === 0 ? "all from the cache" : "cached in IndexedDB"})`);
 }
