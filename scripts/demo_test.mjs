@@ -137,6 +137,7 @@ async function endToEnd() {
   let page = await openPage(trainQuery({ fresh: 1 }));
   const dev = await page.evaluate(() => ({ device: window.wgradDemo.device, adapter: window.wgradDemo.adapter?.name }));
   console.log(`demo: ready on ${dev.device}${dev.adapter ? ` ("${dev.adapter}")` : ""}`);
+  await page.waitForTimeout(1000); // the strip of test images comes in
   await page.screenshot({ path: join(SHOTS, "before.png") });
   const t0 = await train(page);
   const r = await page.evaluate((t) => ({
