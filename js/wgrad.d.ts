@@ -13,6 +13,8 @@ import {
   InitInfo,
   InitOptions,
   MnistData,
+  KernelInfo,
+  KernelProfile,
 } from "../pkg/web/wgrad.js";
 
 export {
@@ -26,6 +28,9 @@ export {
   Optim,
   TinyJitJs,
   withContext,
+  beamTune,
+  beamCacheExport,
+  beamCacheImport,
   setDebug,
   globalCounters,
   resetGlobalCounters,
@@ -42,6 +47,8 @@ export {
   ContextOptions,
   GlobalCounters,
   MnistData,
+  KernelInfo,
+  KernelProfile,
 } from "../pkg/web/wgrad.js";
 
 /** Load the engine and pick its device (WebGPU, else the CPU interpreter with a warning). */
@@ -90,6 +97,13 @@ export interface JittedFunction<R extends Tensor | Tensor[]> {
   reset(): void;
   /** Launches replayed per call (0 before capture). */
   readonly launches: number;
+  /** The captured step's launches in order (name, launch size, WGSL source, bytes). */
+  kernels(): KernelInfo[];
+  /**
+   * Replay the captured step once with every launch timed (timestamp queries where the adapter
+   * has them, else the host clock around each launch and a readback); await it before the next call.
+   */
+  profile(...inputs: Tensor[]): Promise<KernelProfile>;
 }
 
 /** The TinyJit: call 1 runs `fn`, call 2 captures its kernels, later calls replay them. */

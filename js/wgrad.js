@@ -9,6 +9,9 @@ export {
   Tensor,
   TinyJitJs,
   withContext,
+  beamTune,
+  beamCacheExport,
+  beamCacheImport,
   setDebug,
   globalCounters,
   resetGlobalCounters,
@@ -254,6 +257,8 @@ export function jit(fn) {
   const j = new raw.TinyJitJs(fn);
   const call = (...inputs) => j.call(inputs);
   call.reset = () => j.reset();
+  call.kernels = () => j.kernels();
+  call.profile = (...inputs) => j.profile(inputs);
   Object.defineProperty(call, "launches", { get: () => j.launches });
   return call;
 }

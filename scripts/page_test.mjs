@@ -2,8 +2,8 @@
 // with --enable-unsafe-webgpu; it never downloads a browser). The package must be built first
 // (bash scripts/build_web.sh).
 //
-//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--demo] [--no-package] [--bs=N] [--steps=N]
-//                              [--eval-every=N] [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
+//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--no-package] [--bs=N] [--steps=N]
+//                              [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
 //     next to it that imports ./package/js/wgrad.js and trains a tiny MLP (Linear(4,16) → relu →
@@ -18,8 +18,7 @@
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
 //     its WebGPU backend; needs the tfjs devDependencies from `npm install`).
-// (c) --demo: opens www/index.html?steps=..&bs=..&evalEvery=..&device=.. and prints the demo's
-//     final line (defaults steps 20, bs 32).
+// (The demo page has its own end-to-end test: scripts/demo_test.mjs.)
 // Exits non-zero with a message on any failure.
 
 import { execFileSync } from "node:child_process";
@@ -40,7 +39,7 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "bench-tfjs", "demo", "no-package", "bs", "steps", "eval-every", "device", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "no-package", "bs", "steps", "device", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -445,7 +444,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (flags.has("bench") || flags.has("bench-tfjs") || flags.has("demo")) {
+    if (flags.has("bench") || flags.has("bench-tfjs")) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -464,16 +463,6 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench_tfjs.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`tfjs bench page took ${seconds.toFixed(0)} s`);
-        }
-        if (flags.has("demo")) {
-          if (!existsSync(join(ROOT, "data/mnist/train-images-idx3-ubyte.gz"))) fail("data/mnist is missing: run bash scripts/data.sh");
-          const q = { steps: flags.get("steps") ?? 20, bs: flags.get("bs") ?? 32, ...dev };
-          if (flags.has("eval-every")) q.evalEvery = flags.get("eval-every");
-          const { result: r, seconds } = await repoPage(browser, srv, "index.html", q, "demoResult");
-          console.log(
-            `DEMO ${r.steps} steps, batch ${r.bs}, on ${r.device}: loss ${r.loss.toFixed(4)}, test accuracy ` +
-              `${r.acc.toFixed(2)}%, median ${r.msPerStep.toFixed(1)} ms/step (page took ${seconds.toFixed(0)} s)`,
-          );
         }
       } finally {
         await srv.close();

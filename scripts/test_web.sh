@@ -2,7 +2,10 @@
 # The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
 # chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
 # webdriver.json), then the npm package built, packed and loaded by a plain page that trains a
-# model (scripts/page_test.mjs), and the TypeScript declarations type-check. Installs what it
+# model (scripts/page_test.mjs), the TypeScript declarations type-check, and the demo page is
+# driven end to end (scripts/demo_test.mjs: training in its worker, charts, predictions, save and
+# load, a corrupt upload, resume after a reload, the kernel inspector; screenshots in
+# target/demo-shots). Installs what it
 # needs first (scripts/setup_web.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,3 +23,5 @@ npm run -s typecheck
 bash scripts/data.sh
 echo "== the packed package in a plain page"
 node scripts/page_test.mjs
+echo "== the demo page end to end (scripts/demo_test.mjs)"
+node scripts/demo_test.mjs

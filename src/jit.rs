@@ -101,6 +101,79 @@ fn build_graph(
     }))
 }
 
+/// One launch of a captured step, as `TinyJit::kernels` lists it.
+#[derive(Clone, Debug)]
+pub struct KernelInfo {
+    /// The kernel's name, or "copy" for a copy between buffers.
+    pub name: String,
+    pub global_size: usize,
+    /// Invocations per workgroup (1: a flat kernel).
+    pub local_size: usize,
+    /// The rendered source (WGSL on WebGPU; empty for the interpreter and for copies).
+    pub source: String,
+    /// Bytes of the buffers it binds (a copy: the bytes copied).
+    pub bytes: usize,
+    pub ops: u64,
+}
+
+/// How `TinyJit::replay_profiled` timed each launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// The device's timestamp queries around each kernel.
+    Device,
+    /// The host clock from each launch until a readback of its output completed.
+    Host,
+}
+
+/// The per-launch nanoseconds of a profiled replay, with how they were timed.
+pub type ProfileFuture = crate::runtime::BoxFuture<'static, Result<(Timer, Vec<u64>)>>;
+
+/// The captured launches with the caller's input buffers bound in place of the captured ones.
+fn bound(c: &Captured, bufs: &[Arc<Buffer>]) -> Vec<Launch> {
+    let mut launches = c.launches.clone();
+    for (slots, b) in c.input_slots.iter().zip(bufs) {
+        for &(li, ai) in slots {
+            if let Some(slot) = launches
+                .get_mut(li)
+                .and_then(|l| l.buffers_mut().into_iter().nth(ai))
+            {
+                *slot = b.clone();
+            }
+        }
+    }
+    launches
+}
+
+/// Counter updates for launches queued without `run_launch`.
+fn record_counts(launches: &[Launch]) {
+    for l in launches {
+        if let Launch::Kernel { prog, bufs, .. } = l {
+            let bytes = bufs.iter().map(|b| b.size as u64).sum();
+            crate::context::GlobalCounters::record(prog.ops, bytes, 0);
+        }
+    }
+}
+
+/// The realized inputs' buffers (no two the same).
+fn input_buffers(inputs: &[Tensor]) -> Result<Vec<Arc<Buffer>>> {
+    let bufs: Vec<Arc<Buffer>> = inputs
+        .iter()
+        .map(|t| {
+            t.node().buffer().ok_or_else(|| {
+                crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
+            })
+        })
+        .collect::<Result<_>>()?;
+    for i in 0..bufs.len() {
+        for j in 0..i {
+            if Arc::ptr_eq(&bufs[i], &bufs[j]) {
+                bail!(Jit, "TinyJit: inputs {j} and {i} are the same buffer (duplicate inputs are not allowed)");
+            }
+        }
+    }
+    Ok(bufs)
+}
+
 /// A function captured once and replayed afterwards (see the module docs).
 pub struct TinyJit<F> {
     f: F,
@@ -149,6 +222,89 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             .map(|c| (c.plan.bytes_before, c.plan.bytes_after))
     }
 
+    /// The captured step's launches in order (empty before capture), for inspectors.
+    pub fn kernels(&self) -> Vec<KernelInfo> {
+        let Some(c) = &self.captured else {
+            return vec![];
+        };
+        c.launches
+            .iter()
+            .map(|l| match l {
+                Launch::Kernel { prog, bufs, .. } => KernelInfo {
+                    name: prog.name.clone(),
+                    global_size: prog.global_size,
+                    local_size: prog.local_size,
+                    source: prog.source.clone(),
+                    bytes: bufs.iter().map(|b| b.size).sum(),
+                    ops: prog.ops,
+                },
+                Launch::Copy { src, dst } => KernelInfo {
+                    name: "copy".into(),
+                    global_size: 0,
+                    local_size: 0,
+                    source: String::new(),
+                    bytes: src.size.min(dst.size),
+                    ops: 0,
+                },
+            })
+            .collect()
+    }
+
+    /// Replay the captured step once, launch by launch, with every launch timed, and return its
+    /// outputs and a future of how each launch (in `kernels()` order) was timed. On a device with
+    /// timestamp queries the step is queued at once and the future reads the timestamps back;
+    /// otherwise the future runs the launches one at a time, each timed on the host clock from
+    /// its launch until a readback of its output completes (an upper bound: it includes the
+    /// submit and the readback). Await the future before the next call.
+    pub fn replay_profiled(&self, inputs: &[&Tensor]) -> Result<(Vec<Tensor>, ProfileFuture)> {
+        let Some(c) = &self.captured else {
+            bail!(
+                Jit,
+                "TinyJit: nothing captured yet (call the function twice first)"
+            );
+        };
+        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        if !inputs.is_empty() {
+            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
+        }
+        let bufs = input_buffers(&inputs)?;
+        self.check_inputs(c, &inputs)?;
+        let launches = bound(c, &bufs);
+        let dev = match launches.first() {
+            Some(Launch::Kernel { dev, .. }) => Some(*dev),
+            _ => None,
+        };
+        let one_device = launches.iter().all(|l| match l {
+            Launch::Kernel { dev: d, .. } => Some(*d) == dev,
+            Launch::Copy { src, dst } => Some(src.device) == dev && Some(dst.device) == dev,
+        });
+        if let (Some(dev), true) = (dev, one_device) {
+            if let Some(f) = dev.backend().launch_profiled(&launches)? {
+                record_counts(&launches);
+                let fut: ProfileFuture = Box::pin(async move { Ok((Timer::Device, f.await?)) });
+                return Ok((self.outputs(c), fut));
+            }
+        }
+        let fut: ProfileFuture = Box::pin(async move {
+            let mut ns = Vec::with_capacity(launches.len());
+            for l in &launches {
+                let t0 = crate::runtime::host_clock_ns();
+                run_launch(l)?;
+                // What the launch writes: argument 0 of a kernel, the destination of a copy.
+                let out = match l {
+                    Launch::Copy { dst, .. } => Some(dst),
+                    Launch::Kernel { bufs, .. } => bufs.first(),
+                };
+                if let Some(b) = out {
+                    b.device.backend().copy_out(b).await?;
+                }
+                ns.push(crate::runtime::host_clock_ns().saturating_sub(t0).max(1));
+            }
+            Ok((Timer::Host, ns))
+        });
+        Ok((self.outputs(c), fut))
+    }
+
     pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         if capturing() {
             // The same error start_capture gives, raised before anything runs.
@@ -158,21 +314,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         if !inputs.is_empty() {
             Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
         }
-        let bufs: Vec<Arc<Buffer>> = inputs
-            .iter()
-            .map(|t| {
-                t.node().buffer().ok_or_else(|| {
-                    crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
-                })
-            })
-            .collect::<Result<_>>()?;
-        for i in 0..bufs.len() {
-            for j in 0..i {
-                if Arc::ptr_eq(&bufs[i], &bufs[j]) {
-                    bail!(Jit, "TinyJit: inputs {j} and {i} are the same buffer (duplicate inputs are not allowed)");
-                }
-            }
-        }
+        let bufs = input_buffers(&inputs)?;
         if !enabled() {
             return self.run(&inputs);
         }
@@ -265,7 +407,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         Ok(out)
     }
 
-    fn replay(&self, c: &Captured, inputs: &[Tensor], bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
+    fn check_inputs(&self, c: &Captured, inputs: &[Tensor]) -> Result<()> {
         if inputs.len() != c.inputs.len() {
             bail!(
                 Jit,
@@ -289,6 +431,11 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                 );
             }
         }
+        Ok(())
+    }
+
+    fn replay(&self, c: &Captured, inputs: &[Tensor], bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
+        self.check_inputs(c, inputs)?;
         match &c.graph {
             // DEBUG>=2 times each kernel, so it replays launch by launch.
             Some(g) if debug() < 2 => {
@@ -314,13 +461,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             }
             _ => {}
         }
-        let mut launches = c.launches.clone();
-        for (slots, b) in c.input_slots.iter().zip(bufs) {
-            for &(li, ai) in slots {
-                *launches[li].buffers_mut()[ai] = b.clone();
-            }
-        }
-        for l in &launches {
+        for l in &bound(c, bufs) {
             run_launch(l)?;
         }
         Ok(self.outputs(c))

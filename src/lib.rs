@@ -52,6 +52,6 @@ pub use context::{Context, GlobalCounters};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use jit::TinyJit;
+pub use jit::{KernelInfo, Timer, TinyJit};
 pub use tensor::functional::{Conv2dOpts, CrossEntropyOpts, Padding, Reduction};
 pub use tensor::{Axes, Operand, Tensor};

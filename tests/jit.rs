@@ -226,3 +226,62 @@ fn rand_differs_on_every_replay() {
         });
     }
 }
+
+/// A profiled replay (`replay_profiled`) runs the same step as a plain replay, and times every
+/// launch that `kernels()` lists: the device's timestamps on WebGPU where the adapter has them,
+/// the host clock elsewhere.
+#[test]
+fn profiled_replay_trains_like_a_replay_and_times_every_kernel() {
+    for dev in common::devices() {
+        let plain = losses(dev, true);
+        let (profiled, kernels, timer, ns) = Context::new().dev(dev).run(|| {
+            Tensor::manual_seed(3);
+            let m = mlp();
+            let (x, y) = dataset();
+            let mut f = TinyJit::new(|_: &[Tensor]| Ok(vec![step(&m, &x, &y)?]));
+            assert!(f.kernels().is_empty(), "{dev}: kernels before capture");
+            let mut out = vec![];
+            let mut timing = None;
+            for i in 0..25 {
+                let loss = if i == 4 {
+                    let (o, fut) = f.replay_profiled(&[]).unwrap();
+                    timing = Some(wgrad::runtime::block_on(fut).unwrap());
+                    o[0].clone()
+                } else {
+                    f.call(&[]).unwrap().remove(0)
+                };
+                out.push(loss.item::<f32>().unwrap());
+            }
+            let (timer, ns) = timing.expect("profiled");
+            (out, f.kernels(), timer, ns)
+        });
+        assert_eq!(
+            plain, profiled,
+            "{dev}: a profiled replay changed the training"
+        );
+        assert!(!kernels.is_empty(), "{dev}: no kernels listed");
+        assert_eq!(ns.len(), kernels.len(), "{dev}: one time per launch");
+        for k in &kernels {
+            assert!(
+                !k.name.is_empty() && k.global_size > 0 && k.local_size > 0,
+                "{dev}: {k:?}"
+            );
+            match dev {
+                Device::Wgpu => assert!(k.source.contains("@compute"), "{dev}: {}", k.source),
+                Device::Interp => assert!(k.source.is_empty()),
+                _ => assert!(!k.source.is_empty(), "{dev}: {} has no source", k.name),
+            }
+        }
+        let total: u64 = ns.iter().sum();
+        assert!(total > 0, "{dev}: the profile measured nothing: {ns:?}");
+        match timer {
+            // The host clock around a launch and a readback always sees time pass.
+            wgrad::Timer::Host => assert!(ns.iter().all(|&t| t > 0), "{dev}: {ns:?}"),
+            wgrad::Timer::Device => assert_eq!(dev, Device::Wgpu),
+        }
+        println!(
+            "{dev}: {} kernels profiled by {timer:?}, {total} ns in all",
+            kernels.len()
+        );
+    }
+}

@@ -1,98 +1,503 @@
-// The demo page's script: trains the tinygrad tutorial's MNIST CNN with Adam in the browser, a
-// jitted training step (batch sampling, forward, backward and the update are all replayed), then
-// evaluates test accuracy in chunks. Shows the device, loss and ms per step, accuracy and live
-// memory; logs each line to the console too and ends with a line starting "DONE" (or "ERROR"),
-// also left in `window.demoResult`. Query knobs: steps (100), bs (128), evalEvery (0: only at
-// the end), device ("webgpu" | "cpu"; default: WebGPU when present), seed (42).
+// The demo page's script (main thread): controls, live charts (uPlot, loaded as a plain script
+// from node_modules), the drawing pad with per-class bars, a strip of test images, save/load and
+// the kernel inspector. All engine work happens in www/train_worker.js; this thread only draws,
+// so the page stays responsive while training. `window.wgradDemo` exposes the state and
+// `start()`, `pause()`, `predict(pixels)` (784 numbers 0..255 → 10 probabilities) for tests.
 
-import { init, Tensor, nn, optim, datasets, jit, tidy, withContext, getParameters, globalCounters }
-  from "../js/wgrad.js";
-
+const $ = (id) => document.getElementById(id);
 const q = new URLSearchParams(location.search);
-const num = (k, d) => (q.has(k) ? Number(q.get(k)) : d);
-const STEPS = num("steps", 100), BS = num("bs", 128), EVAL_EVERY = num("evalEvery", 0);
-const SEED = num("seed", 42), DEVICE = q.get("device") ?? undefined;
+const CLASSES = {
+  digits: ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"],
+  fashion: ["T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Boot"],
+};
 
-const logEl = document.getElementById("log"), statusEl = document.getElementById("status");
-const log = (s) => { console.log(s); logEl.textContent += s + "\n"; logEl.scrollTop = logEl.scrollHeight; };
-const status = (s) => { statusEl.textContent = s; };
-const mem = () => { const c = globalCounters(); return `${c.liveTensors} tensors, ${(c.liveBytes / 2 ** 20).toFixed(1)} MiB in ${c.liveBuffers} buffers`; };
-const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+// ------------------------------------------------------------------------------ config
 
-async function main() {
-  status("starting the engine…");
-  const info = await init(DEVICE ? { device: DEVICE } : {});
-  const a = info.adapter;
-  log(`device: ${info.device}` + (a ? ` (adapter "${a.name || "unnamed"}", ${a.backend}, ${a.deviceType}, driver "${a.driver}")` : ""));
+const FIELDS = ["dataset", "model", "optimizer", "lr", "bs", "steps", "device", "beam", "metrics"];
+const numeric = new Set(["lr", "bs", "steps", "beam"]);
+for (const k of FIELDS) if (q.has(k)) $(k).value = q.get(k);
+const qnum = (k, d) => (q.has(k) && Number.isFinite(Number(q.get(k))) ? Number(q.get(k)) : d);
+const EXTRA = {
+  readEvery: Math.max(1, qnum("readEvery", 10)),
+  evalEvery: qnum("evalEvery", 50),
+  ckptEvery: qnum("ckptEvery", 50),
+  seed: qnum("seed", 42),
+};
+$("ckpt-every").textContent = EXTRA.ckptEvery;
 
-  status("loading MNIST…");
-  const { xTrain, yTrain, xTest, yTest } = await datasets.mnist({ baseUrl: "../data/mnist/" });
-  const nTrain = xTrain.shape[0];
-  log(`data: ${nTrain} train, ${xTest.shape[0]} test images; batch ${BS}, ${STEPS} steps`);
-
-  Tensor.manualSeed(SEED);
-  const l1 = new nn.Conv2d(1, 32, 3), l2 = new nn.Conv2d(32, 64, 3), l3 = new nn.Linear(1600, 10);
-  const model = (x) =>
-    l3.forward(l2.forward(l1.forward(x).relu().maxPool2d(2)).relu().maxPool2d(2).flatten(1).dropout(0.5));
-  const opt = new optim.Adam(getParameters([l1, l2, l3]));
-
-  // Call 1 runs this function, call 2 captures its kernels, later calls replay them.
-  const trainStep = jit(() => withContext({ TRAINING: 1 }, () => {
-    const s = Tensor.randint([BS], 0, nTrain);
-    const x = xTrain.index(s).cast("float32"), y = yTrain.index(s);
-    opt.zeroGrad();
-    const loss = model(x).sparseCategoricalCrossentropy(y);
-    loss.backward();
-    opt.step();
-    return loss.realize();
-  }));
-
-  // Test accuracy in percent, in chunks of 250 images (dropout is off outside training).
-  async function evaluate() {
-    const n = xTest.shape[0];
-    let correct = 0;
-    for (let i = 0; i < n; i += 250) {
-      const end = Math.min(i + 250, n);
-      const hits = tidy(() => withContext({ NO_GRAD: 1 }, () =>
-        model(xTest.slice(0, i, end).cast("float32")).argmax(1).eq(yTest.slice(0, i, end)).sum()));
-      correct += await hits.item();
-      hits.dispose();
-    }
-    return (100 * correct) / n;
-  }
-
-  const times = [];
-  let loss = NaN, acc = null;
-  for (let i = 0; i < STEPS; i++) {
-    const t0 = performance.now();
-    const l = tidy(() => trainStep()); // frees the handles made while running or capturing
-    loss = await l.item();
-    l.dispose();
-    const ms = performance.now() - t0;
-    times.push(ms);
-    const line = `step ${String(i + 1).padStart(4)}/${STEPS}  loss ${loss.toFixed(4)}  ${ms.toFixed(1)} ms`;
-    status(line);
-    if (EVAL_EVERY > 0 && (i + 1) % EVAL_EVERY === 0 && i + 1 < STEPS) {
-      acc = await evaluate();
-      log(`${line}  test acc ${acc.toFixed(2)}%  (${mem()})`);
-    } else {
-      log(line);
-    }
-  }
-  acc = await evaluate();
-  // Steps 1 and 2 run and capture the function; the median is over the replays when there are some.
-  const msStep = median(times.length > 2 ? times.slice(2) : times);
-  window.demoResult = { device: info.device, adapter: a?.name ?? null, steps: STEPS, bs: BS, loss, acc, msPerStep: msStep, launches: trainStep.launches };
-  log(`memory: ${mem()}`);
-  const done = `DONE ${STEPS} steps, batch ${BS}, on ${info.device}: loss ${loss.toFixed(4)}, test accuracy ${acc.toFixed(2)}%, median ${msStep.toFixed(1)} ms/step (${trainStep.launches} kernels per replayed step)`;
-  log(done);
-  status(done);
+function config() {
+  const c = { ...EXTRA };
+  for (const k of FIELDS) c[k] = numeric.has(k) ? Number($(k).value) : $(k).value;
+  return c;
 }
 
-main().catch((e) => {
-  const msg = `ERROR ${e?.message ?? e}`;
-  window.demoResult = { error: String(e?.message ?? e) };
-  console.error(e);
-  log(msg);
-  status(msg);
+// ------------------------------------------------------------------------------ state
+
+const demo = {
+  ready: false,
+  running: false,
+  step: 0,
+  losses: [],
+  accuracies: [],
+  device: null,
+  adapter: null,
+  notice: null,
+  kernels: [],
+  timer: null,
+  msPerStep: null,
+  checkpointStep: null,
+  errors: [],
+  lastStatus: "",
+};
+window.wgradDemo = demo;
+
+let worker = null;
+let calls = new Map();
+let nextId = 1;
+
+function call(op, ...args) {
+  if (!worker) return Promise.reject(new Error("no worker"));
+  const id = nextId++;
+  return new Promise((ok, fail) => {
+    calls.set(id, { ok, fail });
+    worker.postMessage({ type: "call", id, op, args });
+  });
+}
+
+function showError(msg) {
+  demo.errors.push(msg);
+  const e = $("error");
+  e.textContent = msg;
+  e.style.display = msg ? "block" : "none";
+}
+
+function setStatus(s) {
+  demo.lastStatus = s;
+  $("status").textContent = s;
+}
+
+function buttons() {
+  $("start").disabled = !demo.ready || demo.running;
+  $("pause").disabled = !demo.running;
+  for (const id of ["save", "load", "refresh-strip", "profile"]) $(id).disabled = !demo.ready;
+}
+
+// ------------------------------------------------------------------------------ charts
+
+const width = (id) => Math.max(260, $(id).clientWidth || 400);
+function chart(id, series, opts = {}) {
+  const u = new uPlot({
+    width: width(id), height: 160, legend: { show: true }, cursor: { drag: { x: true, y: false } },
+    scales: { x: { time: false }, ...(opts.scales ?? {}) },
+    axes: opts.axes ?? [{}, {}],
+    series: [{ label: "step" }, ...series],
+  }, [[], ...series.map(() => [])], $(id));
+  return u;
+}
+const charts = {
+  loss: chart("c-loss", [{ label: "loss", stroke: "#2d6cdf", width: 1, points: { show: false } }]),
+  acc: chart("c-acc", [{ label: "accuracy %", stroke: "#2a9d4b", width: 2 }]),
+  speed: chart("c-speed", [
+    { label: "ms/step", stroke: "#c2410c", scale: "ms", width: 1.5, points: { show: false } },
+    { label: "steps/s", stroke: "#7c3aed", scale: "sps", width: 1.5, points: { show: false } },
+  ], { scales: { ms: {}, sps: {} }, axes: [{}, { scale: "ms" }, { scale: "sps", side: 1, grid: { show: false } }] }),
+  mem: chart("c-mem", [
+    { label: "live tensors", stroke: "#0f766e", scale: "n", width: 1.5, points: { show: false } },
+    { label: "GPU MiB", stroke: "#b45309", scale: "mib", width: 1.5, points: { show: false } },
+  ], { scales: { n: {}, mib: {} }, axes: [{}, { scale: "n" }, { scale: "mib", side: 1, grid: { show: false } }] }),
+};
+const series = { speed: [[], [], []], mem: [[], [], []] };
+// One draw with data while the page loads, so the charts' first real draw (code the browser has
+// not compiled yet) does not land in the middle of training.
+for (const u of Object.values(charts)) {
+  u.setData(u.data.map((_, i) => (i === 0 ? [1, 2] : [1, 2])));
+  u.setData(u.data.map(() => []));
+}
+// At most four redraws a second: each is a few milliseconds of main-thread work, whatever the
+// number of messages in between.
+let drawQueued = false, lastDraw = 0;
+function redraw() {
+  if (drawQueued) return;
+  drawQueued = true;
+  setTimeout(() => requestAnimationFrame(draw), Math.max(0, lastDraw + 250 - performance.now()));
+}
+function draw() {
+  {
+    drawQueued = false;
+    lastDraw = performance.now();
+    const xs = demo.losses.map((_, i) => i + 1);
+    charts.loss.setData([xs, demo.losses]);
+    charts.acc.setData([demo.accuracies.map((a) => a.step), demo.accuracies.map((a) => a.acc)]);
+    charts.speed.setData(series.speed);
+    charts.mem.setData(series.mem);
+    $("s-step").textContent = demo.step;
+    const last = demo.losses.at(-1);
+    $("s-loss").textContent = last === undefined ? "–" : last.toFixed(3);
+    const acc = demo.accuracies.at(-1);
+    $("s-acc").textContent = acc ? `${acc.acc.toFixed(1)}%` : "–";
+    $("s-speed").textContent = demo.msPerStep ? `${demo.msPerStep.toFixed(1)} ms/step` : "–";
+  }
+}
+addEventListener("resize", () => {
+  for (const [k, u] of Object.entries(charts)) u.setSize({ width: width(`c-${k}`), height: 160 });
 });
+
+// ------------------------------------------------------------------------------ worker
+
+function onMessage(ev) {
+  const m = ev.data;
+  switch (m.type) {
+    case "ready": {
+      demo.ready = true;
+      demo.device = m.device;
+      demo.adapter = m.adapter;
+      demo.notice = m.notice;
+      demo.step = m.step;
+      demo.losses = m.losses.slice();
+      demo.accuracies = m.accuracies.slice();
+      demo.classes = CLASSES[config().dataset] ?? CLASSES.digits;
+      const a = m.adapter;
+      $("s-device").textContent = m.device === "webgpu" ? `WebGPU${a?.name ? ` · ${a.name}` : ""}` : "CPU interpreter";
+      const n = $("notice");
+      n.textContent = m.notice ?? "";
+      n.style.display = m.notice ? "block" : "none";
+      setStatus(m.step > 0 ? `resumed at step ${m.step}: press Start to continue` : "ready: press Start");
+      buttons();
+      redraw();
+      refreshStrip();
+      predictPad();
+      if (q.get("autostart") === "1") demo.start();
+      break;
+    }
+    case "metrics": {
+      demo.step = m.step;
+      // When the step was captured (its kernels compiled): tests time the page from here.
+      if (m.step >= 3 && demo.capturedAt === undefined) demo.capturedAt = performance.now();
+      if (m.newLosses) {
+        const { from, values } = m.newLosses;
+        for (let i = 0; i < values.length; i++) demo.losses[from + i] = values[i];
+      }
+      if (m.accuracies) demo.accuracies = m.accuracies.slice();
+      for (const [step, ms] of m.speed ?? []) {
+        demo.msPerStep = ms;
+        series.speed[0].push(step);
+        series.speed[1].push(ms);
+        series.speed[2].push(1000 / ms);
+      }
+      series.mem[0].push(m.step);
+      series.mem[1].push(m.liveTensors);
+      series.mem[2].push(m.liveBytes / 2 ** 20);
+      redraw();
+      if (!predicting && strokes) predictPad();
+      break;
+    }
+    case "kernels":
+      demo.kernels = m.kernels;
+      demo.timer = m.timer;
+      renderKernels();
+      break;
+    case "beam":
+      demo.beam = { searched: m.searched, seconds: m.seconds, imported: m.imported };
+      break;
+    case "checkpoint":
+      demo.checkpointStep = m.step;
+      break;
+    case "state":
+      demo.running = m.running;
+      if (m.timed) demo.timed = m.timed;
+      if (m.error) showError(`training stopped: ${m.error}`);
+      buttons();
+      if (!m.running && demo.ready) refreshStrip();
+      break;
+    case "status":
+      setStatus(m.text);
+      break;
+    case "reply": {
+      const c = calls.get(m.id);
+      calls.delete(m.id);
+      if (c) m.error !== undefined ? c.fail(new Error(m.error)) : c.ok(m.result);
+      break;
+    }
+    case "error":
+      showError(m.error);
+      setStatus("error");
+      break;
+  }
+}
+
+function startWorker({ resume }) {
+  if (worker) worker.terminate();
+  for (const c of calls.values()) c.fail(new Error("the worker was restarted"));
+  calls = new Map();
+  Object.assign(demo, { ready: false, running: false, step: 0, losses: [], accuracies: [], kernels: [], msPerStep: null });
+  series.speed = [[], [], []];
+  series.mem = [[], [], []];
+  renderKernels();
+  buttons();
+  redraw();
+  worker = new Worker(new URL("./train_worker.js", import.meta.url), { type: "module" });
+  worker.onmessage = onMessage;
+  worker.onerror = (e) => showError(`worker error: ${e.message}`);
+  worker.postMessage({ type: "init", config: config(), resume });
+}
+
+demo.start = () => {
+  if (!worker) return;
+  worker.postMessage({ type: "set", lr: Number($("lr").value), steps: Number($("steps").value) });
+  worker.postMessage({ type: "start" });
+  demo.running = true;
+  buttons();
+};
+demo.pause = () => {
+  worker?.postMessage({ type: "pause" });
+  return new Promise((ok) => {
+    const t = setInterval(() => {
+      if (!demo.running) {
+        clearInterval(t);
+        ok(demo.step);
+      }
+    }, 50);
+  });
+};
+demo.chartPoints = () => Object.fromEntries(Object.entries(charts).map(([k, u]) => [k, u.data[0].length]));
+demo.predict = (pixels) => call("predict", Array.from(pixels));
+demo.testImages = (n, start) => call("testImages", n, start);
+demo.save = () => call("save");
+demo.profile = () => call("profile");
+demo.reset = () => {
+  import("./store.js").then((s) => s.del("checkpoint")).catch(() => {}).then(() => startWorker({ resume: false }));
+};
+
+$("start").onclick = () => demo.start();
+$("pause").onclick = () => demo.pause();
+$("reset").onclick = () => demo.reset();
+$("lr").onchange = () => worker?.postMessage({ type: "set", lr: Number($("lr").value) });
+$("steps").onchange = () => worker?.postMessage({ type: "set", steps: Number($("steps").value) });
+
+// ------------------------------------------------------------------------------ save / load
+
+$("save").onclick = async () => {
+  try {
+    const bytes = await demo.save();
+    const url = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+    const a = Object.assign(document.createElement("a"), { href: url, download: "model.safetensors" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  } catch (e) {
+    showError(`save failed: ${e.message}`);
+  }
+};
+$("load").onchange = async (ev) => {
+  const file = ev.target.files?.[0];
+  ev.target.value = "";
+  if (!file) return;
+  try {
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const r = await call("load", bytes);
+    showError("");
+    setStatus(`loaded ${file.name} (${r.tensors} tensors)`);
+    refreshStrip();
+    predictPad();
+  } catch (e) {
+    showError(`could not load ${file.name}: ${e.message}`);
+  }
+};
+
+// ------------------------------------------------------------------------------ drawing pad
+
+const pad = $("pad");
+const bars = $("bars");
+const ctx = pad.getContext("2d", { willReadFrequently: true });
+let strokes = false, drawing = false, predicting = false, again = false;
+function clearPad() {
+  ctx.fillStyle = "#000";
+  ctx.fillRect(0, 0, pad.width, pad.height);
+  strokes = false;
+  renderBars(null);
+}
+clearPad();
+const at = (e) => {
+  const r = pad.getBoundingClientRect();
+  return [((e.clientX - r.left) * pad.width) / r.width, ((e.clientY - r.top) * pad.height) / r.height];
+};
+pad.addEventListener("pointerdown", (e) => {
+  drawing = true;
+  pad.setPointerCapture(e.pointerId);
+  const [x, y] = at(e);
+  ctx.strokeStyle = "#fff";
+  ctx.lineWidth = 20;
+  ctx.lineCap = ctx.lineJoin = "round";
+  ctx.beginPath();
+  ctx.moveTo(x, y);
+  ctx.lineTo(x + 0.1, y);
+  ctx.stroke();
+  strokes = true;
+});
+pad.addEventListener("pointermove", (e) => {
+  if (!drawing) return;
+  const [x, y] = at(e);
+  ctx.lineTo(x, y);
+  ctx.stroke();
+  predictPad();
+});
+pad.addEventListener("pointerup", () => {
+  drawing = false;
+  predictPad();
+});
+$("clear").onclick = clearPad;
+
+/** The pad as MNIST does it: the ink's bounding box scaled into 20×20, centred by mass in 28×28. */
+function padPixels() {
+  const { width: W, height: H } = pad;
+  const img = ctx.getImageData(0, 0, W, H).data;
+  let x0 = W, y0 = H, x1 = -1, y1 = -1;
+  for (let y = 0; y < H; y++) {
+    for (let x = 0; x < W; x++) {
+      if (img[(y * W + x) * 4] > 20) {
+        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+      }
+    }
+  }
+  const out = new Float32Array(784);
+  if (x1 < 0) return out;
+  const side = Math.max(x1 - x0, y1 - y0) + 1, s = 20 / side;
+  const small = new OffscreenCanvas(28, 28);
+  const sc = small.getContext("2d", { willReadFrequently: true });
+  sc.fillStyle = "#000";
+  sc.fillRect(0, 0, 28, 28);
+  sc.imageSmoothingQuality = "high";
+  const w = (x1 - x0 + 1) * s, h = (y1 - y0 + 1) * s;
+  sc.drawImage(pad, x0, y0, x1 - x0 + 1, y1 - y0 + 1, (28 - w) / 2, (28 - h) / 2, w, h);
+  const d = sc.getImageData(0, 0, 28, 28).data;
+  let m = 0, mx = 0, my = 0;
+  for (let i = 0; i < 784; i++) {
+    const v = d[i * 4];
+    m += v; mx += v * (i % 28); my += v * Math.floor(i / 28);
+  }
+  const dx = Math.round(14 - mx / m), dy = Math.round(14 - my / m);
+  for (let y = 0; y < 28; y++) {
+    for (let x = 0; x < 28; x++) {
+      const sx = x - dx, sy = y - dy;
+      out[y * 28 + x] = sx >= 0 && sx < 28 && sy >= 0 && sy < 28 ? d[(sy * 28 + sx) * 4] : 0;
+    }
+  }
+  return out;
+}
+
+// One prediction in flight at a time; the latest drawing wins.
+async function predictPad() {
+  if (!demo.ready || !strokes) return;
+  if (predicting) {
+    again = true;
+    return;
+  }
+  predicting = true;
+  try {
+    renderBars(await demo.predict(padPixels()));
+  } catch (e) {
+    if (!String(e.message).includes("restarted")) showError(`predict failed: ${e.message}`);
+  } finally {
+    predicting = false;
+    if (again) {
+      again = false;
+      predictPad();
+    }
+  }
+}
+
+function renderBars(p) {
+  const names = demo.classes ?? CLASSES.digits;
+  const best = p ? p.indexOf(Math.max(...p)) : -1;
+  bars.innerHTML = names.map((n, i) => `<div class="bar${i === best ? " top" : ""}"><span>${n}</span><div><i style="width:${p ? (100 * p[i]).toFixed(1) : 0}%"></i></div><span>${p ? (100 * p[i]).toFixed(0) + "%" : ""}</span></div>`).join("");
+}
+renderBars(null);
+
+// ------------------------------------------------------------------------------ test strip
+
+let stripBusy = false;
+async function refreshStrip() {
+  if (!demo.ready || stripBusy) return;
+  stripBusy = true;
+  try {
+    const n = 12;
+    const { pixels, labels, preds } = await call("strip", n);
+    const names = demo.classes ?? CLASSES.digits;
+    const strip = $("strip");
+    strip.innerHTML = "";
+    for (let i = 0; i < n; i++) {
+      const cell = document.createElement("div");
+      cell.className = "cell" + (preds[i] !== labels[i] ? " wrong" : "");
+      const c = document.createElement("canvas");
+      c.width = c.height = 28;
+      const g = c.getContext("2d");
+      const img = g.createImageData(28, 28);
+      for (let j = 0; j < 784; j++) {
+        const v = pixels[i * 784 + j];
+        img.data.set([v, v, v, 255], j * 4);
+      }
+      g.putImageData(img, 0, 0);
+      const label = document.createElement("div");
+      label.textContent = preds[i] === labels[i] ? names[preds[i]] : `${names[preds[i]]} ≠ ${names[labels[i]]}`;
+      label.title = `predicted ${names[preds[i]]}, true ${names[labels[i]]}`;
+      cell.append(c, label);
+      strip.append(cell);
+    }
+  } catch (e) {
+    if (!String(e.message).includes("restarted")) showError(`test images: ${e.message}`);
+  } finally {
+    stripBusy = false;
+  }
+}
+$("refresh-strip").onclick = refreshStrip;
+setInterval(() => demo.running && refreshStrip(), 5000);
+
+// ------------------------------------------------------------------------------ inspector
+
+const esc = (s) => s.replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
+function renderKernels() {
+  const ks = demo.kernels ?? [];
+  const note = $("inspector-note");
+  if (!ks.length) {
+    note.textContent = "The kernels of the captured training step appear here once it is captured.";
+    $("kernels").innerHTML = "";
+    return;
+  }
+  const total = ks.reduce((a, k) => a + (k.ms ?? 0), 0);
+  note.textContent = demo.timer === "timestamp-query"
+    ? `${ks.length} launches in the captured step; GPU time per kernel from timestamp queries (total ${total.toFixed(2)} ms).`
+    : `${ks.length} launches in the captured step. This adapter has no timestamp-query: each kernel was run alone and timed ` +
+      `on the host clock from its launch until a readback of its output finished (an upper bound including submit and ` +
+      `readback latency; total ${total.toFixed(1)} ms).`;
+  const max = Math.max(...ks.map((k) => k.ms ?? 0), 1e-9);
+  $("kernels").innerHTML = `<tr><th>#</th><th>kernel</th><th class="num">threads × workgroup</th><th class="num">bytes</th><th class="num">time, ms</th><th style="width:18%"></th></tr>` +
+    ks.map((k, i) => `<tr><td>${i + 1}</td><td>${k.source ? `<details data-i="${i}"><summary><code>${esc(k.name)}</code></summary><pre></pre></details>` : `<code>${esc(k.name)}</code>`}</td>` +
+      `<td class="num">${k.globalSize} × ${k.localSize}</td><td class="num">${(k.bytes / 1024).toFixed(1)} KiB</td>` +
+      `<td class="num">${k.ms === undefined ? "–" : k.ms.toFixed(3)}</td><td><div class="timebar" style="width:${(100 * (k.ms ?? 0)) / max}%"></div></td></tr>`).join("");
+}
+// The WGSL is put in when a row is opened (32 kernels of source would make one long task).
+$("kernels").addEventListener("toggle", (e) => {
+  const d = e.target, pre = d.querySelector?.("pre");
+  if (d.open && pre && !pre.textContent) pre.textContent = demo.kernels[Number(d.dataset.i)]?.source ?? "";
+}, true);
+$("profile").onclick = async () => {
+  try {
+    await demo.profile();
+  } catch (e) {
+    showError(e.message);
+  }
+};
+
+// ------------------------------------------------------------------------------ go
+
+// A checkpoint's run settings win over the defaults, so a reload resumes the run it saved.
+const resume = q.get("fresh") !== "1";
+(resume ? import("./store.js").then((s) => s.get("checkpoint")).catch(() => null) : Promise.resolve(null))
+  .then((ck) => {
+    if (ck?.config) {
+      for (const k of FIELDS) if (ck.config[k] !== undefined) $(k).value = ck.config[k];
+      for (const k of Object.keys(EXTRA)) if (ck.config[k] !== undefined) EXTRA[k] = ck.config[k];
+    }
+    startWorker({ resume });
+  });

@@ -301,6 +301,15 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
     fn synchronize(&self) -> Result<()>;
+    /// Queue `launches` (kernels and copies on this device, in order) with each kernel timed by
+    /// the device's timestamp queries, and return a future of the nanoseconds per launch (0 for
+    /// a copy). `None` when the device has no timestamp queries: nothing was queued then.
+    fn launch_profiled(
+        &self,
+        _launches: &[Launch],
+    ) -> Result<Option<BoxFuture<'static, Result<Vec<u64>>>>> {
+        Ok(None)
+    }
     /// Prepare a captured step (kernels of this device, copies between its buffers) for replay,
     /// or `None` to have TinyJit replay it launch by launch.
     fn graph(&self, _launches: &[Launch]) -> Result<Option<Box<dyn Graph>>> {
@@ -380,6 +389,27 @@ pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
     // SAFETY: host backends run kernels synchronously; nothing else holds this memory now.
     unsafe { buf.host()?.as_mut_slice()[..data.len()].copy_from_slice(data) };
     Ok(())
+}
+
+/// The host's monotonic clock in nanoseconds (in the browser `performance.now()`, on a page or
+/// in a worker; its resolution may be coarsened to 0.1 ms there).
+pub fn host_clock_ns() -> u64 {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static T0: OnceLock<std::time::Instant> = OnceLock::new();
+        T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        use js_sys::{Array, Function, Reflect};
+        let perf = Reflect::get(&js_sys::global(), &"performance".into()).ok();
+        // A `now` that is not a function makes `apply` throw, which is an Err here.
+        let now = perf.as_ref().and_then(|p| {
+            let f = Function::from(Reflect::get(p, &"now".into()).ok()?);
+            Reflect::apply(&f, p, &Array::new()).ok()?.as_f64()
+        });
+        (now.unwrap_or_else(js_sys::Date::now) * 1e6) as u64
+    }
 }
 
 /// Drive a future to completion on this thread (native only; the browser awaits instead).

@@ -879,6 +879,79 @@ impl Backend for Wgpu {
         gpu.check()
     }
 
+    fn launch_profiled(
+        &self,
+        launches: &[Launch],
+    ) -> Result<Option<BoxFuture<'static, Result<Vec<u64>>>>> {
+        let gpu = self.gpu()?;
+        // Two timestamps per launch, in one query set (WebGPU allows 4096 queries per set).
+        let count = 2 * launches.len().max(1);
+        if !gpu.info.timestamps || count > 4096 {
+            return Ok(None);
+        }
+        let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: count as u32,
+        });
+        let bytes = 8 * count as u64;
+        let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("profile"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = gpu.staging(bytes);
+        // Bind groups first: a failure leaves nothing half-encoded.
+        let mut groups = vec![];
+        for l in launches {
+            groups.push(match l {
+                Launch::Kernel { prog, bufs, .. } => {
+                    let wp = program(prog)?;
+                    let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+                    Some((wp, gpu.bind_group(wp, &refs)?))
+                }
+                Launch::Copy { .. } => None,
+            });
+        }
+        {
+            let mut st = lock(&gpu.state);
+            gpu.submit(&mut st);
+            let enc = st.encoder(&gpu.device);
+            for (i, (l, g)) in launches.iter().zip(&groups).enumerate() {
+                match (l, g) {
+                    (_, Some((wp, bg))) => {
+                        let writes = wgpu::ComputePassTimestampWrites {
+                            query_set: &qs,
+                            beginning_of_pass_write_index: Some(2 * i as u32),
+                            end_of_pass_write_index: Some(2 * i as u32 + 1),
+                        };
+                        encode_dispatch(enc, wp, bg, Some(writes));
+                    }
+                    // Unwritten queries resolve to 0: a copy reads as 0 ns.
+                    (Launch::Copy { src, dst }, None) => encode_copy(enc, src, dst)?,
+                    (Launch::Kernel { .. }, None) => {}
+                }
+            }
+            enc.resolve_query_set(&qs, 0..count as u32, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+            gpu.submit(&mut st);
+        }
+        let n = launches.len();
+        Ok(Some(Box::pin(async move {
+            let gpu = global().gpu()?;
+            let raw = gpu.read_staging(staging, bytes as usize).await?;
+            let period = gpu.queue.get_timestamp_period() as f64;
+            let at = |i: usize| {
+                let b = raw.get(8 * i..8 * i + 8).and_then(|b| b.try_into().ok());
+                u64::from_le_bytes(b.unwrap_or_default())
+            };
+            Ok((0..n)
+                .map(|i| (at(2 * i + 1).saturating_sub(at(2 * i)) as f64 * period) as u64)
+                .collect())
+        })))
+    }
+
     fn graph(&self, launches: &[Launch]) -> Result<Option<Box<dyn Graph>>> {
         let gpu = self.gpu()?;
         let mut steps = Vec::with_capacity(launches.len());

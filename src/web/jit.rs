@@ -3,8 +3,8 @@
 
 use super::args::{arg, describe};
 use super::{fail, js_error_message, register, tensor_array, JsResult, OrFail};
-use crate::{Error, ErrorKind, Tensor, TinyJit};
-use js_sys::{Array, Function};
+use crate::{Error, ErrorKind, Tensor, Timer, TinyJit};
+use js_sys::{Array, Function, Object, Reflect};
 use std::cell::Cell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -82,6 +82,58 @@ impl TinyJitJs {
     /// Forget the capture: the next call runs, the one after captures again.
     pub fn reset(&mut self) {
         self.jit.reset();
+    }
+
+    /// The captured step's launches in order: `{ name, globalSize, localSize, source, bytes,
+    /// ops }` each (a copy is named "copy"); empty before capture.
+    #[wasm_bindgen(unchecked_return_type = "KernelInfo[]")]
+    pub fn kernels(&self) -> Array {
+        self.jit
+            .kernels()
+            .into_iter()
+            .map(|k| {
+                let o = Object::new();
+                for (key, v) in [
+                    ("name", JsValue::from(k.name.as_str())),
+                    ("globalSize", (k.global_size as f64).into()),
+                    ("localSize", (k.local_size as f64).into()),
+                    ("source", k.source.as_str().into()),
+                    ("bytes", (k.bytes as f64).into()),
+                    ("ops", (k.ops as f64).into()),
+                ] {
+                    let _ = Reflect::set(&o, &key.into(), &v);
+                }
+                JsValue::from(o)
+            })
+            .collect()
+    }
+
+    /// Replay the captured step once with each launch timed; resolves to `{ timer, ms }`:
+    /// `timer` is "timestamp-query" (the device's timestamps around each kernel) or "host"
+    /// (each launch alone, from its launch until a readback of its output completed: an upper
+    /// bound), `ms` the time per launch in `kernels()` order. Await it before the next call.
+    #[wasm_bindgen(unchecked_return_type = "Promise<KernelProfile>")]
+    pub fn profile(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
+    ) -> JsResult<js_sys::Promise> {
+        const OP: &str = "jit.profile";
+        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), OP, "inputs")?;
+        let ins = ins.unwrap_or_default();
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        let (_outputs, fut) = self.jit.replay_profiled(&refs).or_fail(OP)?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let (timer, ns) = fut.await.or_fail(OP)?;
+            let o = Object::new();
+            let timer = match timer {
+                Timer::Device => "timestamp-query",
+                Timer::Host => "host",
+            };
+            let ms: Array = ns.iter().map(|&n| JsValue::from(n as f64 / 1e6)).collect();
+            Reflect::set(&o, &"timer".into(), &timer.into())?;
+            Reflect::set(&o, &"ms".into(), &ms)?;
+            Ok(o.into())
+        }))
     }
 
     /// Launches replayed per call (0 before capture).

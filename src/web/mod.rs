@@ -81,6 +81,15 @@ export interface GlobalCounters {
   liveBuffers: number;
   liveBytes: number;
 }
+export interface KernelInfo {
+  name: string;
+  globalSize: number;
+  localSize: number;
+  source: string;
+  bytes: number;
+  ops: number;
+}
+export interface KernelProfile { timer: "timestamp-query" | "host"; ms: number[]; }
 export interface MnistData { xTrain: Tensor; yTrain: Tensor; xTest: Tensor; yTest: Tensor; }
 "#;
 

@@ -65,6 +65,12 @@ impl Optim {
         let name = self.name;
         self.inner.set_lr(lr).or_fail(&format!("{name}.lr"))
     }
+    /// The optimizer's device state: the learning-rate tensor first, then its momentum buffers
+    /// or moments (save them with the weights to resume training; `assign` to restore).
+    #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
+    pub fn state(&self) -> Array {
+        tensor_array(self.inner.state())
+    }
     #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
     pub fn params(&self) -> Array {
         tensor_array(self.inner.params().to_vec())

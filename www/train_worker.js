@@ -1,0 +1,436 @@
+// The demo's training worker: the whole engine runs here, off the page's main thread (www/demo.js
+// talks to it with messages). It trains a model on MNIST digits or Fashion-MNIST with a jitted
+// step, keeps every step's loss on the device (a ring the step itself shifts) and reads it back
+// asynchronously every `readEvery` steps, evaluates, predicts drawn digits, saves and loads
+// safetensors, checkpoints model + optimizer to IndexedDB, keeps the BEAM cache there, and
+// profiles the captured step's kernels.
+//
+// Messages in:  {type:"init", config, resume} {type:"start"} {type:"pause"} {type:"set", lr, steps}
+//               {type:"call", id, op, args}  (op: predict, strip, testImages, save, load, profile)
+// Messages out: {type:"ready"} {type:"metrics"} {type:"kernels"} {type:"status"} {type:"state"}
+//               {type:"checkpoint"} {type:"reply", id, result | error}
+
+import {
+  init, Tensor, nn, optim, datasets, jit, tidy, withContext, getParameters, getStateDict,
+  loadStateDict, safeSave, safeLoad, globalCounters, beamTune, beamCacheExport, beamCacheImport,
+} from "../js/wgrad.js";
+import * as store from "./store.js";
+
+const post = (m, transfer) => self.postMessage(m, transfer ?? []);
+const status = (text) => post({ type: "status", text });
+const nextTask = () => new Promise((r) => setTimeout(r, 0));
+
+let S = null; // the session: engine, data, model, optimizer, step function, history
+let running = false;
+let loopDone = Promise.resolve();
+
+const DATA = { digits: "../data/mnist/", fashion: "../data/fashion-mnist/" };
+const EVAL_N = 500; // test images per accuracy point (a fixed slice of the test set)
+
+/** The models: the tinygrad tutorial's CNN, and a small MLP (fast on a software adapter). */
+function makeModel(kind) {
+  if (kind === "mlp") {
+    const l1 = new nn.Linear(784, 128), l2 = new nn.Linear(128, 10);
+    const layers = { l1, l2 };
+    // Pixels come in 0..255 as [N, 1, 28, 28].
+    const forward = (x) => l2.forward(l1.forward(x.flatten(1).div(255)).relu());
+    return { layers, forward };
+  }
+  const l1 = new nn.Conv2d(1, 32, 3), l2 = new nn.Conv2d(32, 64, 3), l3 = new nn.Linear(1600, 10);
+  const layers = { l1, l2, l3 };
+  const forward = (x) =>
+    l3.forward(l2.forward(l1.forward(x.div(255)).relu().maxPool2d(2)).relu().maxPool2d(2).flatten(1).dropout(0.5));
+  return { layers, forward };
+}
+
+function makeOptim(name, params, lr) {
+  switch (name) {
+    case "sgd": return new optim.SGD(params, { lr, momentum: 0.9 });
+    case "muon": return new optim.Muon(params, { lr });
+    case "adamw": return new optim.AdamW(params, { lr, weightDecay: 0.01 });
+    default: return new optim.Adam(params, { lr });
+  }
+}
+
+/** The checkpoint's tensors: the model's state dict plus the optimizer's state as optim.N. */
+function checkpointState() {
+  const state = getStateDict(S.model.layers);
+  S.opt.state().forEach((t, i) => (state[`optim.${i}`] = t));
+  return state;
+}
+
+/** Shapes and dtypes of `state` must match `own` exactly before anything is assigned. */
+function checkMatches(own, state, what) {
+  const names = Object.keys(own);
+  const missing = names.filter((k) => !(k in state));
+  const extra = Object.keys(state).filter((k) => !(k in own));
+  if (missing.length) throw new Error(`${what}: missing ${missing.join(", ")}`);
+  if (extra.length) throw new Error(`${what}: unexpected tensors ${extra.join(", ")}`);
+  for (const k of names) {
+    const a = own[k], b = state[k];
+    if (a.dtype !== b.dtype || a.shape.join() !== b.shape.join()) {
+      throw new Error(`${what}: ${k} is [${b.shape}] ${b.dtype}, the model has [${a.shape}] ${a.dtype}`);
+    }
+  }
+}
+
+/** Parse safetensors bytes and check them against `own`; returns the loaded tensors. */
+function parseState(bytes, own, what) {
+  let state;
+  try {
+    state = safeLoad(bytes);
+  } catch (e) {
+    throw new Error(`${what}: not a readable safetensors file (${e.message})`);
+  }
+  try {
+    checkMatches(own, state, what);
+  } catch (e) {
+    Object.values(state).forEach((t) => t.dispose());
+    throw e;
+  }
+  return state;
+}
+
+function assignAll(own, state) {
+  const written = Object.keys(own).map((k) => own[k].assign(state[k]));
+  Tensor.realizeAll(written);
+  Object.values(state).forEach((t) => t.dispose());
+}
+
+async function setup(config, resume) {
+  const t0 = performance.now();
+  let beamImported = 0;
+  status("starting the engine…");
+  const want = config.device === "auto" ? {} : { device: config.device };
+  const info = await init(want);
+  let notice = null;
+  if (info.device === "cpu") {
+    notice = config.device === "cpu"
+      ? "Running on the CPU interpreter (chosen). It is slow: use the MLP and small batches."
+      : "WebGPU is not available in this browser: running on the CPU interpreter (slow).";
+  }
+  if (config.beam > 0) {
+    const cached = await store.get("beam").catch(() => null);
+    if (typeof cached === "string") {
+      const n = beamCacheImport(cached);
+      status(`BEAM cache: ${n} tuned kernels from IndexedDB`);
+      beamImported = n;
+    }
+  }
+  status(`loading ${config.dataset === "fashion" ? "Fashion-MNIST" : "MNIST digits"}…`);
+  const data = await datasets.mnist({ baseUrl: DATA[config.dataset] ?? DATA.digits });
+  Tensor.manualSeed(config.seed);
+  const model = makeModel(config.model);
+  const opt = makeOptim(config.optimizer, getParameters(model.layers), config.lr);
+  const nTrain = data.xTrain.shape[0];
+  const R = config.readEvery;
+  // The loss ring: each step shifts it left by one and writes its loss last, on the device.
+  const ring = new Tensor(new Float32Array(R), [R]).realize();
+  const nEval = Math.min(EVAL_N, data.xTest.shape[0]);
+  const xEval = data.xTest.slice(0, 0, nEval).cast("float32").realize();
+  const yEval = data.yTest.slice(0, 0, nEval).realize();
+  S = {
+    config, info, notice, data, model, opt, ring, nTrain, xEval, yEval, step: 0, losses: [],
+    accuracies: [], kernels: null, profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
+  };
+  S.trainStep = makeStep();
+  if (resume) {
+    const ck = await store.get("checkpoint").catch(() => null);
+    if (ck && sameRun(ck.config, config)) {
+      try {
+        assignAll(checkpointState(), parseState(ck.bytes, checkpointState(), "checkpoint"));
+        S.step = ck.step;
+        S.losses = ck.losses ?? [];
+        S.accuracies = ck.accuracies ?? [];
+        S.lastCheckpoint = ck.step;
+        status(`resumed from the checkpoint at step ${ck.step}`);
+      } catch (e) {
+        status(`the checkpoint could not be used (${e.message}); starting fresh`);
+      }
+    }
+  }
+  post({
+    type: "ready", device: info.device, adapter: info.adapter, notice, step: S.step,
+    losses: S.losses, accuracies: S.accuracies, nTrain, nTest: data.xTest.shape[0],
+    seconds: (performance.now() - t0) / 1000,
+  });
+  sendMetrics({});
+}
+
+/** A checkpoint applies to the same dataset, model, optimizer and batch. */
+const sameRun = (a, b) => a && ["dataset", "model", "optimizer", "bs", "readEvery"].every((k) => a[k] === b[k]);
+
+function makeStep() {
+  const { config, data, model, opt, ring, nTrain } = S;
+  const R = config.readEvery, BS = config.bs;
+  const ctx = config.beam > 0 ? { TRAINING: 1, BEAM: config.beam } : { TRAINING: 1 };
+  // Call 1 runs this function, call 2 captures its kernels, later calls replay them.
+  return jit(() => withContext(ctx, () => {
+    const s = Tensor.randint([BS], 0, nTrain);
+    const x = data.xTrain.index(s).cast("float32"), y = data.yTrain.index(s);
+    opt.zeroGrad();
+    const loss = model.forward(x).sparseCategoricalCrossentropy(y);
+    loss.backward();
+    const update = opt.scheduleStep();
+    // Materialized first: the ring is read shifted, so it must not be written while read.
+    const shifted = Tensor.cat([ring.slice(0, 1, R), loss.reshape([1])]).contiguous();
+    Tensor.realizeAll([loss, ...update, ring.assign(shifted)]);
+    return loss;
+  }));
+}
+
+/** Queue one replayed step (nothing is read back). */
+function queueStep() {
+  const l = tidy(() => S.trainStep());
+  l.dispose();
+  S.step++;
+}
+
+/** Test accuracy on the fixed evaluation slice, as a tensor (read it back later). */
+function accuracyTensor() {
+  return tidy(() => withContext({ NO_GRAD: 1 }, () => {
+    let hits = null;
+    for (let i = 0; i < S.xEval.shape[0]; i += 250) {
+      const end = Math.min(i + 250, S.xEval.shape[0]);
+      const h = S.model.forward(S.xEval.slice(0, i, end)).argmax(1).eq(S.yEval.slice(0, i, end)).sum();
+      hits = hits ? hits.add(h) : h;
+    }
+    return hits.realize();
+  }));
+}
+
+let lastMetricsAt = 0;
+function sendMetrics(extra) {
+  const c = globalCounters();
+  post({
+    type: "metrics", step: S.step, ...extra, liveTensors: c.liveTensors, liveBytes: c.liveBytes,
+    liveBuffers: c.liveBuffers,
+  });
+  lastMetricsAt = performance.now();
+}
+
+async function checkpoint() {
+  const bytes = await safeSave(checkpointState());
+  const c = S.config;
+  await store.put("checkpoint", {
+    config: c, step: S.step, losses: S.losses, accuracies: S.accuracies, bytes, savedAt: Date.now(),
+  });
+  S.lastCheckpoint = S.step;
+  post({ type: "checkpoint", step: S.step });
+}
+
+/** BEAM: search the kernels the first (eager) run queued, cache them, capture again. */
+async function beamSearch() {
+  status(`BEAM=${S.config.beam}: searching kernels on this device…`);
+  const t0 = performance.now();
+  const n = await beamTune();
+  const json = beamCacheExport();
+  await store.put("beam", json).catch(() => {});
+  S.trainStep.reset();
+  S.beamDone = true;
+  post({ type: "beam", searched: n, seconds: (performance.now() - t0) / 1000, imported: S.beamImported ?? 0 });
+  status(`BEAM=${S.config.beam}: ${n} kernels searched in ${((performance.now() - t0) / 1000).toFixed(1)} s ` +
+    `(${n === 0 ? "all from the cache" : "cached in IndexedDB"})`);
+}
+
+/** Profile one replay of the captured step (it trains, so it counts as a step). */
+async function profile() {
+  if (!(S.trainStep.launches > 0)) throw new Error("profile: the step is not captured yet (train 3 steps first)");
+  const kernels = S.trainStep.kernels();
+  const p = await S.trainStep.profile();
+  S.step++;
+  const v = await S.ring.data();
+  S.losses.push(v[v.length - 1]);
+  S.kernels = kernels.map((k, i) => ({ ...k, ms: p.ms[i] }));
+  post({ type: "kernels", step: S.step, timer: p.timer, kernels: S.kernels });
+  return { timer: p.timer, kernels: S.kernels };
+}
+
+async function train() {
+  const { config } = S;
+  const R = config.readEvery;
+  const pending = [];
+  speedBase = null;
+  status("training");
+  post({ type: "state", running: true });
+  while (running && S.step < config.steps) {
+    if (config.beam > 0 && !S.beamDone && S.step > 0 && S.trainStep.launches === 0) await beamSearch();
+    const first = S.step;
+    if (config.metrics === "sync") {
+      // The old way, for comparison: read every step's loss before queueing the next.
+      const l = tidy(() => S.trainStep());
+      const v = await l.item();
+      l.dispose();
+      S.step++;
+      S.losses.push(v);
+      done(S.step);
+    } else {
+      const n = Math.min(R, config.steps - S.step, S.step < 2 ? 1 : R);
+      for (let k = 0; k < n; k++) queueStep();
+      // A copy of the ring, taken now in queue order; read back while later steps run.
+      const snap = tidy(() => S.ring.contiguous().realize());
+      pending.push(snap.data().then((v) => {
+        snap.dispose();
+        for (let k = 0; k < n; k++) S.losses[first + k] = v[R - n + k];
+        done(first + n);
+      }));
+      // Keep one chunk queued ahead of the one being read.
+      if (pending.length > 1) await pending.shift();
+      else await nextTask();
+    }
+    const now = performance.now();
+    if (!S.warm && S.step >= 10 && (S.profiled || config.metrics === "sync")) S.warm = { t: now, step: S.step };
+    let acc = null;
+    if (config.evalEvery > 0 && Math.floor(S.step / config.evalEvery) > Math.floor(first / config.evalEvery)) {
+      const hits = accuracyTensor();
+      const at = S.step;
+      pending.push(hits.data().then((v) => {
+        hits.dispose();
+        acc = { step: at, acc: (100 * v[0]) / S.xEval.shape[0] };
+        S.accuracies.push(acc);
+      }));
+    }
+    if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync" && S.step < config.steps) {
+      await Promise.all(pending.splice(0));
+      S.profiled = true;
+      const p = await profile().catch((e) => status(`kernel profile failed: ${e.message}`));
+      S.onProfiled?.(p);
+      S.onProfiled = null;
+      speedBase = null;
+    }
+    if (config.ckptEvery > 0 && S.step - S.lastCheckpoint >= config.ckptEvery) {
+      // Drained first, so the saved weights and losses are those of one step.
+      await Promise.all(pending.splice(0));
+      await checkpoint().catch((e) => status(`checkpoint failed: ${e.message}`));
+      speedBase = null;
+    }
+    sendMetrics({ speed: speedSince(), newLosses: lossesSince(), accuracies: S.accuracies });
+  }
+  await Promise.all(pending);
+  const end = performance.now();
+  // Paused or done: checkpoint where it stopped, so a reload resumes exactly here.
+  if (config.ckptEvery > 0 && S.step > S.lastCheckpoint) {
+    await checkpoint().catch((e) => status(`checkpoint failed: ${e.message}`));
+  }
+  sendMetrics({ newLosses: lossesSince(), accuracies: S.accuracies });
+  running = false;
+  // ms/step over this run's steps after the 10th (capture, profile and first compiles excluded).
+  const timed = S.warm ? { msPerStep: (end - S.warm.t) / (S.step - S.warm.step), steps: S.step - S.warm.step } : null;
+  S.warm = null;
+  post({ type: "state", running: false, done: S.step >= config.steps, timed });
+  status(S.step >= config.steps ? `done: ${S.step} steps` : `paused at step ${S.step}`);
+}
+
+// Throughput, from when steps' losses arrive (that is when the device finished them): a point
+// per `readEvery` steps. Pauses for checkpoints and profiling reset the baseline.
+let speedBase = null, speedPoints = [];
+function done(step) {
+  const t = performance.now();
+  if (!speedBase) speedBase = { t, step };
+  else if (step - speedBase.step >= S.config.readEvery) {
+    speedPoints.push([step, (t - speedBase.t) / (step - speedBase.step)]);
+    speedBase = { t, step };
+  }
+}
+function speedSince() {
+  const out = speedPoints;
+  speedPoints = [];
+  return out;
+}
+
+// The losses the page has not seen yet (it keeps its own copy for the chart).
+let sentLosses = 0;
+function lossesSince() {
+  let end = sentLosses;
+  while (end < S.losses.length && S.losses[end] !== undefined) end++;
+  const out = { from: sentLosses, values: S.losses.slice(sentLosses, end) };
+  sentLosses = end;
+  return out;
+}
+
+const ops = {
+  async predict(pixels) {
+    if (!(pixels?.length === 784)) throw new Error("predict: expected 784 pixel values (0..255)");
+    const x = new Tensor(Float32Array.from(pixels), [1, 1, 28, 28]);
+    const p = tidy(() => withContext({ NO_GRAD: 1 }, () => S.model.forward(x).softmax(1)));
+    x.dispose();
+    const v = await p.data();
+    p.dispose();
+    return Array.from(v);
+  },
+  /** `n` test images from `start` (pixels 0..255 and labels). */
+  async testImages(n, start = 0) {
+    const total = S.data.xTest.shape[0];
+    n = Math.max(1, Math.min(n | 0, 64));
+    start = Math.max(0, Math.min(start | 0, total - n));
+    const [xs, ys] = tidy(() => [S.data.xTest.slice(0, start, start + n), S.data.yTest.slice(0, start, start + n)]);
+    const [pix, lab] = await Promise.all([xs.data(), ys.data()]);
+    xs.dispose();
+    ys.dispose();
+    return { pixels: Array.from(pix), labels: Array.from(lab), start };
+  },
+  /** A strip of random test images with the model's predictions. */
+  async strip(n) {
+    const total = S.data.xTest.shape[0];
+    const idx = Int32Array.from({ length: n }, () => Math.floor(Math.random() * total));
+    const [xs, ys, pred] = tidy(() => withContext({ NO_GRAD: 1 }, () => {
+      const i = new Tensor(idx, [n], "int32");
+      const x = S.data.xTest.index(i), y = S.data.yTest.index(i);
+      return [x, y, S.model.forward(x.cast("float32")).argmax(1)];
+    }));
+    const [pix, lab, pr] = await Promise.all([xs.data(), ys.data(), pred.data()]);
+    [xs, ys, pred].forEach((t) => t.dispose());
+    return { pixels: pix, labels: Array.from(lab), preds: Array.from(pr) };
+  },
+  async save() {
+    const bytes = await safeSave(getStateDict(S.model.layers));
+    return bytes;
+  },
+  async load(bytes) {
+    const own = getStateDict(S.model.layers);
+    const state = parseState(bytes, own, "load");
+    assignAll(own, state);
+    return { tensors: Object.keys(own).length };
+  },
+  // While training, the loop profiles at its next chunk boundary (it owns the ring and the step).
+  profile: () => (running ? new Promise((ok) => { S.profiled = false; S.onProfiled = ok; }) : profile()),
+  info: () => ({ step: S.step, kernels: S.kernels, launches: S.trainStep.launches }),
+};
+
+self.onmessage = async (ev) => {
+  const m = ev.data;
+  try {
+    if (m.type === "init") {
+      await setup(m.config, m.resume);
+    } else if (m.type === "start") {
+      if (!running && S) {
+        running = true;
+        loopDone = train().catch((e) => {
+          running = false;
+          post({ type: "state", running: false, error: String(e?.message ?? e) });
+          status(`training stopped: ${e?.message ?? e}`);
+        });
+      }
+    } else if (m.type === "pause") {
+      running = false;
+      await loopDone;
+    } else if (m.type === "set") {
+      if (m.lr !== undefined && S) {
+        S.opt.lr = m.lr;
+        S.config.lr = m.lr;
+      }
+      if (m.steps !== undefined && S) S.config.steps = m.steps;
+    } else if (m.type === "call") {
+      if (!S) throw new Error(`${m.op}: the engine is not ready yet`);
+      const f = ops[m.op];
+      if (!f) throw new Error(`unknown op ${m.op}`);
+      // Wait for the queued chunk rather than interleave with a capture.
+      const result = await f(...(m.args ?? []));
+      post({ type: "reply", id: m.id, result });
+    }
+  } catch (e) {
+    const error = String(e?.message ?? e);
+    if (m.type === "call") post({ type: "reply", id: m.id, error });
+    else post({ type: "error", error });
+  }
+};
