@@ -230,7 +230,11 @@ impl Backend for Cpu {
             for t in 1..threads {
                 let (lo, hi) = ((t * chunk).min(n), ((t + 1) * chunk).min(n));
                 // SAFETY: as above; each thread writes a disjoint range of output elements.
-                s.spawn(move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) });
+                let job = move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) };
+                // A thread the system cannot create (out of memory) runs its share here.
+                if std::thread::Builder::new().spawn_scoped(s, job).is_err() {
+                    job();
+                }
             }
             // SAFETY: as above.
             unsafe { f(ptrs.0.as_ptr(), 0, chunk.min(n) as i32) };

@@ -641,6 +641,20 @@ impl Backend for Wgpu {
         }
     }
 
+    fn max_buffer_bytes(&self) -> usize {
+        match &self.gpu {
+            Ok(g) => {
+                let max = g
+                    .limits
+                    .max_storage_buffer_binding_size
+                    .min(g.limits.max_buffer_size);
+                // Buffers are rounded up to whole 16-byte units (`storage_size`).
+                usize::try_from(max / 16 * 16).unwrap_or(usize::MAX)
+            }
+            Err(_) => usize::MAX,
+        }
+    }
+
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
         let gpu = self.gpu()?;
         let size = storage_size(bytes);
