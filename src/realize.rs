@@ -452,6 +452,12 @@ pub fn run_launch(l: &Launch) -> Result<()> {
     }
 }
 
+/// A buffer's bytes, read now (natively this waits; in the browser only host memory is ready
+/// at once).
+pub fn read_now(buf: &Buffer) -> Result<Vec<u8>> {
+    ready_now(buf.device.backend().copy_out(buf))
+}
+
 /// Copy the contents of one buffer into another (possibly on another device).
 pub fn copy(src: &Buffer, dst: &Buffer) -> Result<()> {
     let data = ready_now(src.device.backend().copy_out(src))?;
