@@ -344,3 +344,34 @@ fn verify_reports_a_pending_update_of_a_tensor_captured_from_outside() {
         });
     }
 }
+
+/// A step that updates its input and an outside tensor in place: verified replays leave both
+/// with the values of plain replays (the eager run works on copies of the inputs, and the
+/// replay's writes are put back).
+#[test]
+fn verified_replays_keep_in_place_updates_of_inputs() {
+    for dev in common::devices() {
+        let run = |verify: u32| -> Vec<Vec<f32>> {
+            Context::new().dev(dev).jit_verify(verify).run(|| {
+                let w = ones(1.0);
+                let mut f = TinyJit::new(|xs: &[Tensor]| {
+                    xs[0].assign(&xs[0].mul(2.0)?.add(&w)?)?;
+                    w.assign(&w.add(1.0)?)?;
+                    let s = xs[0].sum((), false)?;
+                    Tensor::realize_all(&[&xs[0], &w, &s])?;
+                    Ok(vec![s])
+                });
+                let x = ones(0.5);
+                let mut seen = vec![];
+                for _ in 0..5 {
+                    let s = f.call(&[&x]).unwrap().remove(0);
+                    seen.push(vec![values(&x)[0], values(&w)[0], s.item::<f32>().unwrap()]);
+                }
+                seen
+            })
+        };
+        let plain = run(0);
+        assert_eq!(plain[4], vec![73.0, 6.0, 292.0], "{dev}");
+        assert_eq!(run(1), plain, "{dev}");
+    }
+}
