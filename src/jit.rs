@@ -257,7 +257,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             if n > 0 && self.replays % n == 0 {
                 return self.verified_replay(&inputs, &bufs);
             }
-            let c = self.captured.as_ref().expect("checked above");
+        }
+        if let Some(c) = &self.captured {
             return self.replay(c, &inputs, &bufs);
         }
         self.calls += 1;
