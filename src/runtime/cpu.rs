@@ -49,6 +49,11 @@ const FLAGS: &[&str] = &[
     "-shared",
     "-fno-math-errno",
     "-fno-trapping-math",
+    // GCC contracts `a * b + c` into an FMA by default (GNU C). The interpreter and WGSL round
+    // the product first, and a value a kernel recomputes in two places can then differ from
+    // itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for [0.5, 0.5] (x³ - max(x³), contracted,
+    // is x³'s rounding error, about 6e4, not 0). Found by tests/differential.rs.
+    "-ffp-contract=off",
 ];
 
 /// Flags for kernels that sum floats. The loop vectorizer turns such a sum into an in-order
