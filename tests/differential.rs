@@ -326,7 +326,7 @@ fn apply(x: &Tensor, step: &Step, ins: &[Tensor], side: &mut Vec<Tensor>) -> wgr
         Step::Where(i, axis) => ins[*i].gt(0.0)?.where_(x, &x.flip(&[*axis as isize])?)?,
         Step::Assign(i) => {
             let acc = &ins[*i];
-            acc.assign(&acc.mul(0.5)?.add(&x.detach())?)?;
+            acc.assign(&acc.mul(0.5)?.add(x.detach())?)?;
             side.push(acc.clone());
             x.clone()
         }
