@@ -256,18 +256,22 @@ pub fn load_state_dict(
 
 // ---- snapshots ------------------------------------------------------------------------------
 
+#[cfg(not(target_arch = "wasm32"))]
 /// A checkpoint in host memory: a model's state dict and an optimizer's state (learning rate,
 /// moments, step counters) as safetensors bytes. It outlives the device the tensors were on:
 /// after a device loss, make the model and optimizer again (on any device) and `restore`.
 /// Take one every few steps with `Snapshots`; `bytes()` can be written to disk as well.
+/// Native only: it reads the tensors back synchronously.
 pub struct Snapshot {
     /// The training step it was taken after.
     pub step: u64,
     bytes: Vec<u8>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 const OPT_PREFIX: &str = "optimizer.";
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Snapshot {
     /// Read back `model`'s state dict and `opt`'s state now.
     pub fn take(
@@ -330,12 +334,14 @@ impl Snapshot {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Snapshots every `n` steps, keeping the last.
 pub struct Snapshots {
     every: u64,
     last: Option<Snapshot>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Snapshots {
     pub fn every(n: u64) -> Snapshots {
         Snapshots {
