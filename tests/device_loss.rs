@@ -53,7 +53,7 @@ fn step(m: &Mlp, opt: &mut Adam, x: &Tensor, y: &Tensor) -> Result<Tensor> {
 
 fn data() -> (Tensor, Tensor) {
     let x = Tensor::from_vec(values(32 * 16, 5), &[32, 16]).unwrap();
-    let y = Tensor::from_vec((0..32).map(|i| (i * 3 % 10) as i32).collect(), &[32]).unwrap();
+    let y = Tensor::from_vec((0..32).map(|i: i32| i * 3 % 10).collect(), &[32]).unwrap();
     (x.realize().unwrap(), y.realize().unwrap())
 }
 
