@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full test suite: formatting, lints, the wasm32 builds, and every test on every backend
 # present (WGRAD_REQUIRE=wgpu,cpu,nvrtc makes a missing backend a failure instead of a skip;
-# CUDA runs where a GPU is). Then the browser tests (scripts/test_web.sh; WGRAD_SKIP_WEB=1 skips
-# them). Installs what it needs first (scripts/setup.sh, scripts/setup_nvrtc.sh: NVRTC into
+# CUDA runs where a GPU is), a bounded run of the parsers' fuzz targets (scripts/fuzz.sh:
+# nightly and cargo-fuzz, installed if missing). Then the browser tests (scripts/test_web.sh;
+# WGRAD_SKIP_WEB=1 skips them). Installs what it needs first (scripts/setup.sh, scripts/setup_nvrtc.sh: NVRTC into
 # .nvrtc/, so every CUDA kernel is compiled without a GPU; scripts/setup_web.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ cargo clippy --target wasm32-unknown-unknown --no-default-features --features wg
 echo "== cargo test"
 bash scripts/data.sh
 cargo test
+if [ "${WGRAD_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz: the parsers, 10 s per target (scripts/fuzz.sh; WGRAD_SKIP_FUZZ=1 skips it)"
+  bash scripts/fuzz.sh 10
+fi
 if [ "${WGRAD_SKIP_WEB:-0}" != 1 ]; then
   echo "== browser: wasm-bindgen tests in headless Chromium, npm package loaded by a page"
   bash scripts/test_web.sh

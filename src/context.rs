@@ -19,6 +19,7 @@ struct Frame {
     max_buffers: Option<usize>,
     opt_target: Option<OptTarget>,
     beam: Option<u32>,
+    jit_verify: Option<u32>,
 }
 
 /// What the kernel optimizer shapes kernels for. Each device has its own default; `OPT_TARGET`
@@ -111,6 +112,12 @@ impl Context {
         self.frame.beam = Some(n);
         self
     }
+    /// Verify TinyJit replays: every `n`th replay also runs the function eagerly and compares
+    /// (0 turns it off); like `JIT_VERIFY=n`.
+    pub fn jit_verify(mut self, n: u32) -> Self {
+        self.frame.jit_verify = Some(n);
+        self
+    }
     /// Run `f` with these settings in force on this thread.
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         struct Pop;
@@ -166,6 +173,14 @@ pub fn training() -> bool {
 pub fn beam() -> u32 {
     static ENV: OnceLock<u32> = OnceLock::new();
     lookup(|f| f.beam).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("BEAM").unwrap_or(0)))
+}
+
+/// How often a TinyJit replay is verified against an eager run (`Context::jit_verify`, else
+/// `JIT_VERIFY`): every `n`th replay; 0 is off.
+pub fn jit_verify() -> u32 {
+    static ENV: OnceLock<u32> = OnceLock::new();
+    lookup(|f| f.jit_verify)
+        .unwrap_or_else(|| *ENV.get_or_init(|| env_u32("JIT_VERIFY").unwrap_or(0)))
 }
 
 /// `IGNORE_BEAM_CACHE=1`: search again instead of reusing cached choices.

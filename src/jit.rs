@@ -3,15 +3,23 @@
 //! function is not run at all: the inputs' buffers are swapped into the recorded launches and
 //! the list is replayed (on the CPU: a flat list of function calls). Intermediates are
 //! memory-planned into shared buffers (`memory.rs`). `JIT=0` turns it off.
+//!
+//! `JIT_VERIFY=n` (or `Context::jit_verify`) checks every `n`th replay: the buffers the step
+//! writes are saved, the replay runs, they are put back, and the function runs eagerly on copies
+//! of the inputs while its launches are recorded. A launch that runs another kernel or binds
+//! another outside buffer than the capture did, or an output or updated buffer whose bytes
+//! differ, is an error naming it. A replay cannot see what changed outside its buffers (a host
+//! number baked into a kernel, a tensor the function reads that was replaced): this finds them.
 
 use crate::context::debug;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
+use crate::realize::read_now;
 use crate::realize::{capturing, end_capture, run_launch, start_capture};
 use crate::runtime::{Buffer, Device, Graph, Launch};
 use crate::tensor::Tensor;
 use crate::uop::UOp;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +37,9 @@ struct Captured {
     outputs: Vec<(Arc<Buffer>, Spec)>,
     plan: crate::memory::PlanStats,
     graph: Option<GraphReplay>,
+    /// Buffers the launches bind that existed before the capture (parameters, optimizer state,
+    /// the random counter, tensors the function read from outside): a replay binds exactly these.
+    external: HashSet<usize>,
 }
 
 /// The step as a backend graph (one submit on WebGPU). The graph binds private copies of the
@@ -174,11 +185,73 @@ fn input_buffers(inputs: &[Tensor]) -> Result<Vec<Arc<Buffer>>> {
     Ok(bufs)
 }
 
+fn key(b: &Arc<Buffer>) -> usize {
+    Arc::as_ptr(b) as usize
+}
+
+/// What a launch argument binds, to compare an eager run's launches with the capture's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    Input(usize),
+    /// Allocated by the step itself (an intermediate, an output, a gradient).
+    Internal,
+    /// A buffer from before the step, by identity.
+    External(usize),
+}
+
+fn role_name(r: Role) -> String {
+    match r {
+        Role::Input(i) => format!("input {i}"),
+        Role::Internal => "a buffer the step allocates".into(),
+        Role::External(_) => "a tensor from outside the function".into(),
+    }
+}
+
+/// The argument a launch writes (a kernel's output is argument 0, a copy's destination 1).
+fn written_arg(l: &Launch) -> usize {
+    match l {
+        Launch::Kernel { .. } => 0,
+        Launch::Copy { .. } => 1,
+    }
+}
+
+fn launch_name(l: &Launch) -> String {
+    match l {
+        Launch::Kernel { prog, .. } => format!("kernel {}", prog.name),
+        Launch::Copy { src, dst } => format!("a copy {} -> {}", src.device, dst.device),
+    }
+}
+
+/// Where two buffers' bytes first differ (as 32-bit elements when the size allows), or `None`.
+fn first_difference(replay: &[u8], eager: &[u8]) -> Option<String> {
+    if replay.len() != eager.len() {
+        return Some(format!("{} bytes against {}", replay.len(), eager.len()));
+    }
+    let w = if replay.len() % 4 == 0 { 4 } else { 1 };
+    let pairs = || replay.chunks(w).zip(eager.chunks(w));
+    let i = pairs().position(|(a, b)| a != b)?;
+    let differ = pairs().filter(|(a, b)| a != b).count();
+    let show = |c: &[u8]| match c {
+        [a, b, c, d] => {
+            let bits = u32::from_le_bytes([*a, *b, *c, *d]);
+            format!("{} (bits 0x{bits:08x})", f32::from_bits(bits))
+        }
+        _ => format!("byte {}", c[0]),
+    };
+    Some(format!(
+        "{differ} of {} elements differ, the first at element {i}: replay {}, eager {}",
+        replay.len() / w,
+        show(&replay[i * w..][..w]),
+        show(&eager[i * w..][..w])
+    ))
+}
+
 /// A function captured once and replayed afterwards (see the module docs).
 pub struct TinyJit<F> {
     f: F,
     calls: usize,
     captured: Option<Captured>,
+    replays: u64,
 }
 
 fn enabled() -> bool {
@@ -201,6 +274,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             f,
             calls: 0,
             captured: None,
+            replays: 0,
         }
     }
 
@@ -208,6 +282,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
     pub fn reset(&mut self) {
         self.calls = 0;
         self.captured = None;
+        self.replays = 0;
     }
 
     /// Kernels and copies replayed per call (0 before capture).
@@ -318,6 +393,13 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         if !enabled() {
             return self.run(&inputs);
         }
+        if self.captured.is_some() {
+            self.replays += 1;
+            let n = crate::context::jit_verify() as u64;
+            if n > 0 && self.replays % n == 0 {
+                return self.verified_replay(&inputs, &bufs);
+            }
+        }
         if let Some(c) = &self.captured {
             return self.replay(c, &inputs, &bufs);
         }
@@ -338,6 +420,12 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             );
         }
         let mut launches = rec.launches;
+        let allocated: HashSet<usize> = rec.allocated.iter().map(key).collect();
+        let external: HashSet<usize> = launches
+            .iter()
+            .flat_map(|l| l.buffers().into_iter().map(key))
+            .filter(|k| !allocated.contains(k))
+            .collect();
         let outputs: Vec<(Arc<Buffer>, Spec)> = out
             .iter()
             .map(|t| t.node().buffer().map(|b| (b, spec(t))))
@@ -397,6 +485,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             inputs: inputs.iter().map(spec).collect(),
             outputs,
             plan,
+            external,
         });
         Ok(out)
     }
@@ -465,6 +554,194 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             run_launch(l)?;
         }
         Ok(self.outputs(c))
+    }
+
+    fn verified_replay(&mut self, inputs: &[Tensor], bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
+        let Some(c) = self.captured.take() else {
+            bail!(Jit, "TinyJit: nothing captured to verify");
+        };
+        let r = self.verify_with(&c, inputs, bufs);
+        self.captured = Some(c);
+        r
+    }
+
+    /// Replay, put back what it wrote, run the function eagerly (recorded) on copies of the
+    /// inputs, and compare launches, updated buffers and outputs. On success the replay's
+    /// writes are kept; on an error the eager run's are.
+    fn verify_with(
+        &mut self,
+        c: &Captured,
+        inputs: &[Tensor],
+        bufs: &[Arc<Buffer>],
+    ) -> Result<Vec<Tensor>> {
+        // A browser reads WebGPU buffers back only after returning to the event loop.
+        #[cfg(target_arch = "wasm32")]
+        if c.launches
+            .iter()
+            .any(|l| l.buffers().iter().any(|b| b.device != Device::Interp))
+        {
+            bail!(
+                Jit,
+                "JIT_VERIFY: in the browser only steps on the cpu device can be verified \
+                 (WebGPU reads back asynchronously); run them under withContext({{ DEVICE: \"cpu\" }})"
+            );
+        }
+        let slot_input: HashMap<(usize, usize), usize> = c
+            .input_slots
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.iter().map(move |&p| (p, i)))
+            .collect();
+        let captured_role = |li: usize, ai: usize, b: &Arc<Buffer>| match slot_input.get(&(li, ai))
+        {
+            Some(&i) => Role::Input(i),
+            None if c.external.contains(&key(b)) => Role::External(key(b)),
+            None => Role::Internal,
+        };
+        // What the step writes that outlives it (inputs and outside buffers), each once, named
+        // by its first writer.
+        let mut written: Vec<(Arc<Buffer>, Role, String)> = vec![];
+        let mut seen = HashSet::new();
+        for (li, l) in c.launches.iter().enumerate() {
+            let ai = written_arg(l);
+            let b = l.buffers()[ai];
+            let (b, role) = match captured_role(li, ai, b) {
+                Role::Input(i) => (bufs[i].clone(), Role::Input(i)),
+                Role::Internal => continue,
+                r => (b.clone(), r),
+            };
+            if seen.insert(key(&b)) {
+                written.push((b, role, format!("launch {li} ({})", launch_name(l))));
+            }
+        }
+        let read_all = |bs: &mut dyn Iterator<Item = &Arc<Buffer>>| -> Result<Vec<Vec<u8>>> {
+            bs.map(|b| read_now(b)).collect()
+        };
+        let restore = |data: &[Vec<u8>]| -> Result<()> {
+            for ((b, ..), d) in written.iter().zip(data) {
+                b.device.backend().copy_in(b, d)?;
+            }
+            Ok(())
+        };
+        let before = read_all(&mut written.iter().map(|w| &w.0))?;
+        let out = self.replay(c, inputs, bufs)?;
+        let replayed = read_all(&mut written.iter().map(|w| &w.0))?;
+        let replayed_out = read_all(&mut c.outputs.iter().map(|o| &o.0))?;
+        restore(&before)?;
+        let copies: Vec<Tensor> = inputs
+            .iter()
+            .zip(bufs)
+            .map(|(t, b)| {
+                let nb = Arc::new(b.device.backend().alloc(b.size)?);
+                nb.device.backend().copy_in(&nb, &read_now(b)?)?;
+                let t2 = Tensor::from_node(UOp::from_buffer(nb, t.dtype(), t.shape()));
+                t2.set_requires_grad(t.requires_grad());
+                Ok(t2)
+            })
+            .collect::<Result<_>>()?;
+        start_capture()?;
+        let eager = self.run(&copies);
+        let rec = end_capture();
+        let eager = eager?;
+
+        let copy_of: HashMap<usize, usize> = copies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((key(&t.node().buffer()?), i)))
+            .collect();
+        let fresh: HashSet<usize> = rec.allocated.iter().map(key).collect();
+        let eager_role = |b: &Arc<Buffer>| match copy_of.get(&key(b)) {
+            Some(&i) => Role::Input(i),
+            None if fresh.contains(&key(b)) => Role::Internal,
+            None => Role::External(key(b)),
+        };
+        for (li, (lc, le)) in c.launches.iter().zip(&rec.launches).enumerate() {
+            let same = match (lc, le) {
+                (
+                    Launch::Kernel {
+                        prog: p, dev: d, ..
+                    },
+                    Launch::Kernel {
+                        prog: q, dev: e, ..
+                    },
+                ) => Arc::ptr_eq(p, q) && d == e,
+                (Launch::Copy { .. }, Launch::Copy { .. }) => true,
+                _ => false,
+            };
+            if !same {
+                bail!(
+                    Jit,
+                    "JIT_VERIFY: launch {li}: the function now runs {} where the capture ran {} \
+                     (a host value baked into the capture changed, such as a Rust or JS number; \
+                     make it a tensor, or call reset() to capture again)",
+                    launch_name(le),
+                    launch_name(lc)
+                );
+            }
+            for (ai, (bc, be)) in lc.buffers().into_iter().zip(le.buffers()).enumerate() {
+                let (rc, re) = (captured_role(li, ai, bc), eager_role(be));
+                if rc != re {
+                    bail!(
+                        Jit,
+                        "JIT_VERIFY: launch {li} ({}), argument {ai}: the function now binds {} \
+                         where the capture bound {} (a tensor the function reads from outside \
+                         was replaced since the capture; pass it as an input, or update it in \
+                         place with assign)",
+                        launch_name(lc),
+                        role_name(re),
+                        role_name(rc)
+                    );
+                }
+            }
+        }
+        if rec.launches.len() != c.launches.len() {
+            bail!(
+                Jit,
+                "JIT_VERIFY: the function now makes {} launches where the capture made {} \
+                 (call reset() to capture again)",
+                rec.launches.len(),
+                c.launches.len()
+            );
+        }
+        for ((b, role, writer), r) in written.iter().zip(&replayed) {
+            let eb = match role {
+                Role::Input(i) => copies[*i].node().buffer().unwrap_or_else(|| b.clone()),
+                _ => b.clone(),
+            };
+            if let Some(d) = first_difference(r, &read_now(&eb)?) {
+                bail!(
+                    Jit,
+                    "JIT_VERIFY: {} written by {writer} differs between the replay and an eager run: {d}",
+                    role_name(*role)
+                );
+            }
+        }
+        for (i, ((t, r), (_, s))) in eager.iter().zip(&replayed_out).zip(&c.outputs).enumerate() {
+            let Some(b) = t.node().buffer() else {
+                bail!(
+                    Jit,
+                    "JIT_VERIFY: output {i} of the eager run was not realized"
+                );
+            };
+            let n = s.shape.iter().product::<usize>() * s.dtype.size();
+            let e = read_now(&b)?;
+            if let Some(d) = first_difference(&r[..n.min(r.len())], &e[..n.min(e.len())]) {
+                bail!(
+                    Jit,
+                    "JIT_VERIFY: output {i} differs between the replay and an eager run: {d}"
+                );
+            }
+        }
+        if eager.len() != c.outputs.len() {
+            bail!(
+                Jit,
+                "JIT_VERIFY: the function now returns {} tensors where the capture returned {}",
+                eager.len(),
+                c.outputs.len()
+            );
+        }
+        restore(&replayed)?;
+        Ok(out)
     }
 
     fn outputs(&self, c: &Captured) -> Vec<Tensor> {

@@ -311,6 +311,7 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
         return Ok(());
     }
     let items = schedule(&todo)?;
+    check_sizes(&items)?;
     if debug() >= 3 {
         crate::context::log(&format!("schedule: {} items", items.len()));
         for (i, it) in items.iter().enumerate() {
@@ -332,6 +333,34 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     };
     for item in &items {
         run_item(item, &keep)?;
+    }
+    Ok(())
+}
+
+/// Every buffer a schedule will allocate fits its device, checked before any of them is: a
+/// tensor too large for a buffer (or whose byte size overflows) fails with nothing run.
+fn check_sizes(items: &[ScheduleItem]) -> Result<()> {
+    for it in items {
+        let out = it.out();
+        if out.op == Op::Assign {
+            continue;
+        }
+        let max = out.device.backend().max_buffer_bytes();
+        let bytes = out.numel().checked_mul(out.dtype.size());
+        if bytes.is_none_or(|b| b > max) {
+            let what = match bytes {
+                Some(b) => format!("{b} bytes"),
+                None => "more bytes than this platform can address".into(),
+            };
+            bail!(
+                Device,
+                "realize: a {} tensor of shape {:?} needs {what}, more than the largest buffer {} \
+                 allows ({max} bytes); nothing was run",
+                out.dtype,
+                out.shape,
+                out.device
+            );
+        }
     }
     Ok(())
 }
@@ -421,6 +450,12 @@ pub fn run_launch(l: &Launch) -> Result<()> {
         }
         Launch::Copy { src, dst } => copy(src, dst),
     }
+}
+
+/// A buffer's bytes, read now (natively this waits; in the browser only host memory is ready
+/// at once).
+pub fn read_now(buf: &Buffer) -> Result<Vec<u8>> {
+    ready_now(buf.device.backend().copy_out(buf))
 }
 
 /// Copy the contents of one buffer into another (possibly on another device).

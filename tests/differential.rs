@@ -9,14 +9,20 @@
 //! ties are the same on every backend: values computed from the inputs without saturating
 //! functions, whose outputs could be distinct on one backend and equal on another.
 //!
+//! A second, wider generator (`random_wider_programs_agree_across_backends`) adds large axes
+//! (hundreds to thousands of elements), reductions over several axes at once, f16 round trips,
+//! casts to integers, `where` on a condition input, and in-place `assign`s into realized
+//! buffers that read themselves; a mismatch is minimized (steps dropped while it persists) and
+//! printed as the program to keep as a regression test.
+//!
 //! `WGRAD_DIFF_PROGRAMS` and `WGRAD_DIFF_SEED` run more programs or other ones (to hunt; the
-//! test command runs the default 40 from the fixed seed).
+//! test command runs the default 40 and 150 from the fixed seeds).
 
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
-use wgrad::{Context, Device, Tensor};
+use wgrad::{Context, DType, Device, Tensor};
 
 const SEED: u64 = 0x5eed_0009;
 const PROGRAMS: usize = 40;
@@ -173,10 +179,24 @@ enum Step {
     Argmax(usize),
     /// The value times a new input matrix (index into the inputs) over its last axis.
     Matmul(usize),
+    /// A reduction over several axes at once.
+    ReduceAxes(Red, Vec<isize>, bool),
+    /// Through f16 and back.
+    F16,
+    /// A side output: the value cast to i32 (compared exactly), the value unchanged.
+    ToInt,
+    /// `input > 0 ? value : value flipped along the axis` (the input is a condition, no grad).
+    Where(usize, usize),
+    /// A side output: the input (realized, no grad, the value's shape) assigned
+    /// `input * 0.5 + value`, read back after the program; the value unchanged.
+    Assign(usize),
 }
 
+#[derive(Clone)]
 struct Program {
     inputs: Vec<(Vec<usize>, Vec<f32>)>,
+    /// Inputs that do not track gradients (conditions, assign targets).
+    no_grad: Vec<usize>,
     steps: Vec<Step>,
     upstream: Vec<f32>,
 }
@@ -184,8 +204,15 @@ struct Program {
 /// Evaluated program: the output, the argmax side outputs and the input gradients.
 struct Run {
     out: Vec<f32>,
-    argmax: Vec<Vec<i32>>,
+    /// Side outputs: integers compared exactly, floats within the tolerance.
+    side: Vec<Side>,
     grads: Vec<Vec<f32>>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Side {
+    Int(Vec<i32>),
+    Float(Vec<f32>),
 }
 
 fn act(x: &Tensor, a: Act) -> wgrad::Result<Tensor> {
@@ -285,6 +312,24 @@ fn apply(x: &Tensor, step: &Step, ins: &[Tensor], side: &mut Vec<Tensor>) -> wgr
             x.clone()
         }
         Step::Matmul(i) => x.matmul(&ins[*i])?,
+        Step::ReduceAxes(r, axes, keep) => match r {
+            Red::Sum => x.sum(axes.clone(), *keep)?,
+            Red::Mean => x.mean(axes.clone(), *keep)?,
+            Red::Max => x.max(axes.clone(), *keep)?,
+            _ => x.min(axes.clone(), *keep)?,
+        },
+        Step::F16 => x.cast(DType::F16)?.cast(DType::F32)?,
+        Step::ToInt => {
+            side.push(x.cast(DType::I32)?);
+            x.clone()
+        }
+        Step::Where(i, axis) => ins[*i].gt(0.0)?.where_(x, &x.flip(&[*axis as isize])?)?,
+        Step::Assign(i) => {
+            let acc = &ins[*i];
+            acc.assign(&acc.mul(0.5)?.add(x.detach())?)?;
+            side.push(acc.clone());
+            x.clone()
+        }
     })
 }
 
@@ -302,24 +347,69 @@ fn random_shape(rng: &mut Rng) -> Vec<usize> {
     (0..rank).map(|_| 1 + rng.below(5)).collect()
 }
 
+/// A shape with one large axis (100 to 2,000) and at most one small one.
+fn large_shape(rng: &mut Rng) -> Vec<usize> {
+    let big = 100 + rng.below(1900);
+    match rng.below(3) {
+        0 => vec![big],
+        1 => vec![big, 1 + rng.below(3)],
+        _ => vec![1 + rng.below(3), big],
+    }
+}
+
+/// How a program is generated: the wider step set, and its largest intermediate.
+#[derive(Clone, Copy)]
+struct Gen {
+    wide: bool,
+    cap: usize,
+}
+
+/// A new input of `shape` (random values), returning its index.
+fn new_input(
+    rng: &mut Rng,
+    prog: &mut Program,
+    ins: &mut Vec<Tensor>,
+    shape: Vec<usize>,
+    grad: bool,
+) -> Option<usize> {
+    let n = shape.iter().product();
+    let data = input_data(rng, n);
+    let t = Tensor::from_slice(&data, &shape).ok()?;
+    t.set_requires_grad(grad);
+    ins.push(t);
+    prog.inputs.push((shape, data));
+    if !grad {
+        prog.no_grad.push(ins.len() - 1);
+    }
+    Some(ins.len() - 1)
+}
+
 /// A random step valid for the value (or None to try again), updating what is known about it.
 fn random_step(
     rng: &mut Rng,
     v: &mut Val,
     prog: &mut Program,
     ins: &mut Vec<Tensor>,
+    g: Gen,
 ) -> Option<Step> {
     let n = ins.len();
-    let step = try_step(rng, v, prog, ins);
+    let step = try_step(rng, v, prog, ins, g);
     if step.is_none() {
         // Forget an input added for a step not taken.
         ins.truncate(n);
         prog.inputs.truncate(n);
+        prog.no_grad.retain(|&i| i < n);
     }
     step
 }
 
-fn try_step(rng: &mut Rng, v: &mut Val, prog: &mut Program, ins: &mut Vec<Tensor>) -> Option<Step> {
+fn try_step(
+    rng: &mut Rng,
+    v: &mut Val,
+    prog: &mut Program,
+    ins: &mut Vec<Tensor>,
+    g: Gen,
+) -> Option<Step> {
     let s = v.t.shape();
     let nd = s.len();
     let numel: usize = s.iter().product();
@@ -330,7 +420,7 @@ fn try_step(rng: &mut Rng, v: &mut Val, prog: &mut Program, ins: &mut Vec<Tensor
     }
     let axis = rng.below(nd);
     let (mut bound, mut tie_safe) = (v.bound, v.tie_safe);
-    let step = match rng.below(16) {
+    let step = match rng.below(if g.wide { 21 } else { 16 }) {
         0..=3 => {
             let a = rng.pick(&ACTS);
             match a {
@@ -494,27 +584,60 @@ fn try_step(rng: &mut Rng, v: &mut Val, prog: &mut Program, ins: &mut Vec<Tensor
             prog.inputs.push((vec![n, k], data));
             Step::Matmul(ins.len() - 1)
         }
+        16 if nd >= 2 => {
+            let axes: Vec<isize> = (0..nd as isize).filter(|_| rng.below(2) == 0).collect();
+            let r = rng.pick(&[Red::Sum, Red::Mean, Red::Max, Red::Min]);
+            if axes.len() < 2 || (matches!(r, Red::Max | Red::Min) && !tie_safe) {
+                return None;
+            }
+            if matches!(r, Red::Sum) {
+                bound *= axes.iter().map(|&a| s[a as usize] as f64).product::<f64>();
+            }
+            Step::ReduceAxes(r, axes, rng.below(2) == 0)
+        }
+        // Rounding to f16 is the same everywhere only for values equal everywhere.
+        17 if tie_safe && bound < 3e4 => Step::F16,
+        18 if tie_safe && bound < 1e9 => Step::ToInt,
+        19 => {
+            let drop = rng.below(nd);
+            let shape: Vec<usize> = s[drop..]
+                .iter()
+                .map(|&d| if rng.below(3) == 0 { 1 } else { d })
+                .collect();
+            Step::Where(new_input(rng, prog, ins, shape, false)?, axis)
+        }
+        20 => Step::Assign(new_input(rng, prog, ins, s.clone(), false)?),
         _ => return None,
     };
     if bound > MAX_BOUND {
         return None;
     }
     let t = apply(&v.t, &step, ins, &mut vec![]).ok()?;
-    if t.numel() > 400 {
+    if t.numel() > g.cap {
         return None;
     }
     *v = Val { t, bound, tie_safe };
     Some(step)
 }
 
-fn generate(rng: &mut Rng) -> Program {
+fn generate(rng: &mut Rng, wide: bool) -> Program {
     Context::new().dev(Device::Interp).run(|| {
-        let shape = random_shape(rng);
+        let large = wide && rng.below(4) == 0;
+        let g = Gen {
+            wide,
+            cap: if large { 8192 } else { 400 },
+        };
+        let shape = if large {
+            large_shape(rng)
+        } else {
+            random_shape(rng)
+        };
         let data = input_data(rng, shape.iter().product());
         let x = Tensor::from_slice(&data, &shape).expect("input");
         x.set_requires_grad(true);
         let mut prog = Program {
             inputs: vec![(shape, data)],
+            no_grad: vec![],
             steps: vec![],
             upstream: vec![],
         };
@@ -526,7 +649,7 @@ fn generate(rng: &mut Rng) -> Program {
         };
         let len = 3 + rng.below(6);
         while prog.steps.len() < len {
-            if let Some(s) = random_step(rng, &mut v, &mut prog, &mut ins) {
+            if let Some(s) = random_step(rng, &mut v, &mut prog, &mut ins, g) {
                 prog.steps.push(s);
             }
         }
@@ -541,9 +664,10 @@ fn run(p: &Program, dev: Device) -> wgrad::Result<Run> {
         let ins: Vec<Tensor> = p
             .inputs
             .iter()
-            .map(|(s, d)| {
+            .enumerate()
+            .map(|(i, (s, d))| {
                 let t = Tensor::from_slice(d, s)?;
-                t.set_requires_grad(true);
+                t.set_requires_grad(!p.no_grad.contains(&i));
                 Ok(t)
             })
             .collect::<wgrad::Result<_>>()?;
@@ -552,22 +676,35 @@ fn run(p: &Program, dev: Device) -> wgrad::Result<Run> {
         for s in &p.steps {
             x = apply(&x, s, &ins, &mut side)?;
         }
-        let up = Tensor::from_slice(&p.upstream, &x.shape())?;
+        // Cycled, so that a program with steps removed (minimizing) still has one.
+        let up: Vec<f32> = (0..x.numel())
+            .map(|i| p.upstream[i % p.upstream.len().max(1)])
+            .collect();
+        let up = Tensor::from_slice(&up, &x.shape())?;
         x.mul(&up)?.sum((), false)?.backward()?;
         let mut targets: Vec<&Tensor> = vec![&x];
-        let grads: Vec<Tensor> = ins.iter().map(|t| t.grad().expect("a gradient")).collect();
-        targets.extend(grads.iter());
+        // An input that no step reads any more (minimizing) has no gradient.
+        let grads: Vec<Option<Tensor>> = ins
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !p.no_grad.contains(i))
+            .map(|(_, t)| t.grad())
+            .collect();
+        targets.extend(grads.iter().flatten());
         targets.extend(side.iter());
         Tensor::realize_all(&targets)?;
         Ok(Run {
             out: x.to_vec_f32()?,
-            argmax: side
+            side: side
                 .iter()
-                .map(|t| t.to_vec::<i32>())
+                .map(|t| match t.dtype() {
+                    DType::I32 => t.to_vec::<i32>().map(Side::Int),
+                    _ => t.to_vec_f32().map(Side::Float),
+                })
                 .collect::<wgrad::Result<_>>()?,
             grads: grads
                 .iter()
-                .map(|g| g.to_vec_f32())
+                .map(|g| g.as_ref().map_or(Ok(vec![]), |g| g.to_vec_f32()))
                 .collect::<wgrad::Result<_>>()?,
         })
     })
@@ -603,10 +740,105 @@ fn check(p: &Program, want: &Run, dev: Device) -> Result<(), String> {
     for (k, (g, w)) in got.grads.iter().zip(&want.grads).enumerate() {
         close(&format!("grad of input {k}"), g, w)?;
     }
-    if got.argmax != want.argmax {
-        return Err(format!("argmax {:?}, want {:?}", got.argmax, want.argmax));
+    if got.side.len() != want.side.len() {
+        return Err(format!(
+            "{} side outputs, want {}",
+            got.side.len(),
+            want.side.len()
+        ));
+    }
+    for (k, (g, w)) in got.side.iter().zip(&want.side).enumerate() {
+        match (g, w) {
+            (Side::Float(g), Side::Float(w)) => close(&format!("side output {k}"), g, w)?,
+            _ if g != w => return Err(format!("side output {k}: {g:?}, want {w:?}")),
+            _ => {}
+        }
     }
     Ok(())
+}
+
+/// What is wrong with a program on `devices` against the interpreter, if anything.
+fn problems(p: &Program, devices: &[Device]) -> Vec<String> {
+    let want = match run(p, Device::Interp) {
+        Ok(r) => r,
+        Err(e) => return vec![format!("on the interpreter: {e}")],
+    };
+    let mut errs = vec![];
+    if let Err(e) = finite("output", &want.out) {
+        errs.push(e);
+    }
+    for (k, g) in want.grads.iter().enumerate() {
+        if let Err(e) = finite(&format!("grad of input {k}"), g) {
+            errs.push(e);
+        }
+    }
+    for &dev in devices {
+        if let Err(e) = check(p, &want, dev) {
+            errs.push(format!("{dev}: {e}"));
+        }
+    }
+    errs
+}
+
+/// Drop steps while the program still fails (and still runs on the interpreter).
+fn minimize(p: &Program, devices: &[Device]) -> Program {
+    let mut p = p.clone();
+    'again: loop {
+        for i in 0..p.steps.len() {
+            let mut q = p.clone();
+            q.steps.remove(i);
+            let errs = problems(&q, devices);
+            if !errs.is_empty() && !errs[0].starts_with("on the interpreter") {
+                p = q;
+                continue 'again;
+            }
+        }
+        return p;
+    }
+}
+
+#[test]
+fn random_wider_programs_agree_across_backends() {
+    let devices: Vec<Device> = common::devices()
+        .into_iter()
+        .filter(|&d| d != Device::Interp)
+        .collect();
+    let programs = knob("WGRAD_DIFF_PROGRAMS", 150) as usize;
+    let mut rng = Rng(knob("WGRAD_DIFF_SEED", 0x5eed_0015));
+    let (t0, mut failures, mut large) = (std::time::Instant::now(), vec![], 0);
+    let mut kinds = std::collections::BTreeMap::new();
+    for i in 0..programs {
+        let p = generate(&mut rng, true);
+        large += usize::from(p.inputs[0].1.len() >= 100);
+        for st in &p.steps {
+            let name = format!("{st:?}");
+            let name = name.split(['(', ' ']).next().unwrap_or("").to_string();
+            *kinds.entry(name).or_insert(0usize) += 1;
+        }
+        let errs = problems(&p, &devices);
+        if !errs.is_empty() {
+            let m = minimize(&p, &devices);
+            let shapes: Vec<&Vec<usize>> = m.inputs.iter().map(|(s, _)| s).collect();
+            failures.push(format!(
+                "program {i}: {}\n  minimized (inputs {shapes:?}, no grad {:?}): steps {:?}\n  now: {}",
+                errs.join("; "),
+                m.no_grad,
+                m.steps,
+                problems(&m, &devices).join("; ")
+            ));
+        }
+    }
+    eprintln!(
+        "{programs} wider random programs ({large} with a large axis) on INTERP and {devices:?} in {:.1} s, {} disagree; steps {kinds:?}",
+        t0.elapsed().as_secs_f64(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {programs} random programs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -619,47 +851,27 @@ fn random_programs_agree_across_backends() {
     let mut rng = Rng(knob("WGRAD_DIFF_SEED", SEED));
     let mut failures = vec![];
     let t0 = std::time::Instant::now();
-    let mut spent = vec![0.0; devices.len()];
+    let mut spent = 0.0;
     for i in 0..programs {
-        let p = generate(&mut rng);
-        let want = match run(&p, Device::Interp) {
-            Ok(r) => r,
-            Err(e) => {
-                failures.push(format!(
-                    "program {i} on the interpreter: {e}\n  {:?}",
-                    p.steps
-                ));
-                continue;
-            }
-        };
-        let mut errs = vec![];
-        if let Err(e) = finite("output", &want.out) {
-            errs.push(e);
-        }
-        for (k, g) in want.grads.iter().enumerate() {
-            if let Err(e) = finite(&format!("grad of input {k}"), g) {
-                errs.push(e);
-            }
-        }
-        for (j, &dev) in devices.iter().enumerate() {
-            let t = std::time::Instant::now();
-            if let Err(e) = check(&p, &want, dev) {
-                errs.push(format!("{dev}: {e}"));
-            }
-            spent[j] += t.elapsed().as_secs_f64();
-        }
+        let p = generate(&mut rng, false);
+        let t = std::time::Instant::now();
+        let errs = problems(&p, &devices);
+        spent += t.elapsed().as_secs_f64();
         if !errs.is_empty() {
-            let shapes: Vec<&Vec<usize>> = p.inputs.iter().map(|(s, _)| s).collect();
+            let m = minimize(&p, &devices);
+            let shapes: Vec<&Vec<usize>> = m.inputs.iter().map(|(s, _)| s).collect();
             failures.push(format!(
-                "program {i} (inputs {shapes:?}): {}\n  steps {:?}",
+                "program {i}: {}\n  minimized (inputs {shapes:?}): steps {:?}\n  now: {}",
                 errs.join("; "),
-                p.steps
+                m.steps,
+                problems(&m, &devices).join("; ")
             ));
         }
     }
     eprintln!(
-        "{programs} random programs on INTERP and {devices:?} in {:.1} s ({spent:.1?} s on the latter)",
-        t0.elapsed().as_secs_f64()
+        "{programs} random programs on INTERP and {devices:?} in {:.1} s ({spent:.1} s checking), {} disagree",
+        t0.elapsed().as_secs_f64(),
+        failures.len()
     );
     assert!(
         failures.is_empty(),

@@ -285,3 +285,152 @@ fn profiled_replay_trains_like_a_replay_and_times_every_kernel() {
         );
     }
 }
+
+/// `JIT_VERIFY=1` on a correct step (random batches, dropout, SGD): every replay is checked and
+/// passes, and the losses are bit for bit those of the unverified JIT, so verification puts
+/// back what it ran (the weights, the random counter).
+#[test]
+fn verified_replays_pass_and_change_nothing() {
+    for dev in common::devices() {
+        let plain = losses(dev, true);
+        let verified = Context::new().jit_verify(1).run(|| losses(dev, true));
+        assert_eq!(plain, verified, "{dev}");
+    }
+}
+
+fn ones(v: f32) -> Tensor {
+    Tensor::from_vec(vec![v; 4], &[4])
+        .unwrap()
+        .realize()
+        .unwrap()
+}
+
+fn values(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+/// Footgun: a learning rate held on the host is baked into the captured kernel. The replay keeps
+/// the old one silently; `JIT_VERIFY=3` reports it at the third replay, naming the launch.
+#[test]
+fn verify_reports_a_host_learning_rate_changed_between_calls() {
+    for dev in common::devices() {
+        Context::new().dev(dev).jit_verify(3).run(|| {
+            let w = ones(1.0);
+            let lr = std::cell::Cell::new(0.5f32);
+            let mut f = TinyJit::new(|xs: &[Tensor]| {
+                w.assign(&w.detach().sub(&xs[0].mul(lr.get())?)?)?;
+                Tensor::realize_all(&[&w])?;
+                Ok(vec![w.clone()])
+            });
+            let x = ones(1.0);
+            for want in [0.5, 0.0, -0.5] {
+                assert_eq!(values(&f.call(&[&x]).unwrap()[0]), vec![want; 4], "{dev}");
+            }
+            lr.set(0.25);
+            // Replay 2 is not verified: the old rate, where an eager step would give -0.75.
+            assert_eq!(values(&f.call(&[&x]).unwrap()[0]), vec![-1.0; 4], "{dev}");
+            let (k, m) = err_kind(f.call(&[&x]));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(
+                m.starts_with("JIT_VERIFY: launch 0: the function now runs kernel")
+                    && m.contains("host value"),
+                "{dev}: {m}"
+            );
+            // The eager run's update stands; a new capture uses the new rate.
+            assert_eq!(values(&w), vec![-1.25; 4], "{dev}");
+            f.reset();
+            for want in [-1.5, -1.75, -2.0, -2.25] {
+                assert_eq!(values(&f.call(&[&x]).unwrap()[0]), vec![want; 4], "{dev}");
+            }
+        });
+    }
+}
+
+/// Footgun: the step reads its batch from a variable outside the function instead of its
+/// inputs, and the loop swaps in the next batch, a tensor of the same shape. The replay keeps
+/// reading the first batch; verify names the launch and argument that now bind another buffer.
+#[test]
+fn verify_reports_a_batch_swapped_for_another_tensor_of_the_same_shape() {
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            let w = ones(0.0);
+            let batch = std::cell::RefCell::new(ones(1.0));
+            let mut f = TinyJit::new(|_: &[Tensor]| {
+                w.assign(&w.detach().add(&*batch.borrow())?)?;
+                Tensor::realize_all(&[&w])?;
+                Ok(vec![w.clone()])
+            });
+            for _ in 0..3 {
+                f.call(&[]).unwrap();
+            }
+            *batch.borrow_mut() = ones(10.0);
+            assert_eq!(values(&f.call(&[]).unwrap()[0]), vec![4.0; 4], "stale batch");
+            let (k, m) = Context::new().jit_verify(1).run(|| err_kind(f.call(&[])));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(
+                m.contains("argument")
+                    && m.contains("now binds a tensor from outside the function where the capture bound a tensor from outside"),
+                "{dev}: {m}"
+            );
+            assert_eq!(values(&w), vec![14.0; 4], "{dev}: the eager step read the new batch");
+        });
+    }
+}
+
+/// Footgun: a tensor captured from outside the function gets an update that is not realized
+/// before the call (a lazy `assign`). An eager step would run it first; the replay reads the old
+/// buffer. Verify reports the extra launch of the eager run.
+#[test]
+fn verify_reports_a_pending_update_of_a_tensor_captured_from_outside() {
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            let scale = ones(2.0);
+            let mut f = TinyJit::new(|xs: &[Tensor]| Ok(vec![xs[0].mul(&scale)?]));
+            let x = ones(3.0);
+            for _ in 0..3 {
+                assert_eq!(values(&f.call(&[&x]).unwrap()[0]), vec![6.0; 4]);
+            }
+            scale.assign(&scale.add(1.0).unwrap()).unwrap();
+            assert_eq!(
+                values(&f.call(&[&x]).unwrap()[0]),
+                vec![6.0; 4],
+                "stale scale"
+            );
+            let (k, m) = Context::new().jit_verify(1).run(|| err_kind(f.call(&[&x])));
+            assert_eq!(k, ErrorKind::Jit);
+            assert!(m.starts_with("JIT_VERIFY: launch 0"), "{dev}: {m}");
+            assert_eq!(values(&scale), vec![3.0; 4], "{dev}");
+        });
+    }
+}
+
+/// A step that updates its input and an outside tensor in place: verified replays leave both
+/// with the values of plain replays (the eager run works on copies of the inputs, and the
+/// replay's writes are put back).
+#[test]
+fn verified_replays_keep_in_place_updates_of_inputs() {
+    for dev in common::devices() {
+        let run = |verify: u32| -> Vec<Vec<f32>> {
+            Context::new().dev(dev).jit_verify(verify).run(|| {
+                let w = ones(1.0);
+                let mut f = TinyJit::new(|xs: &[Tensor]| {
+                    xs[0].assign(&xs[0].mul(2.0)?.add(&w)?)?;
+                    w.assign(&w.add(1.0)?)?;
+                    let s = xs[0].sum((), false)?;
+                    Tensor::realize_all(&[&xs[0], &w, &s])?;
+                    Ok(vec![s])
+                });
+                let x = ones(0.5);
+                let mut seen = vec![];
+                for _ in 0..5 {
+                    let s = f.call(&[&x]).unwrap().remove(0);
+                    seen.push(vec![values(&x)[0], values(&w)[0], s.item::<f32>().unwrap()]);
+                }
+                seen
+            })
+        };
+        let plain = run(0);
+        assert_eq!(plain[4], vec![73.0, 6.0, 292.0], "{dev}");
+        assert_eq!(run(1), plain, "{dev}");
+    }
+}

@@ -254,6 +254,120 @@ pub fn load_state_dict(
     Tensor::realize_all(&targets)
 }
 
+// ---- snapshots ------------------------------------------------------------------------------
+
+#[cfg(not(target_arch = "wasm32"))]
+/// A checkpoint in host memory: a model's state dict and an optimizer's state (learning rate,
+/// moments, step counters) as safetensors bytes. It outlives the device the tensors were on:
+/// after a device loss, make the model and optimizer again (on any device) and `restore`.
+/// Take one every few steps with `Snapshots`; `bytes()` can be written to disk as well.
+/// Native only: it reads the tensors back synchronously.
+pub struct Snapshot {
+    /// The training step it was taken after.
+    pub step: u64,
+    bytes: Vec<u8>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+const OPT_PREFIX: &str = "optimizer.";
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Snapshot {
+    /// Read back `model`'s state dict and `opt`'s state now.
+    pub fn take(
+        step: u64,
+        model: &(impl State + ?Sized),
+        opt: &dyn crate::nn::optim::Optimizer,
+    ) -> Result<Snapshot> {
+        let mut state = get_state_dict(model);
+        for (i, t) in opt.state().into_iter().enumerate() {
+            state.push((format!("{OPT_PREFIX}{i}"), t));
+        }
+        Ok(Snapshot {
+            step,
+            bytes: safe_save_bytes(&state)?,
+        })
+    }
+
+    /// Load into a model and an optimizer of the same structure (strictly: every name, shape
+    /// and dtype must match), on whatever device they are on.
+    pub fn restore(
+        &self,
+        model: &(impl State + ?Sized),
+        opt: &dyn crate::nn::optim::Optimizer,
+    ) -> Result<()> {
+        // Loaded onto the model's device (the default may be the one that was lost).
+        let dev = get_state_dict(model).first().map(|(_, t)| t.device());
+        let load = || safe_load_bytes(&self.bytes);
+        let loaded = match dev {
+            Some(d) => crate::Context::new().dev(d).run(load)?,
+            None => load()?,
+        };
+        let (opt_part, model_part): (Vec<_>, Vec<_>) = loaded
+            .into_iter()
+            .partition(|(n, _)| n.starts_with(OPT_PREFIX));
+        load_state_dict(model, &model_part, true)?;
+        let own = opt.state();
+        if own.len() != opt_part.len() {
+            bail!(
+                Other,
+                "Snapshot::restore: the optimizer has {} state tensors, the snapshot {}",
+                own.len(),
+                opt_part.len()
+            );
+        }
+        let named: Vec<(String, Tensor)> = own
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (format!("{OPT_PREFIX}{i}"), t))
+            .collect();
+        load_state_dict(
+            &named.iter().cloned().collect::<BTreeMap<_, _>>(),
+            &opt_part,
+            true,
+        )
+    }
+
+    /// The snapshot as safetensors bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// Snapshots every `n` steps, keeping the last.
+pub struct Snapshots {
+    every: u64,
+    last: Option<Snapshot>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Snapshots {
+    pub fn every(n: u64) -> Snapshots {
+        Snapshots {
+            every: n.max(1),
+            last: None,
+        }
+    }
+    /// Call after each training step (counted from 1): takes a snapshot when `step` is a
+    /// multiple of `n`.
+    pub fn after_step(
+        &mut self,
+        step: u64,
+        model: &(impl State + ?Sized),
+        opt: &dyn crate::nn::optim::Optimizer,
+    ) -> Result<()> {
+        if step % self.every == 0 {
+            self.last = Some(Snapshot::take(step, model, opt)?);
+        }
+        Ok(())
+    }
+    /// The last snapshot taken, if any.
+    pub fn last(&self) -> Option<&Snapshot> {
+        self.last.as_ref()
+    }
+}
+
 // ---- safetensors ---------------------------------------------------------------------------
 
 /// Largest header accepted (as the reference implementation: 100 MB).

@@ -49,6 +49,11 @@ const FLAGS: &[&str] = &[
     "-shared",
     "-fno-math-errno",
     "-fno-trapping-math",
+    // GCC contracts `a * b + c` into an FMA by default (GNU C). The interpreter and WGSL round
+    // the product first, and a value a kernel recomputes in two places can then differ from
+    // itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for [0.5, 0.5] (x³ - max(x³), contracted,
+    // is x³'s rounding error, about 6e4, not 0). Found by tests/differential.rs.
+    "-ffp-contract=off",
 ];
 
 /// Flags for kernels that sum floats. The loop vectorizer turns such a sum into an in-order
@@ -230,7 +235,11 @@ impl Backend for Cpu {
             for t in 1..threads {
                 let (lo, hi) = ((t * chunk).min(n), ((t + 1) * chunk).min(n));
                 // SAFETY: as above; each thread writes a disjoint range of output elements.
-                s.spawn(move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) });
+                let job = move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) };
+                // A thread the system cannot create (out of memory) runs its share here.
+                if std::thread::Builder::new().spawn_scoped(s, job).is_err() {
+                    job();
+                }
             }
             // SAFETY: as above.
             unsafe { f(ptrs.0.as_ptr(), 0, chunk.min(n) as i32) };

@@ -288,6 +288,11 @@ pub trait Backend: Send + Sync {
             max_shared: 1 << 20,
         }
     }
+    /// The largest buffer this device can allocate and bind, in bytes (checked before a
+    /// schedule runs, so a tensor that cannot fit is an error before anything is allocated).
+    fn max_buffer_bytes(&self) -> usize {
+        isize::MAX as usize
+    }
     fn alloc(&self, bytes: usize) -> Result<Buffer>;
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
@@ -373,8 +378,19 @@ pub fn stable_hash(s: &str) -> String {
 
 /// Copy out of host memory (the interpreter and the CPU backend share it).
 pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    // Out of memory is an Err, not the abort of `to_vec`.
+    if out.try_reserve_exact(buf.size).is_err() {
+        bail!(
+            Device,
+            "reading back {} bytes from {}: out of host memory",
+            buf.size,
+            buf.device
+        );
+    }
     // SAFETY: kernels run synchronously on host backends; none is running now.
-    Ok(unsafe { buf.host()?.as_slice() }[..buf.size].to_vec())
+    out.extend_from_slice(&unsafe { buf.host()?.as_slice() }[..buf.size]);
+    Ok(out)
 }
 
 pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {

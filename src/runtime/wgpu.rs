@@ -265,6 +265,22 @@ pub fn available() -> std::result::Result<(), String> {
     }
 }
 
+/// Destroy the device, as a driver reset or `GPUDevice.destroy()` would (for tests of device
+/// loss): from now on every WEBGPU call is an error naming the loss, and the WEBGPU tensors'
+/// contents are gone. Training resumes on another device from a host snapshot
+/// (`nn::state::Snapshot`).
+pub fn lose_device() -> Result<()> {
+    let g = match &global().gpu {
+        Ok(g) => g,
+        Err(e) => bail!(Device, "webgpu: {e}"),
+    };
+    g.device.destroy();
+    let mut e = lock(&g.errors);
+    e.lost
+        .get_or_insert_with(|| "device lost (Destroyed)".into());
+    Ok(())
+}
+
 /// The adapter in use, if any.
 pub fn adapter_info() -> Option<AdapterInfo> {
     global().gpu.as_ref().ok().map(|g| g.info.clone())
@@ -350,7 +366,11 @@ impl Gpu {
         }));
         let e3 = errors.clone();
         device.set_device_lost_callback(move |reason, msg| {
-            lock(&e3).lost = Some(format!("device lost ({reason:?}): {msg}"));
+            lock(&e3).lost = Some(
+                format!("device lost ({reason:?}): {msg}")
+                    .trim_end_matches(": ")
+                    .into(),
+            );
         });
         let info = AdapterInfo {
             name: ai.name.clone(),
@@ -380,7 +400,11 @@ impl Gpu {
     fn check(&self) -> Result<()> {
         let mut e = lock(&self.errors);
         if let Some(l) = &e.lost {
-            bail!(Backend, "webgpu: {l}");
+            bail!(
+                Device,
+                "webgpu: {l}; the WEBGPU tensors are gone: continue on another device from a \
+                 snapshot (nn::state::Snapshot)"
+            );
         }
         if !e.pending.is_empty() {
             // Later errors are mostly echoes of the first ("invalid due to a previous error").
@@ -661,6 +685,20 @@ impl Backend for Wgpu {
             Ok(g) => g.limits.max_storage_buffers_per_shader_stage as usize,
             // WebGPU's guaranteed minimum is 8; 4 in wgpu's downlevel defaults.
             Err(_) => 4,
+        }
+    }
+
+    fn max_buffer_bytes(&self) -> usize {
+        match &self.gpu {
+            Ok(g) => {
+                let max = g
+                    .limits
+                    .max_storage_buffer_binding_size
+                    .min(g.limits.max_buffer_size);
+                // Buffers are rounded up to whole 16-byte units (`storage_size`).
+                usize::try_from(max / 16 * 16).unwrap_or(usize::MAX)
+            }
+            Err(_) => usize::MAX,
         }
     }
 

@@ -32,6 +32,20 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<Inner>);
 
+static LIVE_TENSORS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Tensors alive in the process now (distinct handles: clones share one), to check that loops
+/// do not leak them; `runtime::live_buffers()` counts their memory.
+pub fn live_tensors() -> u64 {
+    LIVE_TENSORS.load(Ordering::Relaxed).max(0) as u64
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        LIVE_TENSORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 static GRAD_TENSORS: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -219,6 +233,17 @@ impl fmt::Debug for Tensor {
     }
 }
 
+/// Reserve `bytes` of host memory in `v`: running out is an `Err` (`Vec`'s own growth aborts
+/// the process).
+pub(crate) fn host_reserve(v: &mut Vec<u8>, bytes: usize, op: &str) -> Result<()> {
+    v.try_reserve_exact(bytes).map_err(|_| {
+        Error::new(
+            ErrorKind::Device,
+            format!("{op}: out of host memory reserving {bytes} bytes"),
+        )
+    })
+}
+
 pub(crate) fn check_shape(op: &str, shape: &[usize]) -> Result<()> {
     check_shape_below(op, shape, MAX_NUMEL)
 }
@@ -342,6 +367,7 @@ impl Tensor {
     // ---- handle plumbing -------------------------------------------------------------------
 
     pub(crate) fn from_node(n: Arc<UOp>) -> Tensor {
+        LIVE_TENSORS.fetch_add(1, Ordering::Relaxed);
         let t = Tensor(Arc::new(Inner {
             node: Mutex::new(n),
             requires_grad: AtomicBool::new(false),
@@ -441,6 +467,7 @@ impl Tensor {
 
     /// A tensor holding `data` (row-major) with the given shape, on the default device.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
+        check_shape("from_slice", shape)?;
         let n: usize = shape.iter().product();
         if n != data.len() {
             bail!(
@@ -449,7 +476,8 @@ impl Tensor {
                 data.len()
             );
         }
-        let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.size());
+        let mut bytes = Vec::new();
+        host_reserve(&mut bytes, data.len() * T::DTYPE.size(), "from_slice")?;
         for &v in data {
             v.write_le(&mut bytes);
         }
@@ -460,8 +488,9 @@ impl Tensor {
     }
     /// Raw little-endian bytes of `dtype` elements (e.g. IDX image data as u8).
     pub fn from_raw(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        check_shape("from_raw", shape)?;
         let n: usize = shape.iter().product();
-        if n * dtype.size() != bytes.len() {
+        if n.checked_mul(dtype.size()) != Some(bytes.len()) {
             bail!(
                 Shape,
                 "from_raw: {} bytes do not fill shape {shape:?} of {dtype}",

@@ -49,11 +49,16 @@ impl Tensor {
         if infer > 1 || shape.iter().any(|&d| d < -1 || d == 0) {
             bail!(Shape, "reshape: invalid target shape {shape:?} for {s:?}");
         }
-        let known: usize = shape
+        let known = shape
             .iter()
             .filter(|&&d| d > 0)
-            .map(|&d| d as usize)
-            .product();
+            .try_fold(1usize, |a, &d| a.checked_mul(d as usize));
+        let Some(known) = known.filter(|&k| k <= n) else {
+            bail!(
+                Shape,
+                "reshape: cannot reshape {s:?} ({n} elements) into {shape:?}"
+            );
+        };
         let out: Vec<usize> = shape
             .iter()
             .map(|&d| {
@@ -185,7 +190,14 @@ impl Tensor {
         if pads.iter().all(|&(a, b)| a == 0 && b == 0) {
             return Ok(self.clone());
         }
-        let shape: Vec<usize> = s.iter().zip(pads).map(|(&d, &(a, b))| d + a + b).collect();
+        let shape: Option<Vec<usize>> = s
+            .iter()
+            .zip(pads)
+            .map(|(&d, &(a, b))| d.checked_add(a)?.checked_add(b))
+            .collect();
+        let Some(shape) = shape else {
+            bail!(Shape, "pad: padding {pads:?} of {s:?} overflows");
+        };
         check_shape("pad", &shape)?;
         let p = Tensor::mk(Op::Pad(pads.to_vec()), self.dtype(), shape.clone(), &[self]);
         if value == 0.0 {
@@ -373,6 +385,15 @@ impl Tensor {
         }
         let mut base = vec![1usize; reps.len() - s.len()];
         base.extend_from_slice(&s);
+        let out: Option<Vec<usize>> = base
+            .iter()
+            .zip(reps)
+            .map(|(&d, &r)| d.checked_mul(r))
+            .collect();
+        let Some(out) = out else {
+            bail!(Shape, "repeat: {reps:?} of {s:?} overflows");
+        };
+        check_shape_below("repeat", &out, MAX_VIEW_NUMEL)?;
         let t = self.reshape_u(&base)?;
         // (d0, d1, ..) -> (1, d0, 1, d1, ..) -> (r0, d0, r1, d1, ..) -> (r0*d0, r1*d1, ..)
         let mut inter = vec![];
@@ -381,7 +402,6 @@ impl Tensor {
             inter.extend([1, d]);
             exp.extend([reps[i], d]);
         }
-        let out: Vec<usize> = base.iter().zip(reps).map(|(&d, &r)| d * r).collect();
         t.reshape_u(&inter)?.expand_u(&exp)?.reshape_u(&out)
     }
 

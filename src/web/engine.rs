@@ -150,6 +150,10 @@ pub fn with_context(
     if let Some(width) = arg::<Option<u32>>(&beam, OP, k)? {
         ctx = ctx.beam(width);
     }
+    let (verify, k) = pick("JIT_VERIFY", "jitVerify");
+    if let Some(n) = arg::<Option<u32>>(&verify, OP, k)? {
+        ctx = ctx.jit_verify(n);
+    }
     let (dev, k) = pick("DEVICE", "device");
     if let Some(d) = arg::<Option<Device>>(&dev, OP, k)? {
         ctx = ctx.dev(d);

@@ -66,11 +66,13 @@ export interface ContextOptions {
   DEBUG?: number;
   DEVICE?: "webgpu" | "cpu";
   BEAM?: number;
+  JIT_VERIFY?: number;
   training?: boolean | number;
   noGrad?: boolean | number;
   debug?: number;
   device?: "webgpu" | "cpu";
   beam?: number;
+  jitVerify?: number;
 }
 export interface GlobalCounters {
   kernelCount: number;
