@@ -1,9 +1,12 @@
 //! The tutorial's model (Conv2d(1,32,3) → relu → max_pool2d(2) → Conv2d(32,64,3) → relu →
-//! max_pool2d(2) → flatten → dropout(0.5) → Linear(1600,10)) trained for a few SGD steps on one
-//! fixed batch of random images with random labels: the loss falls as the model memorizes it.
-//! `DEV` picks the device (CPU, INTERP), `STEPS` the number of steps, `BS` the batch size.
+//! max_pool2d(2) → flatten → dropout(0.5) → Linear(1600,10)) trained for a few steps of
+//! `nn::optim::Sgd` on one fixed batch of random images with random labels: the loss falls as
+//! the model memorizes it. A quick check that training works on a device, without the data
+//! (`examples/mnist.rs` is the tutorial on the real digits). `DEV` picks the device (CPU,
+//! INTERP, WEBGPU), `STEPS` the number of steps, `BS` the batch size.
 
 use std::time::Instant;
+use wgrad::nn::optim::{Optimizer, Sgd};
 use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor};
 
 #[path = "common/model.rs"]
@@ -22,7 +25,7 @@ fn main() -> Result<()> {
     println!("wgrad on {}", Device::default());
     Tensor::manual_seed(1337);
     let model = Model::new()?;
-    let params = wgrad::nn::state::get_parameters(&model);
+    let mut opt = Sgd::new(wgrad::nn::state::get_parameters(&model))?.lr(0.05);
     let x = Tensor::rand(&[bs, 1, 28, 28])?.realize()?;
     let y = Tensor::randint(&[bs], 0, 10)?.realize()?;
     let mut first = None;
@@ -30,20 +33,15 @@ fn main() -> Result<()> {
     for step in 0..steps {
         let t0 = Instant::now();
         let loss = Context::new().training(true).run(|| -> Result<Tensor> {
-            for p in &params {
-                p.set_grad(None);
-            }
+            opt.zero_grad();
             let loss = model
                 .forward(&x)?
                 .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
             loss.backward()?;
-            for p in &params {
-                let g = p.grad().expect("every parameter gets a gradient").detach();
-                p.assign(&p.detach().sub(&g.mul(0.05)?)?)?;
-            }
-            let mut all: Vec<&Tensor> = params.iter().collect();
-            all.push(&loss);
-            Tensor::realize_all(&all)?;
+            // The update and the loss realized together: one schedule for the whole step.
+            let mut all = opt.schedule_step()?;
+            all.push(loss.clone());
+            Tensor::realize_all(&all.iter().collect::<Vec<_>>())?;
             Ok(loss)
         })?;
         last = loss.cast(DType::F32)?.item::<f32>()?;

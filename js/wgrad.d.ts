@@ -72,7 +72,10 @@ export const optim: {
   LARS: OptimCtor<SgdOptions>;
 };
 
-/** `{ "path.to.weight": Tensor }` for every layer tensor reachable from `model`. */
+/**
+ * `{ "path.to.weight": Tensor }` for every layer tensor reachable from `model` (each object once,
+ * under the first name that reaches it: cycles are fine; deeper than 100 levels is an error).
+ */
 export function getStateDict(model: unknown): Record<string, Tensor>;
 
 /** Copy named tensors (e.g. from `safeLoad`) into the model's tensors in place. */

@@ -1,6 +1,7 @@
-// wgrad for JavaScript: the WebAssembly engine (pkg/web, built by wasm-pack from src/web.rs)
+// wgrad for JavaScript: the WebAssembly engine (pkg/web, built by wasm-pack from src/web/)
 // plus the pieces that are plain JavaScript: `init` (loads the module, then picks the device),
-// the `nn` / `optim` / `datasets` namespaces, `jit`, `tidy` and `getParameters`.
+// the `nn` / `optim` / `datasets` namespaces, `jit`, `tidy`, `getParameters` and the state-dict
+// helpers, and the receiver checks of the engine's classes.
 
 import wasmInit, * as raw from "../pkg/web/wgrad.js";
 
@@ -16,6 +17,59 @@ export {
   safeLoad,
 } from "../pkg/web/wgrad.js";
 
+// ------------------------------------------------------------------------------ receivers
+
+const describe = (v) =>
+  v === null || v === undefined ? String(v) : typeof v !== "object" ? `a ${typeof v}` : `a ${v.constructor?.name ?? "object"}`;
+
+/**
+ * Make every method, getter and setter of the engine's class `cls` check its receiver before
+ * wasm sees it. wasm-bindgen hands `this.__wbg_ptr` to the engine as it is: with a receiver of
+ * another class (`nn.LayerNorm.prototype.free.call(embedding)`) the engine would take one type's
+ * memory for another's, and a freed handle (after `free()` or `[Symbol.dispose]()`) reaches it
+ * as a null pointer. Both now throw an Error naming the method; freeing twice does nothing.
+ */
+function guardReceivers(cls) {
+  const kind = cls.name;
+  const proto = cls.prototype;
+  const live = (self, op) => {
+    if (!(self instanceof cls)) throw new Error(`${op}: called on ${describe(self)}, not a ${kind}`);
+    return typeof self.__wbg_ptr === "number" && self.__wbg_ptr !== 0;
+  };
+  // What a freed handle answers instead of an error.
+  const whenFreed = { free: () => undefined, dispose: () => undefined, isDisposed: () => true, toString: () => `${kind}(disposed)` };
+  whenFreed[Symbol.dispose] = whenFreed.free;
+  for (const key of Reflect.ownKeys(proto)) {
+    if (key === "constructor" || (typeof key === "string" && key.startsWith("__"))) continue;
+    const d = Object.getOwnPropertyDescriptor(proto, key);
+    const name = typeof key === "symbol" ? `[${key.description}]` : key;
+    // Tensor methods are named as the engine names its ops ("relu: ..."), others with the class.
+    const op = kind === "Tensor" ? name : `${kind}.${name}`;
+    const freed = () => {
+      if (Object.hasOwn(whenFreed, key)) return whenFreed[key]();
+      throw new Error(`${op}: this ${kind} was disposed`);
+    };
+    if (typeof d.value === "function") {
+      const f = d.value;
+      d.value = { [f.name]: function (...args) { return live(this, op) ? f.apply(this, args) : freed(); } }[f.name];
+    }
+    if (d.get) {
+      const g = d.get;
+      d.get = function () { return live(this, op) ? g.call(this) : freed(); };
+    }
+    if (d.set) {
+      const set = d.set;
+      d.set = function (v) { return live(this, op) ? set.call(this, v) : freed(); };
+    }
+    Object.defineProperty(proto, key, d);
+  }
+}
+
+// The engine's classes are those with a wasm-bindgen `free` (Tensor, the layers, Optim, TinyJitJs).
+for (const cls of Object.values(raw)) {
+  if (typeof cls === "function" && typeof cls.prototype?.free === "function") guardReceivers(cls);
+}
+
 let ready = null;
 
 /**
@@ -26,7 +80,7 @@ let ready = null;
  */
 export async function init(options = {}) {
   if (options === null || typeof options !== "object") {
-    throw new Error(`init: options must be an object, got ${typeof options}`);
+    throw new Error(`init: options must be an object, got ${describe(options)}`);
   }
   const { wasm, ...engine } = options;
   if (!ready) {
@@ -81,24 +135,52 @@ const isLayer = (v) =>
   v instanceof raw.GroupNorm ||
   v instanceof raw.Embedding;
 
+/** How deep `getParameters` / `getStateDict` follow a model's objects and arrays. */
+const MAX_DEPTH = 100;
+
+/**
+ * Walk `model` depth first through object keys and array indices, calling `onTensor(t, name)` and
+ * `onLayer(layer, name)` with dotted names. Each object is visited once, under the first name it
+ * is reached by: a cycle or a second reference (back-references to a parent, shared sub-models)
+ * is skipped, and loses nothing, since everything under it was already reached. Nesting deeper
+ * than MAX_DEPTH (e.g. getters that make a new object on each read) is an error naming `op`.
+ */
+function walk(model, op, onTensor, onLayer) {
+  const seen = new Set();
+  const stack = [[model, "", 0]];
+  while (stack.length) {
+    const [v, prefix, depth] = stack.pop();
+    if (v === null || typeof v !== "object" || seen.has(v)) continue;
+    seen.add(v);
+    if (v instanceof raw.Tensor) {
+      onTensor(v, prefix);
+      continue;
+    }
+    if (isLayer(v)) {
+      onLayer(v, prefix);
+      continue;
+    }
+    if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) continue;
+    if (depth >= MAX_DEPTH) throw new Error(`${op}: the model nests deeper than ${MAX_DEPTH} levels (at ${prefix})`);
+    // Own entries, arrays included: a sparse array's holes are not visited.
+    const entries = Object.entries(v);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i];
+      stack.push([x, prefix ? `${prefix}.${k}` : String(k), depth + 1]);
+    }
+  }
+}
+
 /**
  * Every trainable tensor reachable from `model`: a layer, a Tensor, or plain objects and arrays
- * holding them (any depth). Each parameter appears once.
+ * holding them (each object once, up to MAX_DEPTH levels). Each parameter appears once.
  */
 export function getParameters(model) {
   const out = [];
-  const seen = new Set();
   const add = (t) => {
     if (!t.isDisposed && t.requiresGrad && !out.some((q) => raw.sameTensor(q, t))) out.push(t);
   };
-  const visit = (v) => {
-    if (v === null || typeof v !== "object" || seen.has(v)) return;
-    seen.add(v);
-    if (v instanceof raw.Tensor) return add(v);
-    if (isLayer(v)) return v.parameters().forEach(add);
-    for (const x of Array.isArray(v) ? v : Object.values(v)) visit(x);
-  };
-  visit(model);
+  walk(model, "getParameters", add, (layer) => layer.parameters().forEach(add));
   return out;
 }
 
@@ -115,27 +197,19 @@ function layerTensors(v) {
 
 /**
  * `{ "path.to.weight": Tensor }` for every layer and Tensor reachable from `model` through
- * object keys and array indices (the names PyTorch and tinygrad state dicts use).
+ * object keys and array indices (the names PyTorch and tinygrad state dicts use). Each object is
+ * visited once, under the first name that reaches it, so cycles and back-references are fine.
  */
 export function getStateDict(model) {
   const out = {};
-  const seen = new Set();
-  const visit = (v, prefix) => {
-    if (v === null || typeof v !== "object" || seen.has(v)) return;
-    seen.add(v);
-    const name = (k) => (prefix ? `${prefix}.${k}` : String(k));
-    if (v instanceof raw.Tensor) {
-      out[prefix] = v;
-      return;
-    }
-    if (isLayer(v)) {
-      for (const [k, t] of layerTensors(v)) out[name(k)] = t;
-      return;
-    }
-    const entries = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
-    for (const [k, x] of entries) visit(x, name(k));
-  };
-  visit(model, "");
+  walk(
+    model,
+    "getStateDict",
+    (t, name) => (out[name] = t),
+    (layer, name) => {
+      for (const [k, t] of layerTensors(layer)) out[name ? `${name}.${k}` : k] = t;
+    },
+  );
   return out;
 }
 
@@ -144,19 +218,26 @@ export function getStateDict(model) {
  * Every tensor of the model must be present with its shape and dtype (`strict: false` skips
  * missing ones).
  */
-export function loadStateDict(model, state, { strict = true } = {}) {
+export function loadStateDict(model, state, options = {}) {
+  const op = "loadStateDict";
+  if (state === null || typeof state !== "object" || Array.isArray(state)) {
+    throw new Error(`${op}: state must be an object of named Tensors (e.g. from safeLoad), got ${describe(state)}`);
+  }
+  if (options === null || typeof options !== "object") throw new Error(`${op}: options must be an object, got ${describe(options)}`);
+  const { strict = true } = options;
   const own = getStateDict(model);
   const missing = Object.keys(own).filter((k) => !(k in state));
-  if (strict && missing.length) throw new Error(`loadStateDict: missing ${missing.join(", ")}`);
+  if (strict && missing.length) throw new Error(`${op}: missing ${missing.join(", ")}`);
   const unexpected = Object.keys(state).filter((k) => !(k in own));
-  if (strict && unexpected.length) throw new Error(`loadStateDict: unexpected ${unexpected.join(", ")}`);
+  if (strict && unexpected.length) throw new Error(`${op}: unexpected ${unexpected.join(", ")}`);
   const written = [];
   for (const [k, t] of Object.entries(own)) {
     if (!(k in state)) continue;
     const v = state[k];
+    if (!(v instanceof raw.Tensor)) throw new Error(`${op}: ${k} must be a Tensor, got ${describe(v)}`);
     const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
     if (!same(t.shape, v.shape) || t.dtype !== v.dtype) {
-      throw new Error(`loadStateDict: ${k} is [${v.shape}] ${v.dtype}, the model has [${t.shape}] ${t.dtype}`);
+      throw new Error(`${op}: ${k} is [${v.shape}] ${v.dtype}, the model has [${t.shape}] ${t.dtype}`);
     }
     written.push(t.assign(v));
   }
@@ -225,9 +306,15 @@ export const datasets = {
    * the log label) or from `buffers: { trainImages, trainLabels, testImages, testLabels }`.
    */
   async mnist(options = {}) {
+    if (options === null || typeof options !== "object") {
+      throw new Error(`datasets.mnist: options must be an object, got ${describe(options)}`);
+    }
     const { baseUrl, buffers } = options;
     let parts;
-    if (buffers) {
+    if (buffers !== undefined) {
+      if (buffers === null || typeof buffers !== "object") {
+        throw new Error(`datasets.mnist: buffers must be an object, got ${describe(buffers)}`);
+      }
       const names = ["trainImages", "trainLabels", "testImages", "testLabels"];
       parts = names.map((n) => asBytes(buffers[n], n));
     } else if (typeof baseUrl === "string") {

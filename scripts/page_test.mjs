@@ -10,7 +10,10 @@
 //     Linear(16,3), Adam, 30 jitted steps) on a synthetic 3-class set, and checks in Node that
 //     the loss fell, that the weights survive safeSave/safeLoad/loadStateDict, that live buffers
 //     stayed flat over the replays and that no page error, failed request or console error
-//     occurred; on WebGPU (`init()`) and on the interpreter (`init({ device: "cpu" })`).
+//     occurred; then an error page: the calls that once trapped the wasm instance throw Errors
+//     naming their op, and every exported function and method called with wrong arguments throws
+//     Errors, never a trap (nor a panic on the console); on WebGPU (`init()`) and on the
+//     interpreter (`init({ device: "cpu" })`).
 // (b) --bench: opens www/bench.html?bs=..&steps=..&device=.. from the repository and prints its
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
@@ -109,6 +112,197 @@ try {
 }
 </script>`;
 
+// The page of part (a'): bad calls, as a fuzzer would make them, on the packed package (the
+// receiver checks of js/wgrad.js included). Each reproduction of a former wasm trap must throw an
+// Error (not a WebAssembly.RuntimeError) naming the op, then every exported function and method
+// is called with wrong arguments in each position; the engine must still compute afterwards.
+const ERRORS_PAGE = `<!doctype html>
+<meta charset="utf-8"><title>wgrad error test</title><link rel="icon" href="data:,">
+<script type="module">
+import * as w from "./package/js/wgrad.js";
+import * as raw from "./package/pkg/web/wgrad.js";
+const { init, Tensor, nn, optim, jit, tidy, withContext, getStateDict, getParameters, loadStateDict,
+  safeLoad, safeSave } = w;
+const problems = [], seen = [];
+let calls = 0, threw = 0;
+// A call's outcome: a value, or an Error that is not a wasm trap (a trap kills the instance).
+async function outcome(what, f) {
+  calls++;
+  try {
+    let v = f();
+    if (v instanceof Promise) v = await v;
+    // Results are released at once: the fuzzing below makes thousands.
+    for (const t of v instanceof Tensor ? [v] : Array.isArray(v) ? v : []) if (t instanceof Tensor) t.dispose();
+    return null;
+  } catch (e) {
+    threw++;
+    if (e instanceof WebAssembly.RuntimeError || !(e instanceof Error)) {
+      problems.push(what + ": " + (e && e.constructor && e.constructor.name) + ": " + (e && e.message || e));
+      return null;
+    }
+    return e;
+  }
+}
+// \`f\` must throw an Error whose message names \`op\`.
+async function expectError(what, op, f) {
+  const e = await outcome(what, f);
+  if (!e) {
+    if (!problems.some((p) => p.startsWith(what + ":"))) problems.push(what + ": no error");
+  } else if (!e.message.includes(op)) {
+    problems.push(what + ": the error does not name " + op + ": " + e.message);
+  } else {
+    seen.push(what + " -> " + e.message);
+  }
+}
+async function works(when) {
+  try {
+    const t = tidy(() => new Tensor([[1, 2], [3, 4]]).matmul(new Tensor([[1], [1]])).sum());
+    const v = await t.item();
+    t.dispose();
+    if (v !== 10) problems.push("after " + when + ": 1+2+3+4 gave " + v);
+  } catch (e) {
+    problems.push("after " + when + ": the engine no longer works: " + e.message);
+  }
+}
+try {
+  const device = new URLSearchParams(location.search).get("device");
+  await init(device ? { device } : {});
+  const scalar = Tensor.randn([]);
+  // Axes of a 0-d tensor.
+  await expectError("randn([]).var(0)", "var", () => scalar.var(0));
+  await expectError("randn([]).split([2, 3, 4])", "split", () => scalar.split([2, 3, 4]));
+  await expectError("randn([]).slice(0)", "slice", () => scalar.slice(0));
+  await expectError("randn([]).softmax()", "softmax", () => scalar.softmax());
+  await expectError("cat of 0-d tensors", "cat", () => Tensor.cat([scalar, scalar]));
+  // Integers that do not fit 32 bits are errors, not truncated.
+  const x = Tensor.ones([2, 3]);
+  for (const [what, op, f] of [
+    ["sum(2**32 + 1)", "sum", () => x.sum(2 ** 32 + 1)],
+    ["slice(2**32 + 1)", "slice", () => x.slice(2 ** 32 + 1)],
+    ["transpose(2**32 + 1, 0)", "transpose", () => x.transpose(2 ** 32 + 1, 0)],
+    ["split([1, 1], 2**32 + 1)", "split", () => x.split([1, 1], 2 ** 32 + 1)],
+    ["reshape([2**32 + 6])", "reshape", () => x.reshape([2 ** 32 + 6])],
+    ["zeros([2**32 + 1])", "zeros", () => Tensor.zeros([2 ** 32 + 1])],
+    ["setDebug(2**32 + 1)", "setDebug", () => w.setDebug(2 ** 32 + 1)],
+    ["manualSeed(1.5)", "manualSeed", () => Tensor.manualSeed(1.5)],
+  ]) await expectError(what, op, f);
+  // Malformed IDX headers.
+  const idx = (...b) => new Uint8Array(b);
+  const ok = idx(0, 0, 8, 1, 0, 0, 0, 1, 0);
+  await expectError("mnistFromBytes: dtype 0x0d", "mnist", () => raw.mnistFromBytes(idx(0, 0, 0x0d, 1, 0, 0, 0, 1, 0), ok, ok, ok));
+  await expectError("mnistFromBytes: a dimension of 2^32 - 1", "mnist", () => raw.mnistFromBytes(idx(0, 0, 8, 3, 255, 255, 255, 255, 0, 0, 0, 28, 0, 0, 0, 28), ok, ok, ok));
+  await expectError("mnistFromBytes: labels claiming 2^31", "mnist", () => raw.mnistFromBytes(ok, idx(0, 0, 8, 1, 128, 0, 0, 0), ok, ok));
+  await expectError("mnistFromBytes: an array claiming length 2^31", "mnist", () => raw.mnistFromBytes(ok, { length: 2 ** 31 }, ok, ok));
+  await expectError("mnistFromBytes: a sparse array of length 2^31", "mnist", () => raw.mnistFromBytes(ok, new Array(2 ** 31), ok, ok));
+  await expectError("mnistFromBytes()", "mnist", () => raw.mnistFromBytes());
+  // Deep and cyclic models.
+  const lin = new nn.Linear(2, 2);
+  const cyclic = { lin };
+  cyclic.self = cyclic;
+  cyclic.parts = [cyclic, { back: cyclic, lin }];
+  const names = Object.keys(getStateDict(cyclic)).join(",");
+  if (names !== "lin.weight,lin.bias") problems.push("getStateDict of a cyclic model: " + names);
+  if (getParameters(cyclic).length !== 2) problems.push("getParameters of a cyclic model: " + getParameters(cyclic).length);
+  let deep = { lin };
+  for (let i = 0; i < 100000; i++) deep = { deep };
+  await expectError("getStateDict(100000 levels)", "getStateDict", () => getStateDict(deep));
+  await expectError("getParameters(100000 levels)", "getParameters", () => getParameters(deep));
+  const endless = () => ({ get next() { return endless(); } });
+  await expectError("getStateDict(endless getters)", "getStateDict", () => getStateDict(endless()));
+  // Wrong receivers.
+  const emb = new nn.Embedding(4, 2), ln = new nn.LayerNorm(2);
+  const rawJit = new raw.TinyJitJs(() => Tensor.ones([1]));
+  const opt = new optim.SGD(lin.parameters());
+  await expectError("LayerNorm.prototype.free.call(embedding)", "LayerNorm.free", () => nn.LayerNorm.prototype.free.call(emb));
+  await expectError("TinyJitJs [Symbol.dispose] on a layer", "TinyJitJs", () => raw.TinyJitJs.prototype[Symbol.dispose].call(ln));
+  await expectError("Optim.prototype.step.call(jit)", "Optim.step", () => raw.Optim.prototype.step.call(rawJit));
+  await expectError("Linear.forward on a Tensor", "Linear.forward", () => nn.Linear.prototype.forward.call(x, x));
+  await expectError("Tensor.relu on a layer", "relu", () => Tensor.prototype.relu.call(lin));
+  await expectError("Tensor.shape getter on {}", "shape", () => Object.getOwnPropertyDescriptor(Tensor.prototype, "shape").get.call({}));
+  await expectError("Tensor.add on undefined", "add", () => Tensor.prototype.add.call(undefined, 1));
+  const e0 = await emb.forward(new Tensor([1, 3], [2], "int32")).data();
+  if (e0.length !== 4) problems.push("the embedding after the bad calls gave " + e0.length + " values");
+  // Disposed and freed tensors.
+  const d = new Tensor([1, 2]);
+  d.dispose();
+  await expectError("a disposed tensor's shape", "shape", () => d.shape);
+  const f = new Tensor([1, 2]);
+  f[Symbol.dispose]();
+  await expectError("a freed tensor's shape", "shape", () => f.shape);
+  await expectError("a freed tensor's relu", "relu", () => f.relu());
+  await expectError("a freed tensor as an argument", "add", () => x.add(f));
+  if (!seen.at(-1).includes("disposed")) problems.push("the freed tensor's error does not say it was disposed: " + seen.at(-1));
+  if (f.isDisposed !== true || String(f) !== "Tensor(disposed)") problems.push("a freed tensor: isDisposed " + f.isDisposed + ", " + String(f));
+  f.free();
+  f.dispose();
+  // Missing arguments.
+  await expectError("safeLoad()", "safeLoad", () => safeLoad());
+  await expectError("safeSave()", "safeSave", () => safeSave());
+  await expectError("loadStateDict()", "loadStateDict", () => loadStateDict());
+  await expectError("loadStateDict(model)", "loadStateDict", () => loadStateDict({ lin }));
+  await expectError("loadStateDict(model, state, null)", "loadStateDict", () => loadStateDict({ lin }, {}, null));
+  await expectError("jit()", "jit", () => jit());
+  await expectError("init(5)", "init", () => init(5));
+  await expectError("init({ device: 'tpu' })", "init", () => init({ device: "tpu" }));
+  await expectError("datasets.mnist(null)", "datasets.mnist", () => w.datasets.mnist(null));
+  await works("the reproductions");
+
+  // Every exported function and method, with a wrong value in each argument position.
+  const freed = new Tensor([1]);
+  freed.free();
+  const disposed = new Tensor([1]);
+  disposed.dispose();
+  const bad = [undefined, null, NaN, Infinity, -1, 0, 1.5, 2 ** 31, 2 ** 32 - 1, 2 ** 32 + 1, 2 ** 53 + 2,
+    -(2 ** 31) - 1, "x", "float64", true, {}, [], [[1, 2], 3], [-1], [2 ** 32 + 1], new Array(2 ** 31),
+    cyclic, Tensor.randn([]), freed, disposed, lin, () => 1, Symbol("s"), 10n, new Uint8Array(3)];
+  const skip = new Set(["constructor", "free", "dispose", "__destroy_into_raw", "__wrap", "__unwrap"]);
+  const methods = (obj) => Reflect.ownKeys(obj).filter((k) => typeof k === "string" && !skip.has(k) &&
+    typeof Object.getOwnPropertyDescriptor(obj, k).value === "function");
+  // The other arguments are left out, or 1 (a plausible number, size, axis or shape).
+  async function fuzz(what, target, name, arity) {
+    const t0 = performance.now(), c0 = calls;
+    for (const filler of [undefined, 1]) {
+      for (let pos = 0; pos < arity; pos++) {
+        for (const b of bad) {
+          const args = Array.from({ length: arity }, (_, i) => (i === pos ? b : filler));
+          const e = await outcome(what + " arg " + pos, () => target[name](...args));
+          if (e && /null pointer|unreachable|recursive use/.test(e.message)) problems.push(what + ": " + e.message);
+        }
+      }
+    }
+    console.log("fuzz " + what + ": " + (calls - c0) + " calls, " + (performance.now() - t0).toFixed(0) + " ms");
+  }
+  const receivers = { "a [2, 3] tensor": Tensor.ones([2, 3]), "a 0-d tensor": Tensor.randn([]),
+    "an int32 tensor": new Tensor([1, 2, 3], [3], "int32") };
+  for (const [rname, r] of Object.entries(receivers)) {
+    for (const m of methods(Tensor.prototype)) await fuzz("Tensor." + m + " on " + rname, r, m, 3);
+  }
+  for (const m of methods(Tensor)) await fuzz("Tensor." + m, Tensor, m, 4);
+  for (const [name, cls] of Object.entries(nn)) {
+    await fuzz("new nn." + name, { make: (...a) => new cls(...a) }, "make", 4);
+    const layer = name === "Embedding" ? emb : name === "LayerNorm" ? ln : name === "Linear" ? lin :
+      name === "Conv2d" ? new cls(1, 1, 1) : name === "GroupNorm" ? new cls(1, 2) : new cls(2);
+    for (const m of methods(cls.prototype)) await fuzz("nn." + name + "." + m, layer, m, 2);
+  }
+  for (const name of Object.keys(optim)) await fuzz("optim." + name, optim, name, 2);
+  for (const m of methods(raw.Optim.prototype)) await fuzz("Optim." + m, opt, m, 1);
+  for (const m of methods(raw.TinyJitJs.prototype)) await fuzz("TinyJitJs." + m, rawJit, m, 1);
+  for (const name of ["withContext", "safeSave", "safeLoad", "getStateDict", "getParameters",
+    "loadStateDict", "tidy", "jit", "globalCounters", "defaultDevice", "resetGlobalCounters"]) {
+    await fuzz(name, w, name, 3);
+  }
+  await fuzz("setDebug", w, "setDebug", 1);
+  w.setDebug(0);
+  for (const name of ["mnistFromBytes", "sameTensor", "mnistFiles", "endScope"]) await fuzz("raw." + name, raw, name, 4);
+  await fuzz("datasets.mnist", w.datasets, "mnist", 1);
+  await works("the fuzzing");
+  window.errorResult = { problems, seen, calls, threw };
+} catch (e) {
+  console.error(e);
+  window.errorResult = { error: String((e && e.stack) || e) };
+}
+</script>`;
+
 async function launch() {
   let chromium;
   try {
@@ -143,9 +337,15 @@ async function runPage(browser, url, key, { timeoutMs, echo }) {
   });
   page.on("crash", () => problems.push("the page crashed"));
   const t0 = Date.now();
+  // A page error (a syntax error, say) fails the page anyway: stop waiting at once.
+  const broken = new Promise((_, reject) => page.once("pageerror", () => reject(new Error("a page error"))));
+  broken.catch(() => {});
   try {
     await page.goto(url, { waitUntil: "load", timeout: 120_000 });
-    await page.waitForFunction((k) => window[k] !== undefined, key, { timeout: timeoutMs, polling: 500 });
+    await Promise.race([
+      page.waitForFunction((k) => window[k] !== undefined, key, { timeout: timeoutMs, polling: 500 }),
+      broken,
+    ]);
   } catch (e) {
     problems.push(`no window.${key} after ${((Date.now() - t0) / 1000).toFixed(0)} s: ${e.message.split("\n")[0]}`);
     await page.close().catch(() => {});
@@ -176,6 +376,7 @@ async function packageTest(browser) {
       if (!files.includes(`package/${f}`)) fail(`npm pack left out ${f} (check "files" in package.json)`);
     }
     writeFileSync(join(dir, "index.html"), PACKAGE_PAGE);
+    writeFileSync(join(dir, "errors.html"), ERRORS_PAGE);
     const srv = await serve({ port: 0, root: dir });
     try {
       for (const device of ["webgpu", "cpu"]) {
@@ -192,9 +393,10 @@ async function packageTest(browser) {
           if (r.reloaded !== r.after) problems.push(`weights saved and loaded give loss ${r.reloaded}, not ${r.after}`);
           if (r.stateNames !== "l1.weight,l1.bias,l2.weight,l2.bias") problems.push(`state dict names: ${r.stateNames}`);
           if (!r.losses.every(Number.isFinite)) problems.push(`non-finite training loss: ${r.losses}`);
-          // Memory stays flat once the step is captured: same live tensors and buffers.
+          // Memory stays flat once the step is captured: no more live tensors and buffers (fewer
+          // when the garbage collector frees handles the page dropped: weak references).
           const [a, b] = [r.live[4], r.live[r.live.length - 1]];
-          if (a[0] !== b[0] || a[1] !== b[1]) problems.push(`live tensors/buffers grew over the replays: ${a} -> ${b}`);
+          if (b[0] > a[0] || b[1] > a[1]) problems.push(`live tensors/buffers grew over the replays: ${a} -> ${b}`);
         }
         if (problems.length) fail(`${what}:\n  ${problems.join("\n  ")}`);
         // The first step's loss is taken at the initial weights, so it should equal `before`.
@@ -207,6 +409,7 @@ async function packageTest(browser) {
             `after ${r.losses.length} jitted steps (${r.launches} kernels per replay; live tensors/buffers ` +
             `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}), ${seconds.toFixed(1)} s`,
         );
+        await errorsTest(browser, `${srv.url}errors.html${device === "cpu" ? "?device=cpu" : ""}`, device);
       }
     } finally {
       await srv.close();
@@ -214,6 +417,18 @@ async function packageTest(browser) {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The error page on one device: every reproduction throws an Error naming its op, no call traps. */
+async function errorsTest(browser, url, device) {
+  const { result: r, problems, seconds } = await runPage(browser, url, "errorResult", { timeoutMs: Math.min(TIMEOUT_MS, 600_000) });
+  if (r?.error) problems.push(`the page threw: ${r.error}`);
+  if (r && !r.error) problems.push(...r.problems);
+  const what = `error test on ${device}`;
+  if (problems.length) fail(`${what}:\n  ${problems.join("\n  ")}`);
+  if (VERBOSE) for (const line of r.seen) console.log(`  ${line}`);
+  console.log(`ok: ${what}: ${r.seen.length} reproductions throw an Error naming the op; ${r.calls} calls with bad ` +
+    `arguments, ${r.threw} errors, no wasm trap; the engine still computes, ${seconds.toFixed(1)} s`);
 }
 
 async function repoPage(browser, srv, page, query, key) {

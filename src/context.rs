@@ -18,6 +18,7 @@ struct Frame {
     no_grad: Option<bool>,
     max_buffers: Option<usize>,
     opt_target: Option<OptTarget>,
+    beam: Option<u32>,
 }
 
 /// What the kernel optimizer shapes kernels for. Each device has its own default; `OPT_TARGET`
@@ -104,6 +105,12 @@ impl Context {
         self.frame.opt_target = Some(t);
         self
     }
+    /// Tune every kernel compiled inside by a beam search of width `n` over the optimizer's
+    /// actions, timed on the device (0 turns it off); like `BEAM=n`.
+    pub fn beam(mut self, n: u32) -> Self {
+        self.frame.beam = Some(n);
+        self
+    }
     /// Run `f` with these settings in force on this thread.
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         struct Pop;
@@ -153,6 +160,24 @@ pub fn training() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
     lookup(|f| f.training)
         .unwrap_or_else(|| *ENV.get_or_init(|| env_u32("TRAINING").unwrap_or(0) != 0))
+}
+
+/// The beam width asked for (`Context::beam`, else `BEAM`); 0 is off.
+pub fn beam() -> u32 {
+    static ENV: OnceLock<u32> = OnceLock::new();
+    lookup(|f| f.beam).unwrap_or_else(|| *ENV.get_or_init(|| env_u32("BEAM").unwrap_or(0)))
+}
+
+/// `IGNORE_BEAM_CACHE=1`: search again instead of reusing cached choices.
+pub fn ignore_beam_cache() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("IGNORE_BEAM_CACHE").unwrap_or(0) != 0)
+}
+
+/// `BEAM_BUDGET_MS`: the time a search may spend on one kernel (default 10 s).
+pub fn beam_budget_ms() -> u64 {
+    static ENV: OnceLock<u64> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("BEAM_BUDGET_MS").map_or(10_000, u64::from))
 }
 
 /// The optimizer target asked for, if any: a `Context`'s, else `OPT_TARGET`, else `None` for

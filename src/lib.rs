@@ -13,7 +13,7 @@
 //! | codegen | `codegen` | lower → optimize → linearize (`LinearKernel`) → render (`Renderer`: C, WGSL) |
 //! | runtime | `runtime` | `Backend`s (interp, cpu, wgpu), `Buffer`, `Program`, `Launch` |
 //! | schedule | `uop`, `schedule` | the lazy graph's node `UOp`; fusing it into `ScheduleItem`s |
-//! | engine | `realize`, `memory` | realize a schedule, the capture hook, memory planning |
+//! | engine | `realize`, `memory`, `search` | realize a schedule, the capture hook, memory planning, BEAM search |
 //! | frontend | `tensor` | `Tensor` and its ops, autograd (`tensor::grad`) |
 //! | | `jit` | `TinyJit`: capture a step, replay its launches |
 //! | | `nn` | layers, optimizers, datasets, state dicts |
@@ -41,6 +41,7 @@ pub mod ops;
 pub mod realize;
 pub mod runtime;
 pub mod schedule;
+pub mod search;
 pub mod shape;
 pub mod tensor;
 pub mod uop;

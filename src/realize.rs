@@ -82,7 +82,16 @@ pub fn check_readback() -> Result<()> {
 
 type ProgramCache = Mutex<HashMap<(Device, LinearKernel), Arc<Program>>>;
 
-type AstCache = Mutex<HashMap<(Device, Target, String), Arc<Executable>>>;
+type AstCache = Mutex<HashMap<(Device, Target, u32, String), Arc<Executable>>>;
+
+/// Forget which program each kernel compiled to (the compiled programs stay cached), so the
+/// next realize chooses again: after BEAM tuning found better plans.
+pub fn forget_programs() {
+    ast_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+}
 
 fn ast_cache() -> &'static AstCache {
     static C: OnceLock<AstCache> = OnceLock::new();
@@ -92,31 +101,6 @@ fn ast_cache() -> &'static AstCache {
 fn cache() -> &'static ProgramCache {
     static C: OnceLock<ProgramCache> = OnceLock::new();
     C.get_or_init(Default::default)
-}
-
-/// A structural key of a kernel's AST (shared subtrees numbered once), for the program cache:
-/// equal keys lower to the same program, so a repeated step skips lowering.
-fn ast_key(ast: &KernelAst) -> String {
-    use crate::kernel::{AstNode, AstOp};
-    use std::fmt::Write;
-    fn visit(n: &AstNode, ids: &mut HashMap<usize, usize>, out: &mut String) -> usize {
-        let p = n as *const AstNode as usize;
-        if let Some(&i) = ids.get(&p) {
-            return i;
-        }
-        let srcs: Vec<usize> = n.src.iter().map(|s| visit(s, ids, out)).collect();
-        let i = ids.len();
-        ids.insert(p, i);
-        let op = match &n.op {
-            AstOp::Const(v) => format!("C{}", v.to_bits()),
-            other => format!("{other:?}"),
-        };
-        let _ = write!(out, "{i}={op}:{}:{:?}:{srcs:?};", n.dtype, n.shape);
-        i
-    }
-    let mut out = format!("{:?}|", ast.bufs.iter().map(|b| b.0).collect::<Vec<_>>());
-    visit(&ast.root, &mut HashMap::new(), &mut out);
-    out
 }
 
 thread_local! {
@@ -166,7 +150,8 @@ pub fn target(device: Device) -> Target {
 /// Compile (or fetch from the cache) the programs for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
     let t = target(device);
-    let akey = (device, t, ast_key(ast));
+    let width = crate::context::beam();
+    let akey = (device, t, width, ast.key());
     let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
     if !recording {
         if let Some(p) = ast_cache()
@@ -177,7 +162,13 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
             return Ok(p.clone());
         }
     }
-    let compiled = codegen::compile(ast, &t);
+    let compiled = if width > 0 {
+        let plan = crate::search::plan(device, ast, &t, width)?;
+        codegen::compile_plan(ast, &plan)
+            .map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
+    } else {
+        codegen::compile(ast, &t)
+    };
     for s in &compiled.stages {
         dump_as(&s.kernel);
     }

@@ -267,6 +267,46 @@ fn malformed_idx_is_a_clear_error() {
     }
 }
 
+/// The headers a fuzzer sent to the JS API's `mnistFromBytes` (which then trapped the wasm
+/// instance): each is an error here, alone and as any of the four files, gzipped or not.
+#[test]
+fn fuzzed_idx_headers_are_errors() {
+    let images = idx(&[1, 28, 28], &[0; 784]);
+    let labels = idx(&[1], &[3]);
+    let with_dtype = |mut f: Vec<u8>, t: u8| {
+        f[2] = t;
+        f
+    };
+    let cases: Vec<(Vec<u8>, &[&str])> = vec![
+        (with_dtype(labels.clone(), 0x0d), &["dtype 0x0d", "f32"]),
+        (with_dtype(images.clone(), 0x0d), &["dtype 0x0d"]),
+        (idx(&[u32::MAX], &[]), &["limit"]),
+        (idx(&[u32::MAX, 28, 28], &[0; 16]), &["limit"]),
+        (idx(&[1 << 31], &[1, 2, 3]), &["limit"]),
+        (idx(&[1 << 30], &[1, 2, 3]), &["truncated", "1073741824"]),
+        (idx(&[2, 1 << 31], &[]), &["limit"]),
+        (vec![0, 0, 8, 255], &["truncated header", "255 dimensions"]),
+    ];
+    for (bad, parts) in &cases {
+        err_contains(parse_idx(bad), ErrorKind::Io, parts);
+        err_contains(parse_idx(&gz(bad)), ErrorKind::Io, parts);
+        for slot in 0..4 {
+            let mut files = [
+                images.clone(),
+                labels.clone(),
+                images.clone(),
+                labels.clone(),
+            ];
+            files[slot] = bad.clone();
+            let r = mnist_from_bytes(&files[0], &files[1], &files[2], &files[3]);
+            err_contains(r, ErrorKind::Io, parts);
+        }
+    }
+    // The good files load, so the errors above are the headers' doing.
+    let m = mnist_from_bytes(&images, &labels, &images, &labels).unwrap();
+    assert_eq!(m.y_train.shape(), [1]);
+}
+
 #[test]
 fn mnist_checks_shapes_and_counts() {
     let [tri, trl, tei, tel] = synthetic(5, 3);

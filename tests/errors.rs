@@ -4,7 +4,12 @@
 // Native only: the browser tests are tests/web.rs.
 #![cfg(not(target_arch = "wasm32"))]
 
-use wgrad::{Conv2dOpts, Device, ErrorKind, Padding, Tensor};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use wgrad::{
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, ErrorKind, Operand, Padding,
+    Reduction, Tensor,
+};
 
 fn t(shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
@@ -146,4 +151,350 @@ fn engine_keeps_working_after_errors() {
         .item::<f32>()
         .unwrap();
     assert_eq!(r, 12.0);
+}
+
+#[test]
+fn a_0d_tensor_has_no_axis() {
+    let s = Tensor::randn(&[]).unwrap();
+    let msg = "out of range for a tensor of 0 dimensions";
+    err_contains(
+        s.var(0, false, 1.0),
+        ErrorKind::Shape,
+        &["var", "axis 0", msg],
+    );
+    err_contains(s.split(&[2, 3, 4], 0), ErrorKind::Shape, &["split", msg]);
+    err_contains(s.slice(0, 0, 1, 1), ErrorKind::Shape, &["slice", msg]);
+    err_contains(s.sum(0, false), ErrorKind::Shape, &["sum", msg]);
+    err_contains(
+        s.mean(-1, true),
+        ErrorKind::Shape,
+        &["mean", "axis -1", msg],
+    );
+    err_contains(s.max(0, false), ErrorKind::Shape, &["max", msg]);
+    err_contains(s.min(0, false), ErrorKind::Shape, &["max", msg]);
+    err_contains(s.std(0, false, 0.0), ErrorKind::Shape, &["var", msg]);
+    err_contains(s.logsumexp(0, false), ErrorKind::Shape, &["logsumexp", msg]);
+    err_contains(s.argmax(Some(0), false), ErrorKind::Shape, &["argmax", msg]);
+    err_contains(
+        s.argmin(Some(-1), false),
+        ErrorKind::Shape,
+        &["argmin", msg],
+    );
+    err_contains(s.softmax(-1), ErrorKind::Shape, &["softmax", msg]);
+    err_contains(s.log_softmax(0), ErrorKind::Shape, &["log_softmax", msg]);
+    err_contains(s.squeeze(Some(0)), ErrorKind::Shape, &["squeeze", msg]);
+    err_contains(s.transpose(0, 0), ErrorKind::Shape, &["transpose", msg]);
+    err_contains(s.flip(&[0]), ErrorKind::Shape, &["flip", msg]);
+    err_contains(s.chunk(2, 0), ErrorKind::Shape, &["chunk", msg]);
+    err_contains(s.gather(0, &s), ErrorKind::Shape, &["gather", msg]);
+    err_contains(Tensor::cat(&[&s, &s], 0), ErrorKind::Shape, &["cat", msg]);
+    err_contains(s.flatten(1), ErrorKind::Shape, &["flatten", "axis 1"]);
+    err_contains(s.unsqueeze(2), ErrorKind::Shape, &["unsqueeze", "axis 2"]);
+    // What needs no axis still works on a 0-d tensor.
+    let v = Tensor::from_vec(vec![2.5f32], &[]).unwrap();
+    assert_eq!(v.sum((), false).unwrap().to_vec::<f32>().unwrap(), [2.5]);
+    assert_eq!(
+        v.var((), false, 0.0).unwrap().to_vec::<f32>().unwrap(),
+        [0.0]
+    );
+    assert_eq!(v.argmax(None, false).unwrap().to_vec::<i32>().unwrap(), [0]);
+    assert_eq!(v.flatten(-1).unwrap().shape(), [1]);
+    assert_eq!(v.unsqueeze(-1).unwrap().shape(), [1]);
+    assert_eq!(
+        Tensor::stack(&[&v, &v], 0)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        [2.5, 2.5]
+    );
+}
+
+#[test]
+fn out_of_range_axes_name_the_op() {
+    let x = t(&[2, 3]);
+    for a in [2, -3, isize::MAX, isize::MIN] {
+        err_contains(x.sum(a, false), ErrorKind::Shape, &["sum", "out of range"]);
+        err_contains(
+            x.split(&[1, 1], a),
+            ErrorKind::Shape,
+            &["split", "out of range"],
+        );
+        err_contains(
+            x.slice(a, 0, 1, 1),
+            ErrorKind::Shape,
+            &["slice", "out of range"],
+        );
+        err_contains(x.softmax(a), ErrorKind::Shape, &["softmax", "out of range"]);
+        err_contains(x.argmin(Some(a), false), ErrorKind::Shape, &["argmin"]);
+        err_contains(
+            x.unsqueeze(a.saturating_mul(2)),
+            ErrorKind::Shape,
+            &["unsqueeze"],
+        );
+        err_contains(
+            Tensor::stack(&[&x], a.saturating_mul(2)),
+            ErrorKind::Shape,
+            &["stack"],
+        );
+    }
+}
+
+// ---------------------------------------------------------------- every op of the op table
+
+/// Values to try for an argument of an op-table row, given the receiver; the first is a
+/// plausible one, the others are wrong in the ways a caller gets axes wrong (out of range,
+/// negative, on a 0-d tensor, repeated, empty lists).
+trait Probe: Sized {
+    fn probes(x: &Tensor) -> Vec<Self>;
+}
+
+fn zero_d() -> Tensor {
+    Tensor::from_vec(vec![1.5f32], &[]).unwrap()
+}
+
+impl Probe for Tensor {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        let ints = Tensor::from_vec(vec![0i32, 1], &[2]).unwrap();
+        vec![x.clone(), zero_d(), ints]
+    }
+}
+
+impl<T: Probe> Probe for Option<T> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        let mut v: Vec<Self> = T::probes(x).into_iter().map(Some).collect();
+        v.insert(1, None);
+        v
+    }
+}
+
+impl Probe for Vec<Tensor> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        vec![
+            vec![x.clone(), x.clone()],
+            vec![],
+            vec![zero_d(), zero_d()],
+            vec![x.clone(), zero_d()],
+        ]
+    }
+}
+
+impl Probe for Operand {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        vec![
+            Operand::Float(0.5),
+            Operand::Int(2),
+            Operand::from(x),
+            Operand::from(zero_d()),
+        ]
+    }
+}
+
+impl Probe for isize {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![0, -1, 1, 2, 3, -3, -4, isize::MAX, isize::MIN]
+    }
+}
+
+impl Probe for Vec<isize> {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![
+            vec![0],
+            vec![],
+            vec![-1],
+            vec![1, 0],
+            vec![0, 0],
+            vec![5],
+            vec![isize::MIN],
+            vec![-1, -1],
+        ]
+    }
+}
+
+impl Probe for Axes {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        let mut v = vec![Axes::All];
+        v.extend(Vec::<isize>::probes(x).into_iter().map(Axes::Some));
+        v
+    }
+}
+
+// The other argument types are not axes: one plausible value and one edge each.
+impl Probe for f64 {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![0.5, f64::NAN]
+    }
+}
+
+impl Probe for bool {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![false, true]
+    }
+}
+
+impl Probe for usize {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![1, 0, 2]
+    }
+}
+
+impl Probe for Vec<usize> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        vec![vec![1; x.ndim().max(1)], vec![], vec![0], vec![1, 2, 3]]
+    }
+}
+
+impl Probe for (usize, usize) {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![(1, 1), (0, 0), (2, 3)]
+    }
+}
+
+impl Probe for Vec<(usize, usize)> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        vec![
+            vec![(0, 1); x.ndim()],
+            vec![],
+            vec![(1, 1)],
+            vec![(0, 0); x.ndim() + 1],
+        ]
+    }
+}
+
+impl Probe for DType {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![DType::F32, DType::I32, DType::Bool]
+    }
+}
+
+impl Probe for Reduction {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![Reduction::Mean, Reduction::None]
+    }
+}
+
+impl Probe for Conv2dOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = Conv2dOpts::default();
+        vec![
+            d,
+            Conv2dOpts { groups: 0, ..d },
+            Conv2dOpts {
+                stride: (0, 0),
+                ..d
+            },
+        ]
+    }
+}
+
+impl Probe for CrossEntropyOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = CrossEntropyOpts::default();
+        vec![
+            d,
+            CrossEntropyOpts {
+                ignore_index: Some(-1),
+                ..d
+            },
+        ]
+    }
+}
+
+/// Argument number `*at` (counting up) of the call being made: probe `k` if it is argument
+/// `target`, else the plausible one. `*past` is set when `k` is beyond its probes.
+fn probe<T: Probe>(x: &Tensor, at: &mut usize, target: usize, k: usize, past: &mut bool) -> T {
+    let mut probes = T::probes(x);
+    let me = *at;
+    *at += 1;
+    if me == target && k < probes.len() {
+        return probes.swap_remove(k);
+    }
+    if me == target {
+        *past = true;
+    }
+    probes.swap_remove(0)
+}
+
+/// Every op of the op table, on 0-d, 1-d and 2-d receivers, with each argument in turn taking
+/// each of its probes (the others plausible): the result is `Ok` or an `Err`, never a panic (a
+/// panic in the JS API kills the wasm instance); what succeeds also realizes (on the
+/// interpreter).
+#[test]
+fn no_op_of_the_table_panics_on_bad_axes() {
+    Context::new()
+        .dev(Device::Interp)
+        .run(table_ops_never_panic);
+}
+
+fn table_ops_never_panic() {
+    let receivers = [zero_d(), t(&[3]), t(&[2, 3])];
+    let mut failures = vec![];
+    let mut calls = 0;
+    macro_rules! row {
+        ($(#[$doc:meta])* static $js:literal $rs:ident (
+            $($p:ident $(@ $key:literal)? $($what:literal)? : $ty:ty as $ts:literal),*
+            $(; $($o:ident $(@ $okey:literal)? $($owhat:literal)? : $oty:ty as $ots:literal = $def:expr),*)?
+        ) => $call:expr) => {
+            row!(@run $rs [_x] ($($p: $ty,)* $($($o: $oty,)*)?) => $call)
+        };
+        ($(#[$doc:meta])* $js:literal $rs:ident ($x:ident
+            $(, $p:ident $(@ $key:literal)? $($what:literal)? : $ty:ty as $ts:literal)*
+            $(; $($o:ident $(@ $okey:literal)? $($owhat:literal)? : $oty:ty as $ots:literal = $def:expr),*)?
+        ) $(-> $ret:literal)? => $call:expr) => {
+            row!(@run $rs [$x] ($($p: $ty,)* $($($o: $oty,)*)?) => $call)
+        };
+        (@run $rs:ident [$x:tt] ($($p:ident: $ty:ty,)*) => $call:expr) => {
+            for recv in &receivers {
+                for target in 0..8 {
+                    for k in 0.. {
+                        #[allow(unused_mut)]
+                        let (mut at, mut past) = (0, false);
+                        #[allow(unused_variables)]
+                        let $x = recv.clone();
+                        $(let $p: $ty = probe(recv, &mut at, target, k, &mut past);)*
+                        if past || target > at {
+                            break;
+                        }
+                        let what = format!("{} on {:?} (argument {target}, probe {k})",
+                            stringify!($rs), recv.shape());
+                        calls += 1;
+                        let run = || {
+                            let out: wgrad::Result<_> = $call;
+                            out.and_then(|o| Realize::realize(&o))
+                        };
+                        if catch_unwind(AssertUnwindSafe(run)).is_err() {
+                            failures.push(format!("{what}: panicked"));
+                        }
+                        if target >= at {
+                            break;
+                        }
+                    }
+                }
+            }
+        };
+    }
+    wgrad::for_each_op!(row);
+    assert!(calls > 1000, "only {calls} calls");
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Realize an op's result (one tensor or several).
+trait Realize {
+    fn realize(&self) -> wgrad::Result<()>;
+}
+
+impl Realize for Tensor {
+    fn realize(&self) -> wgrad::Result<()> {
+        Tensor::realize(self).map(|_| ())
+    }
+}
+
+impl Realize for Vec<Tensor> {
+    fn realize(&self) -> wgrad::Result<()> {
+        Tensor::realize_all(&self.iter().collect::<Vec<_>>())
+    }
 }

@@ -23,8 +23,9 @@ const LAYERS: &[&[&str]] = &[
     // The lazy graph's node (it owns buffers) and the scheduler that fuses it into kernels.
     &["uop", "schedule"],
     // Realizing schedules, the capture hook, memory planning.
-    &["realize", "memory"],
-    // The user-facing tensor (grad, movement, reduce, functional, random live under it).
+    &["realize", "memory", "search"],
+    // The user-facing tensor (grad, movement, reduce, functional, random and the op table
+    // live under it).
     &[
         "tensor",
         "grad",
@@ -32,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
         "reduce",
         "functional",
         "random",
+        "table",
     ],
     &["jit"],
     &["nn"],

@@ -26,7 +26,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::Value;
 use wgrad::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Padding, Reduction, Tensor,
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Operand, Padding, Reduction, Tensor,
 };
 
 const FIXTURE: &str = include_str!("fixtures/ops.json");
@@ -186,241 +186,269 @@ fn make_tensor(shape: &[usize], dtype: &str, data: &[f64]) -> wgrad::Result<Tens
     }
 }
 
-// ------------------------------------------------------------------------------------ args
+// ------------------------------------------------------------------------------------ op table
 
-fn arg_f(a: &Value, k: &str) -> f64 {
-    a[k].as_f64()
-        .unwrap_or_else(|| panic!("fixture: missing float arg {k} in {a}"))
+/// The inputs of a case not yet used by the op's arguments.
+type Inputs<'a> = std::slice::Iter<'a, Tensor>;
+
+/// An argument of an op-table row, read from a fixture case: tensors from the case's inputs (in
+/// order), other values from its `args` under the row's key. `None` when the case does not give
+/// it (absent or null), so that an optional argument takes the table's default.
+trait FromCase: Sized {
+    fn from_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<Self>;
 }
 
-fn arg_i(a: &Value, k: &str) -> isize {
-    a[k].as_i64()
-        .unwrap_or_else(|| panic!("fixture: missing int arg {k} in {a}")) as isize
-}
-
-fn arg_u(a: &Value, k: &str) -> usize {
-    a[k].as_u64()
-        .unwrap_or_else(|| panic!("fixture: missing usize arg {k} in {a}")) as usize
-}
-
-/// `null` -> None.
-fn arg_opt_i(a: &Value, k: &str) -> Option<isize> {
-    a[k].as_i64().map(|v| v as isize)
-}
-
-fn arg_keepdim(a: &Value) -> bool {
-    a["keepdim"]
-        .as_bool()
-        .unwrap_or_else(|| panic!("fixture: missing keepdim in {a}"))
-}
-
-/// `"axes": null` is `Axes::All`, else a list of (possibly negative) axes.
-fn arg_axes(a: &Value) -> Axes {
-    if a["axes"].is_null() {
-        Axes::All
-    } else {
-        isizes(&a["axes"]).into()
+impl<T: FromCase> FromCase for Option<T> {
+    fn from_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<Self> {
+        Some(T::from_case(args, key, inputs))
     }
 }
 
-fn arg_pair(v: &Value) -> (usize, usize) {
+impl FromCase for Tensor {
+    fn from_case(_: &Value, _: &str, inputs: &mut Inputs) -> Option<Self> {
+        inputs.next().cloned()
+    }
+}
+
+/// All the remaining inputs (cat, stack).
+impl FromCase for Vec<Tensor> {
+    fn from_case(_: &Value, _: &str, inputs: &mut Inputs) -> Option<Self> {
+        Some(inputs.cloned().collect())
+    }
+}
+
+/// The scalar under the key, or else the next input. Whole numbers are `Operand::Int` (they
+/// take the tensor's dtype), as the JS API makes them.
+impl FromCase for Operand {
+    fn from_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<Self> {
+        match &args[key] {
+            Value::Null => inputs.next().map(Operand::from),
+            v => {
+                let x = num(v);
+                Some(if x.fract() == 0.0 {
+                    Operand::Int(x as i64)
+                } else {
+                    Operand::Float(x)
+                })
+            }
+        }
+    }
+}
+
+impl FromCase for f64 {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_f64()
+    }
+}
+
+impl FromCase for bool {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_bool()
+    }
+}
+
+impl FromCase for isize {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_i64().map(|v| v as isize)
+    }
+}
+
+impl FromCase for usize {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_u64().map(|v| v as usize)
+    }
+}
+
+impl FromCase for Vec<isize> {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        (!args[key].is_null()).then(|| isizes(&args[key]))
+    }
+}
+
+impl FromCase for Vec<usize> {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        (!args[key].is_null()).then(|| usizes(&args[key]))
+    }
+}
+
+impl FromCase for Axes {
+    fn from_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<Self> {
+        Vec::<isize>::from_case(args, key, inputs).map(Axes::Some)
+    }
+}
+
+fn pair(v: &Value) -> (usize, usize) {
     let p = usizes(v);
     assert_eq!(p.len(), 2, "fixture: expected a pair, got {v}");
     (p[0], p[1])
 }
 
-fn arg_pairs(v: &Value) -> Vec<(usize, usize)> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("fixture: not an array: {v}"))
-        .iter()
-        .map(arg_pair)
-        .collect()
-}
-
-fn arg_reduction(a: &Value) -> Reduction {
-    match a["reduction"].as_str() {
-        Some("mean") => Reduction::Mean,
-        Some("sum") => Reduction::Sum,
-        Some("none") => Reduction::None,
-        other => panic!("fixture: bad reduction {other:?}"),
+impl FromCase for (usize, usize) {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        (!args[key].is_null()).then(|| pair(&args[key]))
     }
 }
 
-fn arg_conv(a: &Value) -> Conv2dOpts {
-    let padding = match &a["padding"] {
-        Value::String(s) if s == "valid" => Padding::Valid,
-        Value::String(s) if s == "same" => Padding::Same,
-        v => {
-            let (ph, pw) = arg_pair(v);
-            Padding::Explicit(ph, pw)
-        }
+impl FromCase for Vec<(usize, usize)> {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        let v = args[key].as_array()?;
+        Some(v.iter().map(pair).collect())
+    }
+}
+
+impl FromCase for DType {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_str().map(dtype_of)
+    }
+}
+
+impl FromCase for Reduction {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        Some(match args[key].as_str()? {
+            "mean" => Reduction::Mean,
+            "sum" => Reduction::Sum,
+            "none" => Reduction::None,
+            other => panic!("fixture: bad reduction {other:?}"),
+        })
+    }
+}
+
+/// An options object: the case's `args` themselves.
+impl FromCase for Conv2dOpts {
+    fn from_case(a: &Value, _: &str, _: &mut Inputs) -> Option<Self> {
+        let padding = match &a["padding"] {
+            Value::String(s) if s == "valid" => Padding::Valid,
+            Value::String(s) if s == "same" => Padding::Same,
+            v => {
+                let (ph, pw) = pair(v);
+                Padding::Explicit(ph, pw)
+            }
+        };
+        Some(Conv2dOpts {
+            stride: pair(&a["stride"]),
+            padding,
+            dilation: pair(&a["dilation"]),
+            groups: a["groups"].as_u64().expect("fixture: conv2d groups") as usize,
+        })
+    }
+}
+
+impl FromCase for CrossEntropyOpts {
+    fn from_case(a: &Value, _: &str, inputs: &mut Inputs) -> Option<Self> {
+        Some(CrossEntropyOpts {
+            ignore_index: a["ignore_index"].as_i64(),
+            label_smoothing: f64::from_case(a, "label_smoothing", inputs)?,
+            reduction: Reduction::from_case(a, "reduction", inputs)?,
+        })
+    }
+}
+
+/// An op's result as the case's output: ops returning several tensors give piece `args.piece`.
+trait CaseOutput {
+    fn output(self, args: &Value) -> wgrad::Result<Tensor>;
+}
+
+impl CaseOutput for wgrad::Result<Tensor> {
+    fn output(self, _: &Value) -> wgrad::Result<Tensor> {
+        self
+    }
+}
+
+impl CaseOutput for wgrad::Result<Vec<Tensor>> {
+    fn output(self, args: &Value) -> wgrad::Result<Tensor> {
+        let piece = args["piece"].as_u64().expect("fixture: piece") as usize;
+        self.map(|v| v.into_iter().nth(piece).expect("too few pieces"))
+    }
+}
+
+/// The fixture key of a table argument: its `@ "key"`, else its name.
+macro_rules! key {
+    ($p:ident) => {
+        stringify!($p)
     };
-    Conv2dOpts {
-        stride: arg_pair(&a["stride"]),
-        padding,
-        dilation: arg_pair(&a["dilation"]),
-        groups: arg_u(a, "groups"),
-    }
+    ($p:ident $key:literal) => {
+        $key
+    };
 }
 
-// ------------------------------------------------------------------------------------ op table
-
-/// Run the case's op on `x` (inputs in fixture order; `x[0]` is `self`).
+/// Run the case's op on `x` (inputs in fixture order; `x[0]` is `self`) through its row of the
+/// op table.
 fn apply(op: &str, a: &Value, x: &[Tensor]) -> wgrad::Result<Tensor> {
-    let t = &x[0];
-    // Binary ops: rhs is `inputs[1]`, or the scalar `args.scalar` (as i32 for integer tensors).
-    macro_rules! binary {
-        ($m:ident) => {{
-            if a["scalar"].is_null() {
-                t.$m(&x[1])
-            } else {
-                let s = num(&a["scalar"]);
-                if t.dtype() == DType::I32 {
-                    t.$m(s as i32)
-                } else {
-                    t.$m(s)
-                }
+    /// One row of the op table: when `op` is the row's Rust name, run it on `x` with `a`.
+    macro_rules! run_row {
+        ($(#[$doc:meta])* static $js:literal $rs:ident (
+            $($p:ident $(@ $key:literal)? $($what:literal)? : $ty:ty as $ts:literal),*
+            $(; $($o:ident $(@ $okey:literal)? $($owhat:literal)? : $oty:ty as $ots:literal = $def:expr),*)?
+        ) => $call:expr) => {
+            run_row!(@run [] $rs ($($p $(@ $key)? : $ty),*) ($($($o $(@ $okey)? : $oty = $def),*)?) => $call)
+        };
+        ($(#[$doc:meta])* $js:literal $rs:ident ($x:ident
+            $(, $p:ident $(@ $key:literal)? $($what:literal)? : $ty:ty as $ts:literal)*
+            $(; $($o:ident $(@ $okey:literal)? $($owhat:literal)? : $oty:ty as $ots:literal = $def:expr),*)?
+        ) $(-> $ret:literal)? => $call:expr) => {
+            run_row!(@run [$x] $rs ($($p $(@ $key)? : $ty),*) ($($($o $(@ $okey)? : $oty = $def),*)?) => $call)
+        };
+        (@run [$($x:ident)?] $rs:ident ($($p:ident $(@ $key:literal)? : $ty:ty),*)
+            ($($o:ident $(@ $okey:literal)? : $oty:ty = $def:expr),*) => $call:expr) => {
+            if op == stringify!($rs) {
+                let inputs = &mut x.iter();
+                $(let $x: Tensor = inputs.next().expect("fixture: no inputs").clone();)?
+                $(
+                    let key = key!($p $($key)?);
+                    let $p: $ty = FromCase::from_case(a, key, inputs)
+                        .unwrap_or_else(|| panic!("fixture: {} needs {key} in {a}", op));
+                )*
+                $(
+                    let $o: $oty = match FromCase::from_case(a, key!($o $($okey)?), inputs) {
+                        Some(v) => v,
+                        None => $def,
+                    };
+                )*
+                let out: wgrad::Result<_> = $call;
+                return out.output(a);
             }
-        }};
+        };
     }
-    match op {
-        // unary
-        "neg" => t.neg(),
-        "exp" => t.exp(),
-        "log" => t.log(),
-        "exp2" => t.exp2(),
-        "log2" => t.log2(),
-        "sqrt" => t.sqrt(),
-        "rsqrt" => t.rsqrt(),
-        "sin" => t.sin(),
-        "cos" => t.cos(),
-        "tan" => t.tan(),
-        "relu" => t.relu(),
-        "sigmoid" => t.sigmoid(),
-        "tanh" => t.tanh(),
-        "gelu" => t.gelu(),
-        "silu" => t.silu(),
-        "softplus" => t.softplus(),
-        "abs" => t.abs(),
-        "sign" => t.sign(),
-        "reciprocal" => t.reciprocal(),
-        "square" => t.square(),
-        "relu6" => t.relu6(),
-        "hardsigmoid" => t.hardsigmoid(),
-        "hardswish" => t.hardswish(),
-        "mish" => t.mish(),
-        "logical_not" => t.logical_not(),
-        "elu" => t.elu(arg_f(a, "alpha")),
-        "leaky_relu" => t.leaky_relu(arg_f(a, "slope")),
-        "hardtanh" => t.hardtanh(arg_f(a, "min"), arg_f(a, "max")),
-        "clip" => t.clip(arg_f(a, "min"), arg_f(a, "max")),
-        "dropout" => t.dropout(arg_f(a, "p")),
-        "cast" => t.cast(dtype_of(a["dtype"].as_str().expect("cast dtype"))),
-        // binary
-        "add" => binary!(add),
-        "sub" => binary!(sub),
-        "mul" => binary!(mul),
-        "div" => binary!(div),
-        "pow" => binary!(pow),
-        "maximum" => binary!(maximum),
-        "minimum" => binary!(minimum),
-        "lt" => binary!(lt),
-        "le" => binary!(le),
-        "gt" => binary!(gt),
-        "ge" => binary!(ge),
-        "eq" => binary!(eq),
-        "ne" => binary!(ne),
-        "where_" => {
-            if a["b"].is_null() {
-                t.where_(&x[1], &x[2])
-            } else {
-                t.where_(&x[1], arg_f(a, "b"))
-            }
-        }
-        // reductions
-        "sum" => t.sum(arg_axes(a), arg_keepdim(a)),
-        "mean" => t.mean(arg_axes(a), arg_keepdim(a)),
-        "max" => t.max(arg_axes(a), arg_keepdim(a)),
-        "min" => t.min(arg_axes(a), arg_keepdim(a)),
-        "logsumexp" => t.logsumexp(arg_axes(a), arg_keepdim(a)),
-        "var" => t.var(arg_axes(a), arg_keepdim(a), arg_f(a, "correction")),
-        "std" => t.std(arg_axes(a), arg_keepdim(a), arg_f(a, "correction")),
-        "softmax" => t.softmax(arg_i(a, "axis")),
-        "log_softmax" => t.log_softmax(arg_i(a, "axis")),
-        "argmax" => t.argmax(arg_opt_i(a, "axis"), arg_keepdim(a)),
-        "argmin" => t.argmin(arg_opt_i(a, "axis"), arg_keepdim(a)),
-        // movement
-        "reshape" => t.reshape(&isizes(&a["shape"])),
-        "expand" => t.expand(&isizes(&a["shape"])),
-        "permute" => t.permute(&isizes(&a["order"])),
-        "transpose" => t.transpose(arg_i(a, "a"), arg_i(a, "b")),
-        "flatten" => t.flatten(arg_i(a, "start_dim")),
-        "squeeze" => t.squeeze(arg_opt_i(a, "axis")),
-        "unsqueeze" => t.unsqueeze(arg_i(a, "axis")),
-        "pad" => t.pad(&arg_pairs(&a["pads"]), arg_f(a, "value")),
-        "shrink" => t.shrink(&arg_pairs(&a["ranges"])),
-        "slice" => t.slice(
-            arg_i(a, "axis"),
-            arg_i(a, "start"),
-            arg_i(a, "end"),
-            arg_u(a, "step"),
-        ),
-        "flip" => t.flip(&isizes(&a["axes"])),
-        "cat" => {
-            let refs: Vec<&Tensor> = x.iter().collect();
-            Tensor::cat(&refs, arg_i(a, "axis"))
-        }
-        "stack" => {
-            let refs: Vec<&Tensor> = x.iter().collect();
-            Tensor::stack(&refs, arg_i(a, "axis"))
-        }
-        "split" => {
-            let piece = arg_u(a, "piece");
-            t.split(&usizes(&a["sizes"]), arg_i(a, "axis")).map(|v| {
-                v.into_iter()
-                    .nth(piece)
-                    .expect("split returned too few pieces")
-            })
-        }
-        "chunk" => {
-            let piece = arg_u(a, "piece");
-            t.chunk(arg_u(a, "n"), arg_i(a, "axis")).map(|v| {
-                v.into_iter()
-                    .nth(piece)
-                    .expect("chunk returned too few pieces")
-            })
-        }
-        "repeat" => t.repeat(&usizes(&a["repeats"])),
-        // indexing
-        "index" => t.index(&x[1]),
-        "gather" => t.gather(arg_i(a, "axis"), &x[1]),
-        // nn
-        "matmul" => t.matmul(&x[1]),
-        "dot" => t.dot(&x[1]),
-        "linear" => t.linear(&x[1], x.get(2)),
-        "conv2d" => t.conv2d(&x[1], x.get(2), &arg_conv(a)),
-        "max_pool2d" => t.max_pool2d(
-            arg_pair(&a["kernel"]),
-            (!a["stride"].is_null()).then(|| arg_pair(&a["stride"])),
-        ),
-        "avg_pool2d" => t.avg_pool2d(
-            arg_pair(&a["kernel"]),
-            (!a["stride"].is_null()).then(|| arg_pair(&a["stride"])),
-        ),
-        // losses
-        "sparse_categorical_crossentropy" => t.sparse_categorical_crossentropy(
-            &x[1],
-            &CrossEntropyOpts {
-                ignore_index: a["ignore_index"].as_i64(),
-                label_smoothing: arg_f(a, "label_smoothing"),
-                reduction: arg_reduction(a),
-            },
-        ),
-        "binary_crossentropy" => t.binary_crossentropy(&x[1], arg_reduction(a)),
-        "binary_crossentropy_logits" => t.binary_crossentropy_logits(&x[1], arg_reduction(a)),
-        "mse" => t.mse(&x[1], arg_reduction(a)),
-        other => panic!("op suite: no table entry for op {other:?}"),
+    wgrad::for_each_op!(run_row);
+    panic!("op suite: the op table has no op {op:?}")
+}
+
+/// The Rust names of the table's ops.
+fn table_ops() -> Vec<&'static str> {
+    let mut names = vec![];
+    macro_rules! name {
+        ($(#[$doc:meta])* $(static)? $js:literal $rs:ident $($rest:tt)*) => {
+            names.push(stringify!($rs));
+        };
     }
+    wgrad::for_each_op!(name);
+    names
+}
+
+#[test]
+fn every_fixture_op_is_in_the_op_table() {
+    let ops = table_ops();
+    let cases = load_cases();
+    let missing: Vec<&str> = cases
+        .iter()
+        .map(|c| c.op.as_str())
+        .filter(|op| !ops.contains(op))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fixture ops not in the op table: {missing:?}"
+    );
+    let untested: Vec<&str> = ops
+        .iter()
+        .copied()
+        .filter(|op| !cases.iter().any(|c| c.op == *op))
+        .collect();
+    eprintln!(
+        "{} ops in the table; {} without a fixture case: {}",
+        ops.len(),
+        untested.len(),
+        untested.join(", ")
+    );
 }
 
 // ------------------------------------------------------------------------------------ checking

@@ -410,3 +410,33 @@ fn queued_replay_does_less_host_work_than_eager_steps() {
         assert_eq!(queued[2], 0.0, "no bind groups made after capture");
     });
 }
+
+/// Opening the device on a machine without a desktop session (no `XDG_RUNTIME_DIR`, as on a
+/// fresh server or in CI) prints nothing: Mesa's device-select layer, asked for a Wayland
+/// compositor, would print "error: XDG_RUNTIME_DIR is invalid or not set" twice. The test runs
+/// itself again as a child process with that environment and reads the child's stderr.
+#[test]
+fn opening_the_device_without_a_session_prints_nothing() {
+    const NAME: &str = "opening_the_device_without_a_session_prints_nothing";
+    if std::env::var_os("WGRAD_TEST_CHILD").is_some() {
+        let _ = Device::Wgpu.available();
+        return;
+    }
+    if !common::usable(Device::Wgpu) {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env("WGRAD_TEST_CHILD", "1")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NODEVICE_SELECT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    let noise: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("error") || l.contains("XDG_RUNTIME_DIR"))
+        .collect();
+    assert!(noise.is_empty(), "stderr: {noise:?}");
+}

@@ -85,40 +85,116 @@ pub struct Compiled {
     pub scratch: Vec<(DType, usize)>,
 }
 
-/// Shape a scheduled kernel for `target`, lower, linearize and name it: one stage, or two
-/// when the optimizer splits its reduce across workgroups.
-pub fn compile(ast: &KernelAst, target: &Target) -> Compiled {
-    let mut out = Compiled::default();
-    let args: Vec<BufRef> = (0..ast.bufs.len()).map(BufRef::Arg).collect();
-    compile_into(ast, target, &args, &mut out, 0);
-    out
+/// The optimizer's choices for one scheduled kernel: the actions of a single kernel, or a split
+/// of its reduce into two kernels with a plan for each. The heuristics (`default_plan`) make
+/// one; `BEAM` search times alternatives and keeps the fastest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Plan {
+    One(lower::Opts),
+    Split {
+        axis: usize,
+        parts: usize,
+        first: Box<Plan>,
+        second: Box<Plan>,
+    },
 }
 
-fn compile_into(ast: &KernelAst, target: &Target, refs: &[BufRef], out: &mut Compiled, depth: u32) {
-    // A split's first stage may be split again (a very long reduce); two levels suffice.
-    if depth < 2 {
-        if let Some(s) = opt::split_for(ast, target).and_then(|(a, p)| split::split(ast, a, p)) {
-            let scratch = BufRef::Scratch(out.scratch.len());
-            out.scratch.push(s.first.bufs[0]);
-            let mut first = vec![scratch];
-            first.extend(s.first_args.iter().map(|&i| refs[i]));
-            compile_into(&s.first, target, &first, out, depth + 1);
-            let mut second = vec![refs[0], scratch];
-            second.extend(s.second_args.iter().map(|&i| refs[i]));
-            compile_into(&s.second, target, &second, out, depth + 1);
-            return;
+impl Plan {
+    /// The actions of every kernel of the plan, in launch order.
+    pub fn opts(&self) -> Vec<&lower::Opts> {
+        match self {
+            Plan::One(o) => vec![o],
+            Plan::Split { first, second, .. } => {
+                let mut v = first.opts();
+                v.extend(second.opts());
+                v
+            }
         }
     }
-    out.stages.push(Stage {
-        kernel: linear_kernel(ast, target),
-        bufs: refs.to_vec(),
-    });
 }
 
-/// One kernel, optimized for `target` (no split), linearized and named (`r_…` when it has a
-/// reduce loop, `E_…` when it is elementwise, then its output shape).
+/// The heuristic plan for `ast` on `target` (a split's first kernel may be split again: a very
+/// long reduce; two levels suffice).
+pub fn default_plan(ast: &KernelAst, target: &Target) -> Plan {
+    plan_at(ast, target, 0)
+}
+
+fn plan_at(ast: &KernelAst, target: &Target, depth: u32) -> Plan {
+    if depth < 2 {
+        if let Some((axis, parts)) = opt::split_for(ast, target) {
+            if let Some(s) = split::split(ast, axis, parts) {
+                return Plan::Split {
+                    axis,
+                    parts,
+                    first: Box::new(plan_at(&s.first, target, depth + 1)),
+                    second: Box::new(plan_at(&s.second, target, depth + 1)),
+                };
+            }
+        }
+    }
+    Plan::One(opt::default_opts(ast, target))
+}
+
+/// Shape a scheduled kernel for `target` with the heuristics, lower, linearize and name it: one
+/// stage, or two when the optimizer splits its reduce across workgroups.
+pub fn compile(ast: &KernelAst, target: &Target) -> Compiled {
+    let plan = default_plan(ast, target);
+    compile_plan(ast, &plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
+}
+
+/// Compile `ast` by `plan`, or say why the plan does not apply to it (an action that does not
+/// divide its axis, a split of an axis that is not reduced).
+pub fn compile_plan(ast: &KernelAst, plan: &Plan) -> Result<Compiled, lower::Invalid> {
+    let mut out = Compiled::default();
+    let args: Vec<BufRef> = (0..ast.bufs.len()).map(BufRef::Arg).collect();
+    compile_into(ast, plan, &args, &mut out)?;
+    Ok(out)
+}
+
+fn compile_into(
+    ast: &KernelAst,
+    plan: &Plan,
+    refs: &[BufRef],
+    out: &mut Compiled,
+) -> Result<(), lower::Invalid> {
+    match plan {
+        Plan::One(o) => {
+            lower::check(ast, o)?;
+            out.stages.push(Stage {
+                kernel: linear_kernel_with(ast, o),
+                bufs: refs.to_vec(),
+            });
+        }
+        Plan::Split {
+            axis,
+            parts,
+            first,
+            second,
+        } => {
+            let s = split::split(ast, *axis, *parts)
+                .ok_or_else(|| format!("cannot split reduce axis {axis} into {parts}"))?;
+            let scratch = BufRef::Scratch(out.scratch.len());
+            out.scratch.push(s.first.bufs[0]);
+            let mut r1 = vec![scratch];
+            r1.extend(s.first_args.iter().map(|&i| refs[i]));
+            compile_into(&s.first, first, &r1, out)?;
+            let mut r2 = vec![refs[0], scratch];
+            r2.extend(s.second_args.iter().map(|&i| refs[i]));
+            compile_into(&s.second, second, &r2, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// One kernel, optimized for `target` by the heuristics (no split), linearized and named.
 pub fn linear_kernel(ast: &KernelAst, target: &Target) -> LinearKernel {
-    let lowered = opt::optimize(ast, target);
+    linear_kernel_with(ast, &opt::default_opts(ast, target))
+}
+
+/// One kernel lowered with the actions `o`, linearized and named (`r_…` when it has a reduce
+/// loop, `E_…` when it is elementwise, then its output shape).
+pub fn linear_kernel_with(ast: &KernelAst, o: &lower::Opts) -> LinearKernel {
+    let lowered = lower::lower(ast, o);
     let bufs = ast
         .bufs
         .iter()

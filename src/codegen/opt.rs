@@ -153,16 +153,20 @@ fn candidates(axes: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> +
         .flat_map(|&(a, s)| divisors(s).filter(move |&p| p < s).map(move |p| (a, p)))
 }
 
+/// The target's default actions for a kernel.
+pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
+    match t.kind {
+        OptTarget::None => Opts::default(),
+        OptTarget::Cpu | OptTarget::SoftGpu => {
+            best_upcast(ast, Opts::default(), MAX_UPCAST, usize::MAX, 1).0
+        }
+        OptTarget::Gpu => gpu_opts(ast, t),
+    }
+}
+
 /// Lower a kernel with the target's default actions.
 pub fn optimize(ast: &KernelAst, t: &Target) -> Lowered {
-    match t.kind {
-        OptTarget::None => lower(ast, &Opts::default()),
-        OptTarget::Cpu | OptTarget::SoftGpu => {
-            let (_, lowered) = best_upcast(ast, Opts::default(), MAX_UPCAST, usize::MAX, 1);
-            lowered
-        }
-        OptTarget::Gpu => lower(ast, &gpu_opts(ast, t)),
-    }
+    lower(ast, &default_opts(ast, t))
 }
 
 /// The GPU actions: a group for reduces that need it, upcasts that keep enough invocations,

@@ -115,6 +115,32 @@ impl fmt::Display for KernelAst {
     }
 }
 
+impl KernelAst {
+    /// A structural key of the AST (shared subtrees numbered once), for program caches: equal
+    /// keys lower to the same program, so a repeated step skips lowering.
+    pub fn key(&self) -> String {
+        use std::fmt::Write;
+        fn visit(n: &AstNode, ids: &mut HashMap<usize, usize>, out: &mut String) -> usize {
+            let p = n as *const AstNode as usize;
+            if let Some(&i) = ids.get(&p) {
+                return i;
+            }
+            let srcs: Vec<usize> = n.src.iter().map(|s| visit(s, ids, out)).collect();
+            let i = ids.len();
+            ids.insert(p, i);
+            let op = match &n.op {
+                AstOp::Const(v) => format!("C{}", v.to_bits()),
+                other => format!("{other:?}"),
+            };
+            let _ = write!(out, "{i}={op}:{}:{:?}:{srcs:?};", n.dtype, n.shape);
+            i
+        }
+        let mut out = format!("{:?}|", self.bufs.iter().map(|b| b.0).collect::<Vec<_>>());
+        visit(&self.root, &mut HashMap::new(), &mut out);
+        out
+    }
+}
+
 pub type Ref = u32;
 
 /// An op of the kernel graph.

@@ -321,6 +321,11 @@ pub trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The most buffers one kernel may bind (the renderer's limit).
     fn max_buffers(&self) -> usize;
+    /// What identifies this device's kernel timings (backend, hardware, driver, limits), for
+    /// caches of tuned kernels: a different key means the cached choice may not hold.
+    fn cache_key(&self) -> String {
+        self.device().name().to_string()
+    }
     /// What kernels for this device are shaped for, with its limits.
     fn target(&self) -> Target {
         Target {
@@ -350,7 +355,7 @@ pub trait Backend: Send + Sync {
 }
 
 /// Where a backend caches compiled kernels: `WGRAD_CACHE_DIR`, else `~/.cache/wgrad/<backend>`.
-#[cfg(any(feature = "cpu", feature = "cuda"))]
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn cache_dir(backend: &str) -> std::path::PathBuf {
     use std::path::PathBuf;
     if let Ok(d) = std::env::var("WGRAD_CACHE_DIR") {
@@ -364,7 +369,7 @@ pub(crate) fn cache_dir(backend: &str) -> std::path::PathBuf {
 }
 
 /// A unique temporary name in `dir` for this process and thread (write there, then rename).
-#[cfg(any(feature = "cpu", feature = "cuda"))]
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn temp_name(dir: &std::path::Path, key: &str) -> std::path::PathBuf {
     let tag = format!(
         "{key}.{}.{:?}",
@@ -377,7 +382,7 @@ pub(crate) fn temp_name(dir: &std::path::Path, key: &str) -> std::path::PathBuf 
 
 /// Write `data` to `path` in `dir` atomically: to a temporary name, then renamed, so a reader
 /// never sees half a file.
-#[cfg(feature = "cuda")]
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn write_atomic(
     dir: &std::path::Path,
     path: &std::path::Path,

@@ -332,12 +332,35 @@ impl Wgpu {
     }
 }
 
+/// Mesa's device-select Vulkan layer asks libwayland for a compositor while the instance lists
+/// the GPUs, and where no desktop session runs (a server, a container, CI) libwayland prints
+/// "error: XDG_RUNTIME_DIR is invalid or not set in the environment." twice. Without a reachable
+/// compositor the layer has nothing to select by, so it is told to step aside
+/// (`NODEVICE_SELECT=1`) unless the user set that variable; wgpu still picks the adapter.
+#[cfg(not(target_arch = "wasm32"))]
+fn quiet_mesa_device_select() {
+    use std::env::var_os;
+    // libwayland's own test: a socket handed over, an absolute display path, or a runtime dir
+    // that is an absolute path.
+    let absolute = |k: &str| var_os(k).is_some_and(|v| std::path::Path::new(&v).is_absolute());
+    let compositor = var_os("WAYLAND_SOCKET").is_some()
+        || absolute("WAYLAND_DISPLAY")
+        || absolute("XDG_RUNTIME_DIR");
+    if !compositor && var_os("NODEVICE_SELECT").is_none() {
+        // Runs once, before this process loads any Vulkan code (the only C code that reads the
+        // environment here); Rust's own readers take the same lock as `set_var`.
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Gpu {
     async fn create() -> std::result::Result<Gpu, String> {
+        #[cfg(not(target_arch = "wasm32"))]
+        quiet_mesa_device_select();
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance

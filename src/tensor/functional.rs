@@ -135,13 +135,17 @@ impl Tensor {
         let i = s[lead..].to_vec();
         let mut o = vec![];
         for d in 0..nd {
-            let span = dilation[d] * (k[d] - 1) + 1;
-            if stride[d] == 0 || dilation[d] == 0 || k[d] == 0 || span > i[d] {
+            // Checked: a zero or huge window size comes from the caller (the JS API too).
+            let span = k[d]
+                .checked_sub(1)
+                .and_then(|x| x.checked_mul(dilation[d]))
+                .and_then(|x| x.checked_add(1));
+            let Some(span) = span.filter(|&n| n <= i[d] && stride[d] > 0 && dilation[d] > 0) else {
                 bail!(
                     Shape,
                     "pool: window {k:?} (dilation {dilation:?}) does not fit input {i:?}"
                 );
-            }
+            };
             o.push((i[d] - span) / stride[d] + 1);
         }
         let full =

@@ -21,6 +21,7 @@ mod movement;
 mod multi;
 mod random;
 mod reduce;
+mod table;
 
 use multi::Lazy;
 
@@ -257,10 +258,13 @@ pub(crate) fn check_shape_below(op: &str, shape: &[usize], max: usize) -> Result
     Ok(())
 }
 
+/// `axis` (negative counts from the end) as an index into a shape of `ndim` dimensions, always
+/// `< ndim`: a 0-dimensional tensor has no axis (as in numpy), so every op taking one rejects
+/// it there; only `flatten` accepts its start 0 (or -1) on a 0-d tensor.
 pub(crate) fn norm_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
     let n = ndim as isize;
     let a = if axis < 0 { axis + n } else { axis };
-    if a < 0 || a >= n.max(1) || (ndim == 0 && a != 0) {
+    if a < 0 || a >= n {
         bail!(
             Shape,
             "{op}: axis {axis} is out of range for a tensor of {ndim} dimensions"

@@ -126,6 +126,8 @@ impl Tensor {
     pub fn flatten(&self, start_dim: isize) -> Result<Tensor> {
         let s = self.shape();
         if s.is_empty() {
+            // As in PyTorch: a 0-d tensor flattens (from axis 0 or -1) to one element.
+            norm_axis("flatten", start_dim, 1)?;
             return self.reshape_u(&[1]);
         }
         let a = norm_axis("flatten", start_dim, s.len())?;

@@ -55,10 +55,10 @@ impl Tensor {
     }
 
     fn reduce(&self, op: ReduceOp, name: &str, axes: Axes, keepdim: bool) -> Result<Tensor> {
+        let ax = self.axes_list(name, axes)?;
         if self.ndim() == 0 {
             return Ok(self.clone());
         }
-        let ax = self.axes_list(name, axes)?;
         let r = self.reduce_op(op, &ax);
         if keepdim {
             return Ok(r);
@@ -135,6 +135,9 @@ impl Tensor {
         best.neg()?.add(n as i64)
     }
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        if let Some(a) = axis {
+            norm_axis("argmin", a, self.ndim())?;
+        }
         let x = if self.dtype().is_unsigned() {
             self.cast(DType::I32)?
         } else {
@@ -161,18 +164,21 @@ impl Tensor {
         zero.where_(0.0, &zero.where_(1.0, &v)?.sqrt()?)
     }
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        norm_axis("softmax", axis, self.ndim())?;
         let x = self.float("softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         let e = m.exp()?;
         e.div(&e.sum(axis, true)?)
     }
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        norm_axis("log_softmax", axis, self.ndim())?;
         let x = self.float("log_softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         m.sub(&m.exp()?.sum(axis, true)?.log()?)
     }
     pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = axes.into();
+        self.axes_list("logsumexp", axes.clone())?;
         let x = self.float("logsumexp")?;
         let m = x.max(axes.clone(), true)?.detach();
         let r = x.sub(&m)?.exp()?.sum(axes.clone(), keepdim)?.log()?;

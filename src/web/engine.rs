@@ -1,0 +1,409 @@
+//! The engine's functions for JavaScript: picking the device (`initEngine`, behind js/wgrad.js's
+//! `init`), settings for a function (`withContext`), `tidy` scopes, debug output and counters,
+//! MNIST from IDX bytes, safetensors bytes.
+
+use super::args::{arg, describe, device_name, elements, handle_id, Opts};
+use super::{fail, js_error_message, register, release, JsResult, OrFail, REG};
+use crate::{Context, Device, GlobalCounters, Tensor};
+use js_sys::{Array, Function, Object, Reflect};
+use std::collections::HashSet;
+use wasm_bindgen::prelude::*;
+
+/// Pick the device: WebGPU when available (requesting the adapter's limits), else the
+/// interpreter with a console warning. `device: "webgpu"` makes a missing WebGPU an error;
+/// `"cpu"` always uses the interpreter. Resolves to `{ device, adapter }`.
+#[wasm_bindgen(js_name = initEngine, unchecked_return_type = "Promise<InitInfo>")]
+pub fn init_engine(
+    #[wasm_bindgen(unchecked_optional_param_type = "InitOptions")] opts: Option<JsValue>,
+) -> js_sys::Promise {
+    let opts = opts.unwrap_or(JsValue::UNDEFINED);
+    wasm_bindgen_futures::future_to_promise(async move {
+        const OP: &str = "init";
+        let want = get_device_option(&opts, OP)?;
+        let info = Object::new();
+        let set = |k: &str, v: JsValue| Reflect::set(&info, &k.into(), &v).map(|_| ());
+        match want.as_deref() {
+            Some("cpu") | Some("interp") => {
+                crate::context::set_default_device(Some(Device::Interp));
+                set("device", "cpu".into())?;
+                set("adapter", JsValue::NULL)?;
+            }
+            None | Some("webgpu") => {
+                #[cfg(feature = "wgpu")]
+                let got = crate::runtime::wgpu::init().await;
+                #[cfg(not(feature = "wgpu"))]
+                let got: crate::Result<()> = Err(crate::Error::new(
+                    crate::ErrorKind::Device,
+                    "this build has no WebGPU backend",
+                ));
+                match got {
+                    #[allow(unused_variables)]
+                    Ok(a) => {
+                        #[cfg(feature = "wgpu")]
+                        {
+                            crate::context::set_default_device(Some(Device::Wgpu));
+                            set("device", "webgpu".into())?;
+                            let ad = Object::new();
+                            for (k, v) in [
+                                ("name", JsValue::from(a.name.as_str())),
+                                ("backend", a.backend.as_str().into()),
+                                ("deviceType", a.device_type.as_str().into()),
+                                ("driver", a.driver.as_str().into()),
+                                (
+                                    "maxStorageBuffersPerStage",
+                                    a.max_storage_buffers_per_stage.into(),
+                                ),
+                                (
+                                    "maxStorageBindingBytes",
+                                    (a.max_storage_binding_bytes as f64).into(),
+                                ),
+                            ] {
+                                Reflect::set(&ad, &k.into(), &v)?;
+                            }
+                            set("adapter", ad.into())?;
+                        }
+                    }
+                    Err(e) if want.is_some() => return Err(fail(OP, e).into()),
+                    Err(e) => {
+                        web_sys::console::warn_1(&format!("wgrad: WebGPU unavailable ({e}); falling back to the CPU interpreter").into());
+                        crate::context::set_default_device(Some(Device::Interp));
+                        set("device", "cpu".into())?;
+                        set("adapter", JsValue::NULL)?;
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(fail(
+                    OP,
+                    format!("unsupported device {other:?} (expected \"webgpu\" or \"cpu\")"),
+                )
+                .into())
+            }
+        }
+        Ok(info.into())
+    })
+}
+
+/// `opts.device` as a string, if given.
+fn get_device_option(opts: &JsValue, op: &str) -> JsResult<Option<String>> {
+    let want = Opts::new(opts, op)?.raw("device");
+    if want.is_undefined() || want.is_null() {
+        return Ok(None);
+    }
+    want.as_string().map(Some).ok_or_else(|| {
+        fail(
+            op,
+            format!(
+                "device must be \"webgpu\" or \"cpu\", got {}",
+                describe(&want)
+            ),
+        )
+    })
+}
+
+/// The device new tensors go to: "webgpu" or "cpu".
+#[wasm_bindgen(js_name = defaultDevice)]
+pub fn default_device() -> String {
+    device_name(Device::default()).into()
+}
+
+/// Run `f` with settings in force: `{ TRAINING, DEBUG, NO_GRAD, DEVICE, BEAM }` (camelCase
+/// works too). `f` must be synchronous. With `BEAM`, kernels the tuning cache does not know run
+/// with the default plans and are queued for `beamTune()`.
+#[wasm_bindgen(js_name = withContext)]
+pub fn with_context(
+    #[wasm_bindgen(unchecked_param_type = "ContextOptions")] opts: JsValue,
+    f: JsValue,
+) -> JsResult<JsValue> {
+    const OP: &str = "withContext";
+    let opts = Opts::new(&opts, OP)?;
+    let f: Function = f
+        .dyn_into()
+        .map_err(|v| fail(OP, format!("expected a function, got {}", describe(&v))))?;
+    let pick = |a: &'static str, b: &'static str| {
+        let v = opts.raw(a);
+        if v.is_undefined() {
+            (opts.raw(b), a)
+        } else {
+            (v, a)
+        }
+    };
+    // A flag is a boolean or a number (0 is off).
+    let flag = |(v, k): (JsValue, &str)| -> JsResult<Option<bool>> {
+        match v.as_bool() {
+            Some(b) => Ok(Some(b)),
+            None => Ok(arg::<Option<f64>>(&v, OP, k)?.map(|n| n != 0.0)),
+        }
+    };
+    let mut ctx = Context::new();
+    if let Some(t) = flag(pick("TRAINING", "training"))? {
+        ctx = ctx.training(t);
+    }
+    if let Some(t) = flag(pick("NO_GRAD", "noGrad"))? {
+        ctx = ctx.no_grad(t);
+    }
+    let (dbg, k) = pick("DEBUG", "debug");
+    if let Some(level) = arg::<Option<u32>>(&dbg, OP, k)? {
+        ctx = ctx.debug(level);
+    }
+    let (beam, k) = pick("BEAM", "beam");
+    if let Some(width) = arg::<Option<u32>>(&beam, OP, k)? {
+        ctx = ctx.beam(width);
+    }
+    let (dev, k) = pick("DEVICE", "device");
+    if let Some(d) = arg::<Option<Device>>(&dev, OP, k)? {
+        ctx = ctx.dev(d);
+    }
+    let out = ctx
+        .run(|| f.call0(&JsValue::NULL))
+        .map_err(|e| fail(OP, js_error_message(&e)))?;
+    if out.is_instance_of::<js_sys::Promise>() {
+        return Err(fail(OP, "the function returned a Promise: it must be synchronous (settings end when it returns)"));
+    }
+    Ok(out)
+}
+
+/// Open a `tidy` scope (js/wgrad.js pairs it with `endScope`).
+#[wasm_bindgen(js_name = startScope)]
+pub fn start_scope() {
+    REG.with(|r| r.borrow_mut().scopes.push(vec![]));
+}
+
+/// Close the innermost scope: dispose every tensor created in it except those in `keep` (a
+/// Tensor, or an array or object holding Tensors), which move to the enclosing scope.
+#[wasm_bindgen(js_name = endScope)]
+pub fn end_scope(keep: JsValue) {
+    let mut kept: HashSet<u32> = HashSet::new();
+    let mut note = |v: &JsValue| kept.extend(handle_id(v));
+    if keep.is_object() {
+        note(&keep);
+        // Own keys, arrays included: a sparse array claiming a huge length has few.
+        if let Ok(vals) = Reflect::own_keys(&keep) {
+            for k in vals.iter() {
+                if let Ok(v) = Reflect::get(&keep, &k) {
+                    note(&v);
+                }
+            }
+        }
+    }
+    let ids = REG
+        .with(|r| r.borrow_mut().scopes.pop())
+        .unwrap_or_default();
+    let mut moved = vec![];
+    for id in ids {
+        if kept.contains(&id) {
+            moved.push(id);
+        } else {
+            release(id);
+        }
+    }
+    REG.with(|r| {
+        if let Some(s) = r.borrow_mut().scopes.last_mut() {
+            s.extend(moved);
+        }
+    });
+}
+
+/// Print kernels as they run (1: devices and captures, 2: each kernel with its time, 3: the
+/// schedule, 4: kernel sources) to the console.
+#[wasm_bindgen(js_name = setDebug)]
+pub fn set_debug(#[wasm_bindgen(unchecked_param_type = "number")] level: JsValue) -> JsResult<()> {
+    crate::context::set_debug(Some(arg(&level, "setDebug", "level")?));
+    Ok(())
+}
+
+/// `{ kernelCount, globalOps, globalMem, timeMs, liveTensors, liveBuffers, liveBytes }`, where
+/// live buffers count every device buffer the engine holds.
+#[wasm_bindgen(js_name = globalCounters, unchecked_return_type = "GlobalCounters")]
+pub fn global_counters() -> JsValue {
+    let (bufs, bytes) = crate::runtime::live_buffers();
+    let tensors = REG.with(|r| r.borrow().live.len());
+    let o = Object::new();
+    for (k, v) in [
+        ("kernelCount", GlobalCounters::kernel_count() as f64),
+        ("globalOps", GlobalCounters::global_ops() as f64),
+        ("globalMem", GlobalCounters::global_mem() as f64),
+        ("timeMs", GlobalCounters::time_ns() as f64 / 1e6),
+        ("liveTensors", tensors as f64),
+        ("liveBuffers", bufs as f64),
+        ("liveBytes", bytes as f64),
+    ] {
+        let _ = Reflect::set(&o, &k.into(), &v.into());
+    }
+    o.into()
+}
+
+#[wasm_bindgen(js_name = resetGlobalCounters)]
+pub fn reset_global_counters() {
+    GlobalCounters::reset();
+}
+
+/// The bytes of a `Uint8Array` (or another typed array, an `ArrayBuffer`, or an array of
+/// numbers 0..=255), copied into wasm memory; too large for it is an error, not an abort.
+fn bytes_arg(v: &JsValue, op: &str, what: &str) -> JsResult<Vec<u8>> {
+    let view = if let Some(b) = v.dyn_ref::<js_sys::ArrayBuffer>() {
+        Some(js_sys::Uint8Array::new(b))
+    } else if js_sys::ArrayBuffer::is_view(v) {
+        let buf = Reflect::get(v, &"buffer".into()).unwrap_or(JsValue::UNDEFINED);
+        let at = |k: &str| Reflect::get(v, &k.into()).ok().and_then(|x| x.as_f64());
+        match (at("byteOffset"), at("byteLength")) {
+            (Some(off), Some(len)) => Some(js_sys::Uint8Array::new_with_byte_offset_and_length(
+                &buf, off as u32, len as u32,
+            )),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some(view) = view {
+        let n = view.length() as usize;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|_| fail(op, format!("{what} ({n} bytes) does not fit in memory")))?;
+        out.resize(n, 0);
+        view.copy_to(&mut out);
+        return Ok(out);
+    }
+    if !Array::is_array(v) {
+        return Err(fail(
+            op,
+            format!("{what} must be a Uint8Array, got {}", describe(v)),
+        ));
+    }
+    elements(v)
+        .enumerate()
+        .map(|(i, x)| {
+            let b: u32 = arg(&x, op, &format!("{what}[{i}]"))?;
+            u8::try_from(b).map_err(|_| fail(op, format!("{what}[{i}] is not a byte, got {b}")))
+        })
+        .collect()
+}
+
+/// MNIST from the four IDX files' bytes (gzipped or not), in `MNIST_FILES` order:
+/// train images, train labels, test images, test labels. Resolves to
+/// `{ xTrain, yTrain, xTest, yTest }` (uint8 images `[N, 1, 28, 28]`, int32 labels).
+#[wasm_bindgen(js_name = mnistFromBytes, unchecked_return_type = "MnistData")]
+pub fn mnist_from_bytes(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] train_images: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] train_labels: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] test_images: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] test_labels: JsValue,
+) -> JsResult<JsValue> {
+    const OP: &str = "mnist";
+    let files = [
+        bytes_arg(&train_images, OP, "the train images")?,
+        bytes_arg(&train_labels, OP, "the train labels")?,
+        bytes_arg(&test_images, OP, "the test images")?,
+        bytes_arg(&test_labels, OP, "the test labels")?,
+    ];
+    let m = crate::nn::datasets::mnist_from_bytes(&files[0], &files[1], &files[2], &files[3])
+        .or_fail(OP)?;
+    let o = Object::new();
+    for (k, t) in [
+        ("xTrain", m.x_train),
+        ("yTrain", m.y_train),
+        ("xTest", m.x_test),
+        ("yTest", m.y_test),
+    ] {
+        Reflect::set(&o, &k.into(), &register(t).into())
+            .map_err(|e| fail(OP, js_error_message(&e)))?;
+    }
+    Ok(o.into())
+}
+
+/// Serialize `{ name: Tensor }` as safetensors bytes (resolves to a Uint8Array).
+#[wasm_bindgen(js_name = safeSave, unchecked_return_type = "Promise<Uint8Array>")]
+pub fn safe_save(
+    #[wasm_bindgen(unchecked_param_type = "Record<string, Tensor>")] state: JsValue,
+) -> JsResult<js_sys::Promise> {
+    const OP: &str = "safeSave";
+    if !state.is_object() || Array::is_array(&state) {
+        return Err(fail(
+            OP,
+            format!(
+                "expected an object of named Tensors, got {}",
+                describe(&state)
+            ),
+        ));
+    }
+    let mut named = vec![];
+    let keys = Reflect::own_keys(&state).map_err(|e| fail(OP, js_error_message(&e)))?;
+    for k in keys.iter() {
+        let Some(name) = k.as_string() else { continue };
+        let v = Reflect::get(&state, &k).map_err(|e| fail(OP, js_error_message(&e)))?;
+        let t: Tensor = arg(&v, OP, &format!("\"{name}\""))?;
+        named.push((name, t));
+    }
+    crate::realize::check_readback().or_fail(OP)?;
+    Ok(wasm_bindgen_futures::future_to_promise(async move {
+        let bytes = crate::nn::state::safe_save_bytes_async(&named)
+            .await
+            .or_fail(OP)?;
+        Ok(js_sys::Uint8Array::from(bytes.as_slice()).into())
+    }))
+}
+
+/// Parse safetensors bytes into `{ name: Tensor }` (on the default device).
+#[wasm_bindgen(js_name = safeLoad, unchecked_return_type = "Record<string, Tensor>")]
+pub fn safe_load(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] bytes: JsValue,
+) -> JsResult<JsValue> {
+    const OP: &str = "safeLoad";
+    let bytes = bytes_arg(&bytes, OP, "the bytes")?;
+    let o = Object::new();
+    for (name, t) in crate::nn::state::safe_load_bytes(&bytes).or_fail(OP)? {
+        Reflect::set(&o, &name.as_str().into(), &register(t).into())
+            .map_err(|e| fail(OP, js_error_message(&e)))?;
+    }
+    Ok(o.into())
+}
+
+/// Whether two handles refer to the same engine tensor.
+#[wasm_bindgen(js_name = sameTensor)]
+pub fn same_tensor(
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] a: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Tensor")] b: JsValue,
+) -> JsResult<bool> {
+    let a: Tensor = arg(&a, "sameTensor", "a")?;
+    let b: Tensor = arg(&b, "sameTensor", "b")?;
+    Ok(a.same(&b))
+}
+
+/// File names of the four MNIST files under a base URL.
+#[wasm_bindgen(js_name = mnistFiles, unchecked_return_type = "string[]")]
+pub fn mnist_files() -> Array {
+    crate::nn::datasets::MNIST_FILES
+        .iter()
+        .map(|s| JsValue::from(*s))
+        .collect()
+}
+
+/// Search every kernel queued by runs under `BEAM` (timing candidates on the device, awaiting
+/// its results between them, so the page keeps responding) and cache the winners; resolves to
+/// the number of kernels searched. Recompiles pick the tuned plans (reset a TinyJit to capture
+/// them).
+#[wasm_bindgen(js_name = beamTune, unchecked_return_type = "Promise<number>")]
+pub fn beam_tune() -> js_sys::Promise {
+    wasm_bindgen_futures::future_to_promise(async move {
+        let n = crate::search::tune().await.or_fail("beamTune")?;
+        Ok(JsValue::from(n as f64))
+    })
+}
+
+/// The tuned plans known to this page, as JSON (for IndexedDB).
+#[wasm_bindgen(js_name = beamCacheExport)]
+pub fn beam_cache_export() -> String {
+    crate::search::export_cache()
+}
+
+/// Take plans exported before (from IndexedDB); returns how many applied.
+#[wasm_bindgen(js_name = beamCacheImport)]
+pub fn beam_cache_import(json: JsValue) -> JsResult<u32> {
+    let s = json.as_string().ok_or_else(|| {
+        fail(
+            "beamCacheImport",
+            format!("json must be a string, got {}", describe(&json)),
+        )
+    })?;
+    Ok(crate::search::import_cache(&s) as u32)
+}

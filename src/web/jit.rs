@@ -1,0 +1,92 @@
+//! The TinyJit for JavaScript: `TinyJitJs` wraps a JS function of tensors (js/wgrad.js's
+//! `jit(fn)` makes one and hides it behind a plain function).
+
+use super::args::{arg, describe};
+use super::{fail, js_error_message, register, tensor_array, JsResult, OrFail};
+use crate::{Error, ErrorKind, Tensor, TinyJit};
+use js_sys::{Array, Function};
+use std::cell::Cell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+
+type JitFn = Box<dyn FnMut(&[Tensor]) -> crate::Result<Vec<Tensor>>>;
+
+/// The TinyJit: `call` 1 runs the function, call 2 captures its launches, later calls replay
+/// them without running it. Made by `jit(fn)` in js/wgrad.js.
+#[wasm_bindgen]
+pub struct TinyJitJs {
+    jit: TinyJit<JitFn>,
+    /// Whether the function returned one Tensor (not an array), once it has run.
+    single: Rc<Cell<Option<bool>>>,
+}
+
+#[wasm_bindgen]
+impl TinyJitJs {
+    #[wasm_bindgen(constructor)]
+    pub fn new(f: JsValue) -> JsResult<TinyJitJs> {
+        let f: Function = f
+            .dyn_into()
+            .map_err(|v| fail("jit", format!("expected a function, got {}", describe(&v))))?;
+        let single = Rc::new(Cell::new(None));
+        let s2 = single.clone();
+        let jit_err = |msg: String| Error::new(ErrorKind::Jit, msg);
+        let run: JitFn = Box::new(move |inputs: &[Tensor]| {
+            let args = tensor_array(inputs.to_vec());
+            let out = f.apply(&JsValue::NULL, &args).map_err(|e| {
+                jit_err(format!(
+                    "the jitted function threw: {}",
+                    js_error_message(&e)
+                ))
+            })?;
+            if out.is_instance_of::<js_sys::Promise>() {
+                return Err(jit_err(
+                    "the jitted function returned a Promise: it must be synchronous (await nothing inside it)".into(),
+                ));
+            }
+            // A Tensor, or an array of them.
+            let (ts, one) = if Array::is_array(&out) {
+                (arg(&out, "jit", "the function's result"), false)
+            } else {
+                (
+                    arg::<Tensor>(&out, "jit", "the function's result").map(|t| vec![t]),
+                    true,
+                )
+            };
+            let ts = ts.map_err(|e| jit_err(js_error_message(&JsValue::from(e))))?;
+            s2.set(Some(one));
+            Ok(ts)
+        });
+        Ok(TinyJitJs {
+            jit: TinyJit::new(run),
+            single,
+        })
+    }
+
+    /// Run (or capture, or replay) with these input tensors; returns what the function returns.
+    #[wasm_bindgen(unchecked_return_type = "Tensor | Tensor[]")]
+    pub fn call(
+        &mut self,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
+    ) -> JsResult<JsValue> {
+        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), "jit", "inputs")?;
+        let ins = ins.unwrap_or_default();
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        let out = self.jit.call(&refs).or_fail("jit")?;
+        match (self.single.get(), <[Tensor; 1]>::try_from(out)) {
+            (Some(true), Ok([t])) => Ok(register(t).into()),
+            (_, Ok(one)) => Ok(tensor_array(one.to_vec()).into()),
+            (_, Err(many)) => Ok(tensor_array(many).into()),
+        }
+    }
+
+    /// Forget the capture: the next call runs, the one after captures again.
+    pub fn reset(&mut self) {
+        self.jit.reset();
+    }
+
+    /// Launches replayed per call (0 before capture).
+    #[wasm_bindgen(getter)]
+    pub fn launches(&self) -> u32 {
+        self.jit.launches() as u32
+    }
+}

@@ -1,0 +1,186 @@
+//! The JavaScript API (wasm-bindgen), the only module that names wasm_bindgen. It mirrors the
+//! Rust API in camelCase: `Tensor` with its ops, nn layers, optimizers, the TinyJit, contexts,
+//! datasets and counters; `js/wgrad.js` adds the namespaces (`nn`, `optim`, `datasets`),
+//! `init`, `jit`, `tidy`, `getParameters` and the state-dict helpers on top.
+//!
+//! * here: tensor handles and their registry, errors that name the op;
+//! * `args.rs`: argument conversion, one `FromJs` trait for every argument type;
+//! * `tensor.rs`: the `Tensor` class (its ops come from the op table, `crate::for_each_op!`);
+//! * `nn.rs`, `optim.rs`, `jit.rs`: layers, optimizers, the TinyJit;
+//! * `engine.rs`: init, devices, contexts, `tidy` scopes, counters, datasets, safetensors.
+//!
+//! A JS `Tensor` is a handle: the engine's tensor lives in a registry keyed by the handle's id,
+//! so `dispose()` (or `tidy`, or the handle being garbage-collected: the package is built with
+//! weak references) releases its buffers at once, and every argument is looked up there, which
+//! turns a disposed tensor or a non-tensor into an error naming the op. No function here
+//! panics on bad input: every failure is a thrown JS `Error`.
+
+mod args;
+mod engine;
+mod jit;
+mod nn;
+mod optim;
+mod tensor;
+
+pub use engine::*;
+pub use jit::TinyJitJs;
+pub use nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
+pub use optim::{adam, adamw, lamb, lars, muon, sgd, Optim};
+
+use crate::Tensor;
+use js_sys::Array;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use wasm_bindgen::prelude::*;
+
+type JsResult<T> = std::result::Result<T, JsError>;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &str = r#"
+export type DType = "float32" | "float16" | "int32" | "uint32" | "uint8" | "bool";
+export type Reduction = "mean" | "sum" | "none";
+export interface Conv2dOptions {
+  stride?: number | [number, number];
+  padding?: number | [number, number] | "valid" | "same";
+  dilation?: number | [number, number];
+  groups?: number;
+}
+export interface CrossEntropyOptions {
+  ignoreIndex?: number;
+  labelSmoothing?: number;
+  reduction?: Reduction;
+}
+export interface InitOptions { device?: "webgpu" | "cpu"; }
+export interface AdapterInfo {
+  name: string;
+  backend: string;
+  deviceType: string;
+  driver: string;
+  maxStorageBuffersPerStage: number;
+  maxStorageBindingBytes: number;
+}
+export interface InitInfo { device: "webgpu" | "cpu"; adapter: AdapterInfo | null; }
+export interface ContextOptions {
+  TRAINING?: boolean | number;
+  NO_GRAD?: boolean | number;
+  DEBUG?: number;
+  DEVICE?: "webgpu" | "cpu";
+  BEAM?: number;
+  training?: boolean | number;
+  noGrad?: boolean | number;
+  debug?: number;
+  device?: "webgpu" | "cpu";
+  beam?: number;
+}
+export interface GlobalCounters {
+  kernelCount: number;
+  globalOps: number;
+  globalMem: number;
+  timeMs: number;
+  liveTensors: number;
+  liveBuffers: number;
+  liveBytes: number;
+}
+export interface MnistData { xTrain: Tensor; yTrain: Tensor; xTest: Tensor; yTest: Tensor; }
+"#;
+
+/// An error that names the JS op (unless the engine's message already starts with it).
+fn fail(op: &str, msg: impl std::fmt::Display) -> JsError {
+    let msg = msg.to_string();
+    let snake: String = op
+        .chars()
+        .flat_map(|c| {
+            if c.is_ascii_uppercase() {
+                vec!['_', c.to_ascii_lowercase()]
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if msg.starts_with(&format!("{op}:")) {
+        JsError::new(&msg)
+    } else if let Some(rest) = msg.strip_prefix(&format!("{snake}:")) {
+        // The engine names the op in Rust's spelling; use the JS one.
+        JsError::new(&format!("{op}:{rest}"))
+    } else {
+        JsError::new(&format!("{op}: {msg}"))
+    }
+}
+
+trait OrFail<T> {
+    fn or_fail(self, op: &str) -> JsResult<T>;
+}
+
+impl<T> OrFail<T> for crate::Result<T> {
+    fn or_fail(self, op: &str) -> JsResult<T> {
+        self.map_err(|e| fail(op, e))
+    }
+}
+
+/// The message of a thrown JS value.
+fn js_error_message(e: &JsValue) -> String {
+    e.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+    crate::context::set_log_sink(|m| web_sys::console::log_1(&m.into()));
+}
+
+// ------------------------------------------------------------------------------ registry
+
+#[derive(Default)]
+struct Registry {
+    next: u32,
+    live: HashMap<u32, Tensor>,
+    /// Open `tidy` scopes: the ids created inside each.
+    scopes: Vec<Vec<u32>>,
+}
+
+thread_local! {
+    static REG: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn register(t: Tensor) -> JsTensor {
+    REG.with(|r| {
+        let mut r = r.borrow_mut();
+        r.next = r.next.wrapping_add(1).max(1);
+        let id = r.next;
+        r.live.insert(id, t);
+        if let Some(s) = r.scopes.last_mut() {
+            s.push(id);
+        }
+        JsTensor { id }
+    })
+}
+
+fn release(id: u32) {
+    // Dropped outside the borrow: freeing buffers must not run while the registry is borrowed.
+    let t = REG.with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.live.remove(&id)));
+    drop(t);
+}
+
+fn lookup(id: u32) -> Option<Tensor> {
+    REG.with(|r| r.borrow().live.get(&id).cloned())
+}
+
+/// Handles for tensors, as a JS array.
+fn tensor_array(ts: Vec<Tensor>) -> Array {
+    ts.into_iter().map(|t| JsValue::from(register(t))).collect()
+}
+
+/// A tensor: a lazy node of the engine's graph, realized when its value is needed.
+#[wasm_bindgen(js_name = Tensor)]
+pub struct JsTensor {
+    id: u32,
+}
+
+impl Drop for JsTensor {
+    fn drop(&mut self) {
+        release(self.id);
+    }
+}
