@@ -159,7 +159,7 @@ fn sharding_errors_name_the_op() {
         "{e}"
     );
     // ... even on one of its devices.
-    let e = s.mul(&ramp(&[4, 4], 1.0)).unwrap_err();
+    let e = s.mul(ramp(&[4, 4], 1.0)).unwrap_err();
     assert!(
         e.msg.starts_with("mul:") && e.msg.contains("unsharded"),
         "{e}"
@@ -183,7 +183,7 @@ fn sharding_errors_name_the_op() {
     let e = e.unwrap_err();
     assert!(e.msg.starts_with("flip:"), "{e}");
     // Constants join a sharded tensor on every device.
-    let c = s.add(&Tensor::ones(&[4]).unwrap()).unwrap();
+    let c = s.add(Tensor::ones(&[4]).unwrap()).unwrap();
     assert_eq!(c.devices(), two());
 }
 
@@ -207,7 +207,7 @@ fn ops_on_sharded_tensors_match_one_device() {
     same_sharded("elementwise and broadcast", &x, &w, |x, w| {
         x.relu()
             .unwrap()
-            .add(&w.sum(1, false).unwrap())
+            .add(w.sum(1, false).unwrap())
             .unwrap()
             .mul(3.0)
             .unwrap()
@@ -219,7 +219,7 @@ fn ops_on_sharded_tensors_match_one_device() {
         x.max(0, false)
             .unwrap()
             .add(
-                &x.argmax(Some(0), false)
+                x.argmax(Some(0), false)
                     .unwrap()
                     .cast(wgrad::DType::F32)
                     .unwrap(),
