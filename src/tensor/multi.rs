@@ -102,9 +102,21 @@ fn node(op: Op, dtype: DType, shape: Vec<usize>, device: Device, src: Vec<Arc<UO
     UOp::new(op, dtype, shape, device, src)
 }
 
-/// Part `i` of `n` of `x` along `axis`, as a view.
+/// Part `i` of `n` of `x` along `axis`, as a view. A broadcast along `axis` (a replicated
+/// weight meeting a split batch) or a constant is rebuilt at the part's size instead: a shrink
+/// of it would make its gradient a pad to the whole size, and every device would then reduce
+/// over the whole batch, mostly zeros.
 fn cut(x: &Arc<UOp>, axis: usize, i: usize, n: usize) -> Arc<UOp> {
     let s = x.shape[axis] / n;
+    let mut shape = x.shape.clone();
+    shape[axis] = s;
+    match (&x.op, x.src().as_slice()) {
+        (Op::Expand, [src]) if src.shape[axis] == 1 => {
+            return node(Op::Expand, x.dtype, shape, x.device, vec![src.clone()]);
+        }
+        (Op::Const(_), []) => return node(x.op.clone(), x.dtype, shape, x.device, vec![]),
+        _ => {}
+    }
     let arg: Vec<(usize, usize)> = x
         .shape
         .iter()
@@ -451,11 +463,26 @@ pub(crate) fn reduce(x: &Lazy, r: ReduceOp, axes: &[usize], dtype: DType) -> Laz
 /// On every device, `op` over copies of all `parts` in device order (a naive all-reduce: the
 /// result is the same bits everywhere).
 fn all_reduce(parts: &[Arc<UOp>], op: BinaryOp) -> Vec<Arc<UOp>> {
+    // Each part in a buffer of its own: it is read by its device's sum and by the copies, and
+    // fused into the sum it would be computed twice.
+    let parts: Vec<Arc<UOp>> = parts
+        .iter()
+        .map(|p| match p.is_realized() || p.op == Op::Contiguous {
+            true => p.clone(),
+            false => node(
+                Op::Contiguous,
+                p.dtype,
+                p.shape.clone(),
+                p.device,
+                vec![p.clone()],
+            ),
+        })
+        .collect();
     parts
         .iter()
         .map(|home| {
             let mut acc: Option<Arc<UOp>> = None;
-            for p in parts {
+            for p in &parts {
                 let x = place(p, home.device);
                 acc = Some(match acc {
                     None => x,
