@@ -467,15 +467,18 @@ fn all_reduce(parts: &[Arc<UOp>], op: BinaryOp) -> Vec<Arc<UOp>> {
     // fused into the sum it would be computed twice.
     let parts: Vec<Arc<UOp>> = parts
         .iter()
-        .map(|p| match p.is_realized() || p.op == Op::Contiguous {
-            true => p.clone(),
-            false => node(
-                Op::Contiguous,
-                p.dtype,
-                p.shape.clone(),
-                p.device,
-                vec![p.clone()],
-            ),
+        .map(|p| {
+            if p.is_realized() || p.op == Op::Contiguous {
+                p.clone()
+            } else {
+                node(
+                    Op::Contiguous,
+                    p.dtype,
+                    p.shape.clone(),
+                    p.device,
+                    vec![p.clone()],
+                )
+            }
         })
         .collect();
     parts
