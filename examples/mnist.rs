@@ -5,8 +5,9 @@
 //!
 //! Knobs: `BS` (128), `STEPS` (1000), `SEED` (42), `FASHION=1`, `SGD=1`, `MUON=1`, `DEV`, `JIT`
 //! (on unless `JIT=0`), `EVAL_EVERY` (100), `TARGET_EVAL_ACC_PCT` (exit non-zero below it),
-//! `WGRAD_DATA` (data directory, default ./data: see scripts/data.sh); `--save
-//! model.safetensors` writes the trained weights.
+//! `WGRAD_DATA` (data directory, default ./data: see scripts/data.sh), `SHARD=N` or
+//! `DEVICES=CPU:0,CPU:1` (data-parallel training on several devices: the tutorial's two lines);
+//! `--save model.safetensors` writes the trained weights.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -17,13 +18,22 @@ use wgrad::{Device, Result, Tensor, TinyJit};
 
 #[path = "common/model.rs"]
 mod model;
-use model::{accuracy, train_step, Model};
+use model::{accuracy, train_step_sharded, Model};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
+}
+
+/// `DEVICES=CPU:0,CPU:1`, or `SHARD=N`: N instances of the default device (none: one device).
+fn shard_devices() -> Result<Vec<Device>> {
+    if let Ok(list) = std::env::var("DEVICES") {
+        return Device::parse_list(&list);
+    }
+    let n = env("SHARD", 1).min(256) as u8;
+    Ok((0..n).map(|i| Device::default().with_index(i)).collect())
 }
 
 /// Reading the loss back waits for the step to finish. On the CPU backend a replayed step has
@@ -80,6 +90,14 @@ fn main() -> Result<()> {
     Tensor::manual_seed(env("SEED", 42) as u64);
     let model = Model::new()?;
     let params = get_parameters(&model);
+    let devices = shard_devices()?;
+    if devices.len() > 1 {
+        eprintln!("sharded over {devices:?}: parameters replicated, batch split on axis 0");
+        // The tutorial's first line of multi-device training (the second is in the step).
+        for p in &params {
+            p.shard_(&devices, None)?;
+        }
+    }
     let mut opt: Box<dyn Optimizer> = if env("SGD", 0) != 0 {
         Box::new(Sgd::new(params)?)
     } else if env("MUON", 0) != 0 {
@@ -89,12 +107,13 @@ fn main() -> Result<()> {
     };
     let (x_train, y_train) = (&data.x_train, &data.y_train);
     let mut step = TinyJit::new(|_: &[Tensor]| {
-        Ok(vec![train_step(
+        Ok(vec![train_step_sharded(
             &model,
             opt.as_mut(),
             x_train,
             y_train,
             bs,
+            &devices,
         )?])
     });
     let start = Instant::now();

@@ -26,15 +26,19 @@ use std::sync::Arc;
 struct Spec {
     shape: Vec<usize>,
     dtype: DType,
-    device: Device,
+    /// One per shard (one for a tensor on one device).
+    devices: Vec<Device>,
+    axis: Option<usize>,
 }
 
 struct Captured {
     launches: Vec<Launch>,
-    /// For every input: the (launch, argument) positions where its buffer is used.
+    /// For every input buffer (each shard of each input tensor, in order): the (launch,
+    /// argument) positions where it is used.
     input_slots: Vec<Vec<(usize, usize)>>,
     inputs: Vec<Spec>,
-    outputs: Vec<(Arc<Buffer>, Spec)>,
+    /// Every output's buffers (one per shard).
+    outputs: Vec<(Vec<Arc<Buffer>>, Spec)>,
     plan: crate::memory::PlanStats,
     graph: Option<GraphReplay>,
     /// Buffers the launches bind that existed before the capture (parameters, optimizer state,
@@ -54,7 +58,9 @@ struct GraphReplay {
 }
 
 /// Build a backend graph for a captured step when every launch is on one device whose backend
-/// supports graphs.
+/// supports graphs. A step on several devices (a sharded one) is replayed launch by launch, in
+/// the order it was captured: a copy between devices waits for its source's device and lands
+/// before the destination's later launches, as when it was captured.
 fn build_graph(
     launches: &[Launch],
     inputs: &[Arc<Buffer>],
@@ -167,14 +173,12 @@ fn record_counts(launches: &[Launch]) {
 
 /// The realized inputs' buffers (no two the same).
 fn input_buffers(inputs: &[Tensor]) -> Result<Vec<Arc<Buffer>>> {
-    let bufs: Vec<Arc<Buffer>> = inputs
-        .iter()
-        .map(|t| {
-            t.node().buffer().ok_or_else(|| {
-                crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
-            })
-        })
-        .collect::<Result<_>>()?;
+    let mut bufs: Vec<Arc<Buffer>> = vec![];
+    for t in inputs {
+        bufs.extend(buffers(t).ok_or_else(|| {
+            crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
+        })?);
+    }
     for i in 0..bufs.len() {
         for j in 0..i {
             if Arc::ptr_eq(&bufs[i], &bufs[j]) {
@@ -264,8 +268,14 @@ fn spec(t: &Tensor) -> Spec {
     Spec {
         shape: t.shape(),
         dtype: t.dtype(),
-        device: t.device(),
+        devices: t.devices(),
+        axis: t.shard_axis(),
     }
+}
+
+/// The buffers of a realized tensor, one per shard.
+fn buffers(t: &Tensor) -> Option<Vec<Arc<Buffer>>> {
+    t.shards().iter().map(|s| s.node().buffer()).collect()
 }
 
 impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
@@ -426,9 +436,9 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             .flat_map(|l| l.buffers().into_iter().map(key))
             .filter(|k| !allocated.contains(k))
             .collect();
-        let outputs: Vec<(Arc<Buffer>, Spec)> = out
+        let outputs: Vec<(Vec<Arc<Buffer>>, Spec)> = out
             .iter()
-            .map(|t| t.node().buffer().map(|b| (b, spec(t))))
+            .map(|t| buffers(t).map(|b| (b, spec(t))))
             .collect::<Option<_>>()
             .ok_or_else(|| {
                 crate::Error::new(crate::ErrorKind::Jit, "TinyJit: an output was not realized")
@@ -437,15 +447,18 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         // tensor's gradient holds.
         let mut hold: HashSet<usize> = bufs
             .iter()
-            .chain(outputs.iter().map(|(b, _)| b))
+            .chain(outputs.iter().flat_map(|(b, _)| b))
             .map(|b| Arc::as_ptr(b) as usize)
             .collect();
         for t in crate::tensor::grad_tensors() {
-            for b in [t.node().buffer(), t.grad().and_then(|g| g.node().buffer())]
+            for s in t
+                .shards()
                 .into_iter()
-                .flatten()
+                .chain(t.grad().map(|g| g.shards()).unwrap_or_default())
             {
-                hold.insert(Arc::as_ptr(&b) as usize);
+                if let Some(b) = s.node().buffer() {
+                    hold.insert(Arc::as_ptr(&b) as usize);
+                }
             }
         }
         let plan = crate::memory::plan(&mut launches, &rec.allocated, &hold)?;
@@ -508,15 +521,21 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         for (i, (t, s)) in inputs.iter().zip(&c.inputs).enumerate() {
             let now = spec(t);
             if now != *s {
+                let on = |s: &Spec| match s.axis {
+                    Some(a) if s.devices.len() > 1 => {
+                        format!("{:?} split along axis {a}", s.devices)
+                    }
+                    _ => format!("{:?}", s.devices),
+                };
                 bail!(
                     Jit,
                     "TinyJit: input {i} is {:?} {} on {}, but the capture had {:?} {} on {} (call reset() to capture again)",
                     now.shape,
                     now.dtype,
-                    now.device,
+                    on(&now),
                     s.shape,
                     s.dtype,
-                    s.device
+                    on(s)
                 );
             }
         }
@@ -574,6 +593,13 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         inputs: &[Tensor],
         bufs: &[Arc<Buffer>],
     ) -> Result<Vec<Tensor>> {
+        if bufs.len() != inputs.len() || c.outputs.iter().any(|o| o.0.len() != 1) {
+            bail!(
+                Jit,
+                "JIT_VERIFY: a step over sharded tensors cannot be verified (yet); verify it on \
+                 one device"
+            );
+        }
         // A browser reads WebGPU buffers back only after returning to the event loop.
         #[cfg(target_arch = "wasm32")]
         if c.launches
@@ -626,7 +652,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         let before = read_all(&mut written.iter().map(|w| &w.0))?;
         let out = self.replay(c, inputs, bufs)?;
         let replayed = read_all(&mut written.iter().map(|w| &w.0))?;
-        let replayed_out = read_all(&mut c.outputs.iter().map(|o| &o.0))?;
+        let replayed_out = read_all(&mut c.outputs.iter().map(|o| &o.0[0]))?;
         restore(&before)?;
         let copies: Vec<Tensor> = inputs
             .iter()
@@ -747,7 +773,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
     fn outputs(&self, c: &Captured) -> Vec<Tensor> {
         c.outputs
             .iter()
-            .map(|(b, s)| Tensor::from_node(UOp::from_buffer(b.clone(), s.dtype, s.shape.clone())))
+            .map(|(b, s)| Tensor::from_buffers(b, s.dtype, &s.shape, s.axis))
             .collect()
     }
 }
@@ -784,7 +810,7 @@ mod tests {
             slots.iter_mut().for_each(|s| s.sort());
             assert_eq!(slots, vec![vec![(0, 1)], vec![(0, 2)]]);
             assert_eq!(c.outputs.len(), 1);
-            assert!(Arc::ptr_eq(&c.outputs[0].0, c.launches[0].buffers()[0]));
+            assert!(Arc::ptr_eq(&c.outputs[0].0[0], c.launches[0].buffers()[0]));
             assert_eq!(c.inputs[0].shape, vec![8]);
         })
     }

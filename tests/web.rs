@@ -1019,3 +1019,40 @@ async fn tensors_move_between_webgpu_and_the_interpreter() {
     // Mixing devices in one op is an error naming both.
     expect_err(call(&g, "add", std::slice::from_ref(&c)), &["add"]);
 }
+
+#[wasm_bindgen_test]
+async fn tensors_shard_over_numbered_cpu_devices() {
+    devices().await;
+    let devs = || Array::of2(&"cpu:0".into(), &"cpu:1".into()).into();
+    let x = on("cpu", || {
+        tensor(
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+            &[4, 2],
+            "float32",
+        )
+    })
+    .unwrap();
+    let s = call(&x, "shard", &[devs(), 0.into()]).unwrap();
+    let names: Vec<String> = Array::from(&prop(&s, "devices"))
+        .iter()
+        .filter_map(|v| v.as_string())
+        .collect();
+    assert_eq!(names, vec!["cpu", "cpu:1"]);
+    // Per-shard elementwise op, then a sum over the split axis (all-reduced).
+    let y = call(&call(&s, "mul", &[2.into()]).unwrap(), "sum", &[0.into()]).unwrap();
+    assert_eq!(data(&y).await.unwrap(), vec![32.0, 40.0]);
+    let r = call(&x, "shard", &[devs()]).unwrap();
+    assert_eq!(
+        data(&call(&r, "add", &[1.into()]).unwrap()).await.unwrap(),
+        vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    );
+    expect_err(call(&x, "shard", &[devs(), 2.into()]), &["shard", "axis 2"]);
+    let three = Array::of3(&"cpu:0".into(), &"cpu:1".into(), &"cpu:2".into()).into();
+    expect_err(
+        call(&x, "shard", &[three, 0.into()]),
+        &["shard", "3 devices"],
+    );
+    let bad = Array::of1(&"tpu:0".into()).into();
+    expect_err(call(&x, "shard", &[bad]), &["shard", "tpu:0"]);
+    expect_err(call(&x, "shard", &["cpu".into()]), &["shard", "array"]);
+}

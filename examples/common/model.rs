@@ -6,7 +6,7 @@
 
 use wgrad::nn::optim::Optimizer;
 use wgrad::nn::{Conv2d, Linear};
-use wgrad::{Context, CrossEntropyOpts, DType, Result, Tensor};
+use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor};
 
 pub struct Model {
     pub l1: Conv2d,
@@ -30,8 +30,10 @@ impl Model {
     }
 }
 
-/// Test accuracy in percent, evaluated in chunks (dropout is off outside training).
+/// Test accuracy in percent, evaluated in chunks (dropout is off outside training). A model on
+/// several devices gets each chunk split over them (or whole on each, if it does not split).
 pub fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
+    let devices = model.l1.weight.devices();
     let n = x.shape()[0];
     // Chunks keep the fused convolution's index space within 32 bits.
     let chunk = 250;
@@ -39,12 +41,16 @@ pub fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
     let mut start = 0;
     while start < n {
         let end = (start + chunk).min(n);
-        let xs = x
+        let mut xs = x
             .slice(0, start as isize, end as isize, 1)?
             .cast(DType::F32)?;
-        let ys = y
+        let mut ys = y
             .slice(0, start as isize, end as isize, 1)?
             .cast(DType::I32)?;
+        if devices.len() > 1 {
+            let axis = ((end - start) % devices.len() == 0).then_some(0);
+            (xs, ys) = (xs.shard(&devices, axis)?, ys.shard(&devices, axis)?);
+        }
         let hit = model
             .forward(&xs)?
             .argmax(Some(1), false)?
@@ -66,10 +72,27 @@ pub fn train_step(
     y_train: &Tensor,
     bs: usize,
 ) -> Result<Tensor> {
+    train_step_sharded(model, opt, x_train, y_train, bs, &[])
+}
+
+/// `train_step` with the batch split over `devices` along axis 0 (none: on one device), for a
+/// model whose parameters were replicated on them (`p.shard_(devices, None)`).
+pub fn train_step_sharded(
+    model: &Model,
+    opt: &mut dyn Optimizer,
+    x_train: &Tensor,
+    y_train: &Tensor,
+    bs: usize,
+    devices: &[Device],
+) -> Result<Tensor> {
     Context::new().training(true).run(|| {
         let samples = Tensor::randint(&[bs], 0, x_train.shape()[0] as i64)?;
-        let x = x_train.index(&samples)?.cast(DType::F32)?;
-        let y = y_train.index(&samples)?;
+        let mut x = x_train.index(&samples)?.cast(DType::F32)?;
+        let mut y = y_train.index(&samples)?;
+        if devices.len() > 1 {
+            // The tutorial's second line of multi-device training.
+            (x, y) = (x.shard(devices, Some(0))?, y.shard(devices, Some(0))?);
+        }
         opt.zero_grad();
         let loss = model
             .forward(&x)?

@@ -13,8 +13,7 @@
 //! so what they change on the device, a new learning rate or momentum buffers turned on, is
 //! written or allocated at the next step: capture a step after the first one, or use `set_lr`.)
 
-use crate::context::{training, Context};
-use crate::device::Device;
+use crate::context::training;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::tensor::Tensor;
@@ -60,18 +59,21 @@ pub trait Optimizer {
 
 // ---------------------------------------------------------------------------------- helpers
 
-/// Run `f` with `device` as the default device (creation functions have no device argument).
-fn on<R>(device: Device, f: impl FnOnce() -> R) -> R {
-    Context::new().dev(device).run(f)
+/// `t` (a constant) placed like `like`: on its devices, split the same way when it has its
+/// shape (a momentum buffer of a split parameter), else whole on each (the learning rate).
+fn placed_like(t: Tensor, like: &Tensor) -> Result<Tensor> {
+    let axis = like
+        .shard_axis()
+        .filter(|_| t.shape() == like.shape())
+        .map(|a| a as isize);
+    t.shard(&like.devices(), axis)
 }
 
-/// A realized f32 buffer of `shape` filled with `v`, on `device`.
-fn filled(device: Device, shape: &[usize], v: f64) -> Result<Tensor> {
-    on(device, || {
-        Tensor::full_dtype(shape, v, DType::F32)?
-            .contiguous()
-            .realize()
-    })
+/// A realized f32 buffer of `shape` filled with `v`, placed like `like`.
+fn filled(like: &Tensor, shape: &[usize], v: f64) -> Result<Tensor> {
+    placed_like(Tensor::full_dtype(shape, v, DType::F32)?, like)?
+        .contiguous()
+        .realize()
 }
 
 /// Euclidean (Frobenius) norm of all elements, as a 0-d tensor.
@@ -97,7 +99,6 @@ fn trust_ratio(
 struct Common {
     name: &'static str,
     params: Vec<Tensor>,
-    device: Device,
     lr: f64,
     /// `(1,)` f32 buffer holding the learning rate the step kernels read.
     lr_t: Tensor,
@@ -119,14 +120,14 @@ impl Common {
                 "{name}: no parameters to optimize (pass tensors with set_requires_grad(true))"
             )
         };
-        let device = first.device();
+        let devices = first.devices();
         for (i, p) in kept.iter().enumerate() {
-            if p.device() != device {
+            if p.devices() != devices {
                 bail!(
                     Device,
-                    "{name}: parameter {i} is on {} but parameter 0 is on {device}; all parameters \
-                     must be on one device",
-                    p.device()
+                    "{name}: parameter {i} is on {:?} but parameter 0 is on {devices:?}; all \
+                     parameters must be on the same devices",
+                    p.devices()
                 );
             }
             if !p.dtype().is_float() {
@@ -137,11 +138,10 @@ impl Common {
                 );
             }
         }
-        let lr_t = filled(device, &[1], lr)?;
+        let lr_t = filled(first, &[1], lr)?;
         Ok(Common {
             name,
             params: kept,
-            device,
             lr,
             lr_t,
             lr_written: lr,
@@ -188,14 +188,17 @@ impl Common {
                     p.shape()
                 )
             };
-            if g.shape() != p.shape() || g.device() != p.device() {
+            if g.shape() != p.shape()
+                || g.devices() != p.devices()
+                || g.shard_axis() != p.shard_axis()
+            {
                 bail!(
                     Shape,
-                    "{name}.step: gradient {:?} on {} does not match parameter {i} {:?} on {}",
+                    "{name}.step: gradient {:?} on {:?} does not match parameter {i} {:?} on {:?}",
                     g.shape(),
-                    g.device(),
+                    g.devices(),
                     p.shape(),
-                    p.device()
+                    p.devices()
                 );
             }
             grads.push(g.detach().cast(DType::F32)?);
@@ -304,7 +307,7 @@ impl Lars {
                 .c
                 .params
                 .iter()
-                .map(|p| filled(self.c.device, &p.shape(), 0.0))
+                .map(|p| filled(p, &p.shape(), 0.0))
                 .collect::<Result<_>>()?;
         }
         Ok(())
@@ -538,12 +541,12 @@ impl Lamb {
             .iter()
             .map(|p| {
                 // Moments 0, powers b1^0 = b2^0 = 1.
-                on(c.device, || {
-                    Tensor::zeros(&[2, p.numel()])?
-                        .pad(&[(0, 0), (0, 1)], 1.0)?
-                        .contiguous()
-                        .realize()
-                })
+                placed_like(
+                    Tensor::zeros(&[2, p.numel()])?.pad(&[(0, 0), (0, 1)], 1.0)?,
+                    p,
+                )?
+                .contiguous()
+                .realize()
             })
             .collect::<Result<_>>()?;
         Ok(Lamb {

@@ -241,13 +241,14 @@ pub fn load_state_dict(
         }
     }
     for (t, v) in &pairs {
-        let v = if v.device() == t.device() {
+        // Onto the model's devices, split like its tensor (copied through a fresh node: the
+        // scheduler cannot yet copy a realized buffer to another device directly).
+        let v = if v.devices() == t.devices() {
             (*v).clone()
         } else {
-            // Copy through a fresh node: the scheduler cannot yet copy a realized buffer to
-            // another device directly (`realized.to(dev)` fails to schedule).
-            v.contiguous().to(t.device())?
+            v.contiguous()
         };
+        let v = v.shard(&t.devices(), t.shard_axis().map(|a| a as isize))?;
         t.assign(&v)?;
     }
     let targets: Vec<&Tensor> = pairs.iter().map(|(t, _)| *t).collect();

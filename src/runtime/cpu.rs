@@ -22,16 +22,19 @@ pub struct CpuProgram {
     func: KernelFn,
 }
 
+/// One logical CPU device (`CPU:n`): its own buffers; kernels run on the calling thread and
+/// on worker threads.
 pub struct Cpu {
+    device: Device,
     threads: usize,
 }
 
-impl Default for Cpu {
-    fn default() -> Self {
+impl Cpu {
+    pub(crate) fn new(device: Device) -> Cpu {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        Cpu { threads }
+        Cpu { device, threads }
     }
 }
 
@@ -144,14 +147,14 @@ unsafe impl Sync for SendPtrs {}
 
 impl Backend for Cpu {
     fn device(&self) -> Device {
-        Device::Cpu
+        self.device
     }
     fn max_buffers(&self) -> usize {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
         Ok(Buffer::new(
-            Device::Cpu,
+            self.device,
             bytes,
             Mem::Host(HostMem::new(bytes)?),
         ))

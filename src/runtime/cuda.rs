@@ -14,7 +14,10 @@
 
 pub mod nvrtc;
 
-use super::{Backend, BoxFuture, Buffer, Device, Graph, Launch, Mem, Program, ProgramImpl};
+use super::{
+    Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem, Program,
+    ProgramImpl,
+};
 use crate::codegen::cuda::{launch_dims, render_cuda};
 use crate::codegen::linearize::LinearKernel;
 use crate::codegen::{OptTarget, Target};
@@ -24,7 +27,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes of freed buffers kept for reuse.
 const POOL_BYTES: usize = 1 << 30;
@@ -90,8 +93,10 @@ pub struct DeviceInfo {
     pub nvrtc: String,
 }
 
-/// The backend: a device, or the reason there is none.
+/// One GPU (`CUDA:n` is the driver's device `n`, with its primary context and a stream), or
+/// the reason there is none.
 pub struct Cuda {
+    index: u8,
     gpu: std::result::Result<Gpu, String>,
 }
 
@@ -118,11 +123,17 @@ struct Pool {
 pub struct CudaMem {
     ptr: sys::CUdeviceptr,
     bytes: usize,
+    index: u8,
+}
+
+/// Instance `index` if it exists and has a GPU (for releasing what it allocated).
+fn made(index: u8) -> Option<&'static Gpu> {
+    INSTANCES.existing(index).and_then(|c| c.gpu.as_ref().ok())
 }
 
 impl Drop for CudaMem {
     fn drop(&mut self) {
-        if let Some(Ok(gpu)) = GLOBAL.get().map(|c| &c.gpu) {
+        if let Some(gpu) = made(self.index) {
             gpu.release(self.ptr, self.bytes);
         }
     }
@@ -135,6 +146,7 @@ pub struct CudaProgram {
     blocks: u32,
     threads: u32,
     nbufs: usize,
+    index: u8,
 }
 
 // SAFETY: module and function handles are valid in every thread of the context.
@@ -144,7 +156,7 @@ unsafe impl Sync for CudaProgram {}
 
 impl Drop for CudaProgram {
     fn drop(&mut self) {
-        if let Some(Ok(gpu)) = GLOBAL.get().map(|c| &c.gpu) {
+        if let Some(gpu) = made(self.index) {
             // Kernels of this module may still be queued: let them finish first.
             if gpu.bind().is_ok() && gpu.sync().is_ok() {
                 // SAFETY: the module was loaded by `compile` and is unloaded once; graphs that
@@ -155,21 +167,28 @@ impl Drop for CudaProgram {
     }
 }
 
-static GLOBAL: OnceLock<Cuda> = OnceLock::new();
+static INSTANCES: Instances<Cuda> = Instances::new();
 
-/// The process's CUDA backend (created on first use).
-pub fn global() -> &'static Cuda {
-    GLOBAL.get_or_init(|| Cuda { gpu: Gpu::create() })
+/// `CUDA:index` (created on first use).
+pub fn instance(index: u8) -> &'static Cuda {
+    INSTANCES.get(index, || Cuda {
+        index,
+        gpu: Gpu::create(index),
+    })
 }
 
-/// Whether a CUDA device (and NVRTC) can be used here, with the reason when not.
-pub fn available() -> std::result::Result<(), String> {
-    global().gpu.as_ref().map(|_| ()).map_err(|e| e.clone())
+/// Whether `CUDA:index` (and NVRTC) can be used here, with the reason when not.
+pub fn available(index: u8) -> std::result::Result<(), String> {
+    instance(index)
+        .gpu
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| e.clone())
 }
 
-/// The device in use, if any.
+/// `CUDA:0`, if there is one.
 pub fn device_info() -> Option<DeviceInfo> {
-    global().gpu.as_ref().ok().map(|g| g.info.clone())
+    instance(0).info()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -185,7 +204,7 @@ thread_local! {
 }
 
 impl Gpu {
-    fn create() -> std::result::Result<Gpu, String> {
+    fn create(ordinal: u8) -> std::result::Result<Gpu, String> {
         // SAFETY: only tries to dlopen libcuda.
         if !unsafe { sys::is_culib_present() } {
             return Err("no CUDA driver found (libcuda.so cannot be loaded)".into());
@@ -196,7 +215,13 @@ impl Gpu {
         if count < 1 {
             return Err("the CUDA driver found no device".into());
         }
-        let dev = cu::device::get(0).map_err(|e| fail("device 0", e))?;
+        if ordinal as i32 >= count {
+            return Err(format!(
+                "CUDA:{ordinal} does not exist: the CUDA driver found {count} device(s)"
+            ));
+        }
+        let dev =
+            cu::device::get(ordinal as i32).map_err(|e| fail(&format!("device {ordinal}"), e))?;
         // SAFETY: `dev` is a device the driver returned.
         let ctx = unsafe { cu::primary_ctx::retain(dev) }.map_err(|e| fail("context", e))?;
         // SAFETY: `ctx` was just retained.
@@ -363,6 +388,27 @@ fn program(p: &Program) -> Result<&CudaProgram> {
 }
 
 impl Cuda {
+    /// The GPU this device runs on, if it exists.
+    pub fn info(&self) -> Option<DeviceInfo> {
+        self.gpu.as_ref().ok().map(|g| g.info.clone())
+    }
+    fn dev(&self) -> Device {
+        Device::new(DeviceKind::Cuda, self.index)
+    }
+    /// Refuse buffers of another device (each GPU has its own context and memory).
+    fn own(&self, bufs: &[&Buffer]) -> Result<()> {
+        for b in bufs {
+            if b.device != self.dev() {
+                bail!(
+                    Device,
+                    "cuda: a {} buffer was passed to {}",
+                    b.device,
+                    self.dev()
+                );
+            }
+        }
+        Ok(())
+    }
     fn gpu(&self) -> Result<&Gpu> {
         match &self.gpu {
             Ok(g) => {
@@ -382,7 +428,7 @@ fn rounded(bytes: usize) -> usize {
 
 impl Backend for Cuda {
     fn device(&self) -> Device {
-        Device::Cuda
+        self.dev()
     }
 
     fn target(&self) -> Target {
@@ -405,9 +451,13 @@ impl Backend for Cuda {
         let size = rounded(bytes);
         let ptr = gpu.alloc(size)?;
         Ok(Buffer::new(
-            Device::Cuda,
+            self.dev(),
             bytes,
-            Mem::Cuda(CudaMem { ptr, bytes: size }),
+            Mem::Cuda(CudaMem {
+                ptr,
+                bytes: size,
+                index: self.index,
+            }),
         ))
     }
 
@@ -421,6 +471,7 @@ impl Backend for Cuda {
                 buf.size
             );
         }
+        self.own(&[buf])?;
         if data.is_empty() {
             return Ok(());
         }
@@ -433,6 +484,7 @@ impl Backend for Cuda {
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
         Box::pin(async move {
             let gpu = self.gpu()?;
+            self.own(&[buf])?;
             let mut out = vec![0u8; buf.size];
             if out.is_empty() {
                 return Ok(out);
@@ -486,6 +538,7 @@ impl Backend for Cuda {
                 blocks,
                 threads,
                 nbufs: k.bufs.len(),
+                index: self.index,
             }),
             source,
         })
@@ -493,6 +546,7 @@ impl Backend for Cuda {
 
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
         let gpu = self.gpu()?;
+        self.own(bufs)?;
         gpu.launch_on(program(p)?, bufs, gpu.stream)?;
         bump(&COUNTERS.launches);
         Ok(())
@@ -500,6 +554,7 @@ impl Backend for Cuda {
 
     fn launch_timed(&self, p: &Program, bufs: &[&Buffer]) -> Result<Option<u64>> {
         let gpu = self.gpu()?;
+        self.own(bufs)?;
         let cp = program(p)?;
         let ev = || {
             cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
@@ -538,6 +593,7 @@ impl Backend for Cuda {
                 progs.push(prog.clone());
             }
             for b in l.buffers() {
+                self.own(&[b])?;
                 mem(b)?;
                 bufs.push(b.clone());
             }
@@ -586,6 +642,7 @@ impl Backend for Cuda {
         .map_err(|e| err("instantiating a graph", e))?;
         bump(&COUNTERS.graphs);
         Ok(Some(Box::new(CudaGraph {
+            index: self.index,
             exec,
             _progs: progs,
             _bufs: bufs,
@@ -607,6 +664,7 @@ fn copy_dtod(src: &Buffer, dst: &Buffer, stream: sys::CUstream) -> Result<()> {
 /// A captured step as an instantiated CUDA graph. It holds the programs and buffers its nodes
 /// refer to, so none is unloaded or recycled while it lives.
 struct CudaGraph {
+    index: u8,
     exec: sys::CUgraphExec,
     _progs: Vec<Arc<Program>>,
     _bufs: Vec<Arc<Buffer>>,
@@ -619,7 +677,7 @@ unsafe impl Sync for CudaGraph {}
 
 impl Drop for CudaGraph {
     fn drop(&mut self) {
-        if let Some(Ok(gpu)) = GLOBAL.get().map(|c| &c.gpu) {
+        if let Some(gpu) = made(self.index) {
             // A replay may still run: the programs and buffers dropped with the graph must
             // outlive it.
             if gpu.bind().is_ok() && gpu.sync().is_ok() {
@@ -632,7 +690,7 @@ impl Drop for CudaGraph {
 
 impl Graph for CudaGraph {
     fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()> {
-        let gpu = global().gpu()?;
+        let gpu = instance(self.index).gpu()?;
         for (s, d) in before {
             copy_dtod(s, d, gpu.stream)?;
         }

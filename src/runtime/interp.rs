@@ -15,19 +15,27 @@ use crate::error::{bail, Result};
 use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, ReduceOp};
 use std::sync::Arc;
 
-#[derive(Default)]
-pub struct Interp;
+/// One interpreter instance (`INTERP:n`): its own buffers, the same semantics.
+pub struct Interp {
+    device: Device,
+}
+
+impl Interp {
+    pub(crate) fn new(device: Device) -> Interp {
+        Interp { device }
+    }
+}
 
 impl Backend for Interp {
     fn device(&self) -> Device {
-        Device::Interp
+        self.device
     }
     fn max_buffers(&self) -> usize {
         usize::MAX
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
         Ok(Buffer::new(
-            Device::Interp,
+            self.device,
             bytes,
             Mem::Host(HostMem::new(bytes)?),
         ))

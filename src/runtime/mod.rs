@@ -14,7 +14,7 @@ pub mod wgpu;
 pub mod cuda;
 
 use crate::codegen::{LinearKernel, OptTarget, Target};
-pub use crate::device::Device;
+pub use crate::device::{Device, DeviceKind};
 use crate::error::{bail, Result};
 use std::alloc::Layout;
 use std::fmt;
@@ -24,33 +24,33 @@ use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
 impl Device {
-    /// Whether the backend can run here (e.g. a C compiler exists for `Cpu`), with the reason
-    /// when it cannot.
+    /// Whether this device can run here (e.g. a C compiler exists for `CPU`, `CUDA:1` needs a
+    /// second GPU), with the reason when it cannot.
     pub fn available(self) -> std::result::Result<(), String> {
-        match self {
-            Device::Interp => Ok(()),
+        match self.kind {
+            DeviceKind::Interp => Ok(()),
             #[cfg(feature = "cpu")]
-            Device::Cpu => cpu::available(),
+            DeviceKind::Cpu => cpu::available(),
             #[cfg(feature = "wgpu")]
-            Device::Wgpu => wgpu::available(),
+            DeviceKind::Wgpu => wgpu::available(self.index),
             #[cfg(feature = "cuda")]
-            Device::Cuda => cuda::available(),
+            DeviceKind::Cuda => cuda::available(self.index),
         }
     }
-    /// The backend behind this device (for tools that compile and launch kernels by hand, as
-    /// `examples/walkthrough.rs` does; everything else goes through `realize`).
+    /// The backend instance behind this device (for tools that compile and launch kernels by
+    /// hand, as `examples/walkthrough.rs` does; everything else goes through `realize`).
     pub fn backend(self) -> &'static dyn Backend {
-        static INTERP: OnceLock<interp::Interp> = OnceLock::new();
+        static INTERP: Instances<interp::Interp> = Instances::new();
         #[cfg(feature = "cpu")]
-        static CPU: OnceLock<cpu::Cpu> = OnceLock::new();
-        match self {
-            Device::Interp => INTERP.get_or_init(interp::Interp::default),
+        static CPU: Instances<cpu::Cpu> = Instances::new();
+        match self.kind {
+            DeviceKind::Interp => INTERP.get(self.index, || interp::Interp::new(self)),
             #[cfg(feature = "cpu")]
-            Device::Cpu => CPU.get_or_init(cpu::Cpu::default),
+            DeviceKind::Cpu => CPU.get(self.index, || cpu::Cpu::new(self)),
             #[cfg(feature = "wgpu")]
-            Device::Wgpu => wgpu::global(),
+            DeviceKind::Wgpu => wgpu::instance(self.index),
             #[cfg(feature = "cuda")]
-            Device::Cuda => cuda::global(),
+            DeviceKind::Cuda => cuda::instance(self.index),
         }
     }
     /// The best available device (`DEV` overrides it; see `Context`): an NVIDIA GPU through
@@ -60,15 +60,15 @@ impl Device {
     pub fn best() -> Device {
         static BEST: OnceLock<Device> = OnceLock::new();
         *BEST.get_or_init(|| {
-            let rank = |d: &Device| match d {
+            let rank = |d: &Device| match d.kind {
                 #[cfg(feature = "cuda")]
-                Device::Cuda => 4,
+                DeviceKind::Cuda => 4,
                 #[cfg(feature = "wgpu")]
-                Device::Wgpu => match wgpu::adapter_info() {
+                DeviceKind::Wgpu => match wgpu::adapter_info() {
                     Some(a) if a.device_type != "Cpu" => 3,
                     _ => 0,
                 },
-                Device::Interp => 1,
+                DeviceKind::Interp => 1,
                 #[allow(unreachable_patterns)]
                 _ => 2,
             };
@@ -78,10 +78,56 @@ impl Device {
                 .max_by_key(rank)
                 .unwrap_or(Device::Interp);
             if crate::context::debug() >= 1 {
-                crate::context::log(&format!("wgrad: default device {}", d.name()));
+                crate::context::log(&format!("wgrad: default device {d}"));
             }
             d
         })
+    }
+}
+
+/// The instances of one backend, one per device index, each created on first use and kept for
+/// the life of the process (buffers and programs refer back to their instance).
+pub(crate) struct Instances<T: 'static> {
+    first: OnceLock<&'static T>,
+    more: std::sync::Mutex<Vec<(u8, &'static T)>>,
+}
+
+impl<T: Send + Sync> Instances<T> {
+    pub(crate) const fn new() -> Self {
+        Instances {
+            first: OnceLock::new(),
+            more: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+    /// Instance `index`, made by `make` the first time.
+    pub(crate) fn get(&self, index: u8, make: impl FnOnce() -> T) -> &'static T {
+        let leak = |t: T| -> &'static T { Box::leak(Box::new(t)) };
+        if index == 0 {
+            return self.first.get_or_init(|| leak(make()));
+        }
+        let mut more = self.more.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(_, t)) = more.iter().find(|(i, _)| *i == index) {
+            return t;
+        }
+        let t = leak(make());
+        more.push((index, t));
+        t
+    }
+    /// Instance `index` if it was made already.
+    pub(crate) fn existing(&self, index: u8) -> Option<&'static T> {
+        if index == 0 {
+            return self.first.get().copied();
+        }
+        let more = self.more.lock().unwrap_or_else(|e| e.into_inner());
+        more.iter().find(|(i, _)| *i == index).map(|&(_, t)| t)
+    }
+    /// Store instance `index` unless one exists (the browser creates devices asynchronously,
+    /// before first use).
+    #[cfg(all(feature = "wgpu", target_arch = "wasm32"))]
+    pub(crate) fn set(&self, index: u8, t: T) {
+        if self.existing(index).is_none() {
+            let _ = self.get(index, || t);
+        }
     }
 }
 

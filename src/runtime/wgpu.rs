@@ -10,7 +10,10 @@
 //! pipelines and bind groups are made once, and a replay encodes the whole list into one encoder
 //! with one submit.
 
-use super::{Backend, BoxFuture, Buffer, Device, Graph, Launch, Mem, Program, ProgramImpl};
+use super::{
+    Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem, Program,
+    ProgramImpl,
+};
 use crate::codegen::linearize::LinearKernel;
 use crate::codegen::wgsl::{dispatch_size, render_wgsl, workgroup_size, MAX_WORKGROUPS_PER_DIM};
 use crate::codegen::{OptTarget, Target};
@@ -19,7 +22,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 /// Dispatches encoded before the pending encoder is submitted anyway (bounds its memory).
@@ -139,8 +142,10 @@ pub struct AdapterInfo {
     pub timestamps: bool,
 }
 
-/// The backend: a device, or the reason there is none.
+/// One WebGPU device (`WEBGPU:n`, each a wgpu device of its own, created on the preferred
+/// adapter), or the reason there is none.
 pub struct Wgpu {
+    index: u8,
     gpu: std::result::Result<Gpu, String>,
 }
 
@@ -204,9 +209,10 @@ pub struct WgpuProgram {
     nbufs: usize,
 }
 
-/// A device buffer; returned to the pool when dropped.
+/// A device buffer; returned to its device's pool when dropped.
 pub struct GpuMem {
     buf: Option<wgpu::Buffer>,
+    index: u8,
 }
 
 impl GpuMem {
@@ -219,58 +225,69 @@ impl GpuMem {
 
 impl Drop for GpuMem {
     fn drop(&mut self) {
-        if let (Some(b), Some(Ok(gpu))) = (self.buf.take(), GLOBAL.get().map(|w| &w.gpu)) {
+        let gpu = INSTANCES.existing(self.index).map(|w| &w.gpu);
+        if let (Some(b), Some(Ok(gpu))) = (self.buf.take(), gpu) {
             gpu.release(b);
         }
     }
 }
 
-static GLOBAL: OnceLock<Wgpu> = OnceLock::new();
+static INSTANCES: Instances<Wgpu> = Instances::new();
 
-/// The process's WebGPU backend. Natively it is created on first use; in the browser `init`
-/// must have been awaited first (adapter and device requests are asynchronous there).
-pub fn global() -> &'static Wgpu {
+/// WebGPU device `index` (`WEBGPU:index`). Natively it is created on first use; in the browser
+/// `init_device` must have been awaited first (adapter and device requests are asynchronous
+/// there).
+pub fn instance(index: u8) -> &'static Wgpu {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        GLOBAL.get_or_init(|| super::block_on(Wgpu::create()))
+        INSTANCES.get(index, || super::block_on(Wgpu::create(index)))
     }
     #[cfg(target_arch = "wasm32")]
     {
         static NOT_READY: Wgpu = Wgpu {
+            index: 0,
             gpu: Err(String::new()),
         };
-        GLOBAL.get().unwrap_or(&NOT_READY)
+        INSTANCES.existing(index).unwrap_or(&NOT_READY)
     }
 }
 
-/// Create the device (once). Returns the adapter it got, or why there is none.
+/// Create `WEBGPU:0` (once). Returns the adapter it got, or why there is none.
 pub async fn init() -> Result<AdapterInfo> {
-    if GLOBAL.get().is_none() {
-        let w = Wgpu::create().await;
-        let _ = GLOBAL.set(w);
+    init_device(0).await
+}
+
+/// Create `WEBGPU:index` (once): a wgpu device of its own. Returns its adapter, or why there is
+/// none.
+pub async fn init_device(index: u8) -> Result<AdapterInfo> {
+    #[cfg(target_arch = "wasm32")]
+    if INSTANCES.existing(index).is_none() {
+        INSTANCES.set(index, Wgpu::create(index).await);
     }
-    match GLOBAL.get().map(|w| &w.gpu) {
-        Some(Ok(g)) => Ok(g.info.clone()),
-        Some(Err(e)) => bail!(Device, "webgpu: {e}"),
-        None => bail!(Device, "webgpu: not initialised"),
+    match &instance(index).gpu {
+        Ok(g) => Ok(g.info.clone()),
+        Err(e) if e.is_empty() => bail!(Device, "webgpu: not initialised"),
+        Err(e) => bail!(Device, "webgpu: {e}"),
     }
 }
 
-/// Whether a WebGPU device exists, with the reason when it does not.
-pub fn available() -> std::result::Result<(), String> {
-    match &global().gpu {
+/// Whether `WEBGPU:index` exists, with the reason when it does not.
+pub fn available(index: u8) -> std::result::Result<(), String> {
+    match &instance(index).gpu {
         Ok(_) => Ok(()),
-        Err(e) if e.is_empty() => Err("webgpu: not initialised (await init() first)".into()),
+        Err(e) if e.is_empty() => Err(format!(
+            "webgpu: WEBGPU:{index} is not initialised (await init() first)"
+        )),
         Err(e) => Err(e.clone()),
     }
 }
 
-/// Destroy the device, as a driver reset or `GPUDevice.destroy()` would (for tests of device
+/// Destroy `WEBGPU:0`'s device, as a driver reset or `GPUDevice.destroy()` would (for tests of device
 /// loss): from now on every WEBGPU call is an error naming the loss, and the WEBGPU tensors'
 /// contents are gone. Training resumes on another device from a host snapshot
 /// (`nn::state::Snapshot`).
 pub fn lose_device() -> Result<()> {
-    let g = match &global().gpu {
+    let g = match &instance(0).gpu {
         Ok(g) => g,
         Err(e) => bail!(Device, "webgpu: {e}"),
     };
@@ -281,16 +298,38 @@ pub fn lose_device() -> Result<()> {
     Ok(())
 }
 
-/// The adapter in use, if any.
+/// The adapter `WEBGPU:0` runs on, if any.
 pub fn adapter_info() -> Option<AdapterInfo> {
-    global().gpu.as_ref().ok().map(|g| g.info.clone())
+    instance(0).info()
 }
 
 impl Wgpu {
-    async fn create() -> Wgpu {
+    async fn create(index: u8) -> Wgpu {
         Wgpu {
+            index,
             gpu: Gpu::create().await,
         }
+    }
+    /// The adapter this device runs on, if it exists.
+    pub fn info(&self) -> Option<AdapterInfo> {
+        self.gpu.as_ref().ok().map(|g| g.info.clone())
+    }
+    fn dev(&self) -> Device {
+        Device::new(DeviceKind::Wgpu, self.index)
+    }
+    /// Refuse buffers of another device (a wgpu resource is only valid on its own device).
+    fn own(&self, bufs: &[&Buffer]) -> Result<()> {
+        for b in bufs {
+            if b.device != self.dev() {
+                bail!(
+                    Device,
+                    "webgpu: a {} buffer was passed to {}",
+                    b.device,
+                    self.dev()
+                );
+            }
+        }
+        Ok(())
     }
     fn gpu(&self) -> Result<&Gpu> {
         match &self.gpu {
@@ -660,7 +699,7 @@ fn storage_size(bytes: usize) -> u64 {
 
 impl Backend for Wgpu {
     fn device(&self) -> Device {
-        Device::Wgpu
+        self.dev()
     }
 
     fn target(&self) -> Target {
@@ -718,9 +757,12 @@ impl Backend for Wgpu {
         }
         let b = gpu.new_buffer(size)?;
         Ok(Buffer::new(
-            Device::Wgpu,
+            self.dev(),
             bytes,
-            Mem::Wgpu(GpuMem { buf: Some(b) }),
+            Mem::Wgpu(GpuMem {
+                buf: Some(b),
+                index: self.index,
+            }),
         ))
     }
 
@@ -734,6 +776,7 @@ impl Backend for Wgpu {
                 buf.size
             );
         }
+        self.own(&[buf])?;
         let b = mem(buf)?.buf()?;
         // Commands encoded so far must see the old contents: submit them first (a queue write
         // lands before the next submit's commands).
@@ -753,6 +796,7 @@ impl Backend for Wgpu {
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
         Box::pin(async move {
             let gpu = self.gpu()?;
+            self.own(&[buf])?;
             let src = mem(buf)?.buf()?;
             let size = storage_size(buf.size);
             let staging = gpu.staging(size);
@@ -858,6 +902,7 @@ impl Backend for Wgpu {
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
         let t0 = now();
         let gpu = self.gpu()?;
+        self.own(bufs)?;
         let wp = program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
         let mut st = lock(&gpu.state);
@@ -876,6 +921,7 @@ impl Backend for Wgpu {
             self.launch(p, bufs)?;
             return Ok(None);
         }
+        self.own(bufs)?;
         let wp = program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
         let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -976,8 +1022,9 @@ impl Backend for Wgpu {
             gpu.submit(&mut st);
         }
         let n = launches.len();
+        let index = self.index;
         Ok(Some(Box::pin(async move {
-            let gpu = global().gpu()?;
+            let gpu = instance(index).gpu()?;
             let raw = gpu.read_staging(staging, bytes as usize).await?;
             let period = gpu.queue.get_timestamp_period() as f64;
             let at = |i: usize| {
@@ -994,6 +1041,12 @@ impl Backend for Wgpu {
         let gpu = self.gpu()?;
         let mut steps = Vec::with_capacity(launches.len());
         for l in launches {
+            self.own(
+                &l.buffers()
+                    .into_iter()
+                    .map(|b| b.as_ref())
+                    .collect::<Vec<_>>(),
+            )?;
             steps.push(match l {
                 Launch::Kernel { prog, bufs, .. } => {
                     let wp = program(prog)?;
@@ -1011,7 +1064,10 @@ impl Backend for Wgpu {
                 },
             });
         }
-        Ok(Some(Box::new(WgpuGraph { steps })))
+        Ok(Some(Box::new(WgpuGraph {
+            index: self.index,
+            steps,
+        })))
     }
 }
 
@@ -1031,6 +1087,7 @@ enum Step {
 
 /// A captured step: bind groups made once, replayed as one encoder and one submit.
 struct WgpuGraph {
+    index: u8,
     steps: Vec<Step>,
 }
 
@@ -1043,7 +1100,7 @@ fn encode_copy(enc: &mut wgpu::CommandEncoder, src: &Buffer, dst: &Buffer) -> Re
 
 impl Graph for WgpuGraph {
     fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()> {
-        let gpu = global().gpu()?;
+        let gpu = instance(self.index).gpu()?;
         let t0 = now();
         let mut st = lock(&gpu.state);
         // What was queued before (eager launches, the previous replay) goes to the device now;

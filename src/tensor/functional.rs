@@ -332,7 +332,11 @@ impl Tensor {
         if p == 1.0 {
             return Ok(self.zeros_like());
         }
-        let keep = Tensor::rand_on(&self.shape(), self.device())?.ge(p)?;
+        // Drawn on one device and split like `self`, so the mask is the one the same draw
+        // gives an unsharded tensor.
+        let keep = self
+            .placed_like(Tensor::rand_on(&self.shape(), self.device())?)?
+            .ge(p)?;
         keep.where_(&self.mul(1.0 / (1.0 - p))?, 0.0)
     }
 

@@ -116,6 +116,8 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
 }
 
 pub fn backward(root: &Tensor) -> Result<()> {
+    // A scalar on several devices is replicated: differentiate one replica (the all-reduce
+    // that made it connects it to every device's graph).
     let rn = root.node();
     if rn.numel() != 1 {
         bail!(
@@ -148,12 +150,15 @@ pub fn backward(root: &Tensor) -> Result<()> {
     }
     let targets: Vec<Tensor> = grad_tensors()
         .into_iter()
-        .filter(|t| seen.contains(&t.node().id))
+        .filter(|t| t.lazy().shards.iter().any(|n| seen.contains(&n.id)))
         .collect();
     if targets.is_empty() {
         bail!(Other, "backward: no tensor in this graph requires a gradient (call set_requires_grad(true) on the parameters, before realizing the loss)");
     }
-    let target_ids: HashSet<u64> = targets.iter().map(|t| t.node().id).collect();
+    let target_ids: HashSet<u64> = targets
+        .iter()
+        .flat_map(|t| t.lazy().shards.iter().map(|n| n.id).collect::<Vec<_>>())
+        .collect();
     // Nodes from which a target is reachable.
     let mut reaches: HashSet<u64> = HashSet::new();
     for n in &order {
@@ -164,7 +169,7 @@ pub fn backward(root: &Tensor) -> Result<()> {
         }
     }
     let mut grads: HashMap<u64, Tensor> = HashMap::new();
-    grads.insert(rn.id, root.const_like(1.0).reshape_u(&rn.shape)?);
+    grads.insert(rn.id, t(&rn).const_like(1.0));
     for n in order.iter().rev() {
         let Some(g) = grads.get(&n.id).cloned() else {
             continue;
@@ -189,26 +194,24 @@ pub fn backward(root: &Tensor) -> Result<()> {
             grads.insert(s.id, acc);
         }
     }
-    for t in targets {
-        // In the graph but with no differentiable path (e.g. only through comparisons): zero.
-        let zero;
-        let g = match grads.get(&t.node().id) {
-            Some(g) => g,
-            None => {
-                zero = t.zeros_like();
-                &zero
-            }
-        };
-        let g = if g.dtype() != t.dtype() {
-            g.cast(t.dtype())?
-        } else {
-            g.clone()
-        };
-        let new = match t.grad() {
+    for p in targets {
+        // Per shard; in the graph but with no differentiable path (e.g. only through
+        // comparisons): zero.
+        let l = p.lazy();
+        let mut parts = vec![];
+        for n in &l.shards {
+            let g = match grads.get(&n.id) {
+                Some(g) => g.clone(),
+                None => t(n).zeros_like(),
+            };
+            parts.push(g.cast(n.dtype)?.node());
+        }
+        let g = Tensor::from_lazy(super::multi::leaf_grad(&l, parts));
+        let new = match p.grad() {
             Some(prev) => prev.add(&g)?,
             None => g,
         };
-        t.set_grad(Some(new));
+        p.set_grad(Some(new));
     }
     Ok(())
 }

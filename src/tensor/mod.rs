@@ -18,17 +18,20 @@ use std::sync::{Arc, Mutex, Weak};
 pub mod functional;
 pub mod grad;
 mod movement;
+mod multi;
 mod random;
 mod reduce;
 mod table;
 
+use multi::Lazy;
+
 pub(crate) struct Inner {
-    node: Mutex<Arc<UOp>>,
+    lazy: Mutex<Arc<Lazy>>,
     requires_grad: AtomicBool,
     grad: Mutex<Option<Tensor>>,
 }
 
-/// A lazy n-dimensional array on a device.
+/// A lazy n-dimensional array on a device, or split over several (`shard`).
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<Inner>);
 
@@ -106,20 +109,24 @@ pub(crate) fn readers_of(bufs: &HashSet<usize>, skip: &HashSet<u64>) -> Vec<Arc<
     }
     let mut out: Vec<Arc<UOp>> = vec![];
     for t in live {
-        let n = t.node();
-        if n.is_realized() || n.op == Op::Assign || skip.contains(&n.id) {
-            continue;
-        }
-        if reads(&n, bufs, &mut memo) && !out.iter().any(|o| o.id == n.id) {
-            out.push(n);
+        for n in t.lazy().shards.iter() {
+            if n.is_realized() || n.op == Op::Assign || skip.contains(&n.id) {
+                continue;
+            }
+            if reads(n, bufs, &mut memo) && !out.iter().any(|o| o.id == n.id) {
+                out.push(n.clone());
+            }
         }
     }
     out
 }
 
-/// Node ids of the live tensors that require gradients.
+/// Node ids of the live tensors that require gradients (every shard's).
 pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
-    grad_tensors().iter().map(|t| t.node().id).collect()
+    grad_tensors()
+        .iter()
+        .flat_map(|t| t.lazy().shards.iter().map(|n| n.id).collect::<Vec<_>>())
+        .collect()
 }
 
 /// A right-hand operand: a tensor or a scalar (which takes the tensor's dtype).
@@ -221,14 +228,14 @@ impl From<Option<isize>> for Axes {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.node();
+        let l = self.lazy();
         write!(
             f,
             "Tensor(shape={:?}, dtype={}, device={}, realized={})",
-            n.shape,
-            n.dtype,
-            n.device,
-            n.is_realized()
+            l.shape,
+            l.shards[0].dtype,
+            l.placement(),
+            l.shards.iter().all(|s| s.is_realized())
         )
     }
 }
@@ -367,9 +374,12 @@ impl Tensor {
     // ---- handle plumbing -------------------------------------------------------------------
 
     pub(crate) fn from_node(n: Arc<UOp>) -> Tensor {
+        Tensor::from_lazy(Lazy::one(n))
+    }
+    pub(crate) fn from_lazy(l: Lazy) -> Tensor {
         LIVE_TENSORS.fetch_add(1, Ordering::Relaxed);
         let t = Tensor(Arc::new(Inner {
-            node: Mutex::new(n),
+            lazy: Mutex::new(Arc::new(l)),
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(None),
         }));
@@ -383,37 +393,82 @@ impl Tensor {
         });
         t
     }
-    /// The lazy-graph node this handle points at now (an in-place `assign` moves it).
+    /// The lazy-graph node this handle points at now (an in-place `assign` moves it); for a
+    /// tensor on several devices, the node of its first shard.
     pub fn node(&self) -> Arc<UOp> {
-        lock(&self.0.node).clone()
+        self.lazy().shards[0].clone()
     }
-    pub(crate) fn set_node(&self, n: Arc<UOp>) {
-        *lock(&self.0.node) = n;
+    /// The lazy graphs of every device.
+    pub(crate) fn lazy(&self) -> Arc<Lazy> {
+        lock(&self.0.lazy).clone()
+    }
+    pub(crate) fn set_lazy(&self, l: Lazy) {
+        *lock(&self.0.lazy) = Arc::new(l);
     }
     pub fn shape(&self) -> Vec<usize> {
-        self.node().shape.clone()
+        self.lazy().shape.clone()
     }
     pub fn dtype(&self) -> DType {
         self.node().dtype
     }
+    /// The device this tensor lives on (the first one, for a tensor on several: see `devices`).
     pub fn device(&self) -> Device {
         self.node().device
     }
+    /// Every device this tensor lives on, in shard order (one unless it was sharded).
+    pub fn devices(&self) -> Vec<Device> {
+        self.lazy().devices()
+    }
+    /// The axis a sharded tensor is split along (`None` when replicated or on one device).
+    pub fn shard_axis(&self) -> Option<usize> {
+        let l = self.lazy();
+        if l.is_multi() {
+            l.axis
+        } else {
+            None
+        }
+    }
+    /// Each device's part (or replica) as a tensor of its own, in device order (the tensor
+    /// itself when it lives on one device).
+    pub fn shards(&self) -> Vec<Tensor> {
+        self.lazy()
+            .shards
+            .iter()
+            .map(|n| Tensor::from_node(n.clone()))
+            .collect()
+    }
     pub fn numel(&self) -> usize {
-        self.node().numel()
+        self.lazy().shape.iter().product()
     }
     pub fn ndim(&self) -> usize {
-        self.node().shape.len()
+        self.lazy().shape.len()
     }
     /// Whether two handles are the same tensor.
     pub fn same(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    pub(crate) fn mk(op: Op, dtype: DType, shape: Vec<usize>, src: &[&Tensor]) -> Tensor {
-        let device = src.first().map(|s| s.device()).unwrap_or_default();
-        let nodes = src.iter().map(|s| s.node()).collect();
-        Tensor::from_node(UOp::new(op, dtype, shape, device, nodes))
+    /// A new node `op` over `src` (on every device, when a source is on several).
+    pub(crate) fn mk(op: Op, dtype: DType, shape: Vec<usize>, src: &[&Tensor]) -> Result<Tensor> {
+        let lz: Vec<Arc<Lazy>> = src.iter().map(|s| s.lazy()).collect();
+        if lz.iter().any(|l| l.is_multi()) {
+            return Ok(Tensor::from_lazy(multi::apply(op, dtype, shape, &lz)?));
+        }
+        let device = lz.first().map(|l| l.shards[0].device).unwrap_or_default();
+        let nodes = lz.iter().map(|l| l.shards[0].clone()).collect();
+        Ok(Tensor::from_node(UOp::new(op, dtype, shape, device, nodes)))
+    }
+    /// `op` on each shard of this tensor, shaped like it (never mixes shards, cannot fail).
+    pub(crate) fn each(&self, op: Op, dtype: DType) -> Tensor {
+        Tensor::from_lazy(multi::each(&self.lazy(), |n| {
+            UOp::new(
+                op.clone(),
+                dtype,
+                n.shape.clone(),
+                n.device,
+                vec![n.clone()],
+            )
+        }))
     }
 
     // ---- autograd handles ------------------------------------------------------------------
@@ -437,11 +492,16 @@ impl Tensor {
     }
     /// The same values, cut off from autograd.
     pub fn detach(&self) -> Tensor {
-        let n = self.node();
-        if let Some(b) = n.buffer() {
-            return Tensor::from_node(UOp::from_buffer(b, n.dtype, n.shape.clone()));
-        }
-        Tensor::mk(Op::Detach, n.dtype, n.shape.clone(), &[self])
+        Tensor::from_lazy(multi::each(&self.lazy(), |n| match n.buffer() {
+            Some(b) => UOp::from_buffer(b, n.dtype, n.shape.clone()),
+            None => UOp::new(
+                Op::Detach,
+                n.dtype,
+                n.shape.clone(),
+                n.device,
+                vec![n.clone()],
+            ),
+        }))
     }
     /// Compute gradients of this (scalar) tensor with respect to every tensor that requires
     /// them, lazily: the gradients are graphs that realize together with whatever uses them.
@@ -501,22 +561,23 @@ impl Tensor {
     }
     /// A 0-dimensional f32 tensor.
     pub fn scalar(v: f32) -> Tensor {
-        Tensor::mk(
+        Tensor::from_node(UOp::new(
             Op::Const(DType::F32.normalize(v as f64)),
             DType::F32,
             vec![],
-            &[],
-        )
+            Device::default(),
+            vec![],
+        ))
     }
     /// `value` broadcast to `shape` with `dtype`, without a buffer.
     pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
         check_shape("full", shape)?;
-        Ok(Tensor::mk(
+        Tensor::mk(
             Op::Const(dtype.normalize(value)),
             dtype,
             shape.to_vec(),
             &[],
-        ))
+        )
     }
     pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
         Tensor::full_dtype(shape, value, DType::F32)
@@ -536,25 +597,35 @@ impl Tensor {
     pub fn full_like(&self, v: f64) -> Tensor {
         self.const_like(v)
     }
-    /// A constant with this tensor's shape, dtype and device.
+    /// A constant with this tensor's shape, dtype and devices (split like it).
     pub(crate) fn const_like(&self, v: f64) -> Tensor {
-        let n = self.node();
-        Tensor::from_node(UOp::new(
-            Op::Const(n.dtype.normalize(v)),
-            n.dtype,
-            n.shape.clone(),
-            n.device,
-            vec![],
-        ))
+        Tensor::from_lazy(multi::each(&self.lazy(), |n| {
+            UOp::new(
+                Op::Const(n.dtype.normalize(v)),
+                n.dtype,
+                n.shape.clone(),
+                n.device,
+                vec![],
+            )
+        }))
     }
+    /// A constant of `shape` on this tensor's devices (replicated on each).
     pub(crate) fn const_shaped(&self, v: f64, dtype: DType, shape: &[usize]) -> Tensor {
-        Tensor::from_node(UOp::new(
-            Op::Const(dtype.normalize(v)),
-            dtype,
-            shape.to_vec(),
-            self.device(),
-            vec![],
-        ))
+        let l = self.lazy();
+        let shards = l
+            .shards
+            .iter()
+            .map(|n| {
+                UOp::new(
+                    Op::Const(dtype.normalize(v)),
+                    dtype,
+                    shape.to_vec(),
+                    n.device,
+                    vec![],
+                )
+            })
+            .collect();
+        Tensor::from_lazy(Lazy::multi(shards, None))
     }
     /// `0, 1, ..., n-1` as i32 on the default device (no buffer).
     pub(crate) fn iota(n: usize, device: Device) -> Tensor {
@@ -604,7 +675,7 @@ impl Tensor {
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
         let mut nodes: Vec<Arc<UOp>> = ts
             .iter()
-            .map(|t| t.node())
+            .flat_map(|t| t.lazy().shards.clone())
             .filter(|n| !n.is_realized())
             .collect();
         if nodes.is_empty() {
@@ -617,11 +688,17 @@ impl Tensor {
         crate::realize::realize(&nodes, &grad_leaf_ids())?;
         // Assigned tensors now are their (in-place written) buffers.
         for t in ts {
-            let n = t.node();
-            if n.op == Op::Assign {
-                if let Some(b) = n.buffer() {
-                    t.set_node(UOp::from_buffer(b, n.dtype, n.shape.clone()));
-                }
+            let l = t.lazy();
+            if l.shards.iter().any(|n| n.op == Op::Assign) {
+                let shards = l
+                    .shards
+                    .iter()
+                    .map(|n| match (n.op == Op::Assign, n.buffer()) {
+                        (true, Some(b)) => UOp::from_buffer(b, n.dtype, n.shape.clone()),
+                        _ => n.clone(),
+                    })
+                    .collect();
+                t.set_lazy(l.with(shards));
             }
         }
         Ok(())
@@ -629,8 +706,14 @@ impl Tensor {
     /// Raw bytes of the realized tensor, awaiting the device.
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
         crate::realize::check_readback()?;
-        self.realize()?;
-        let n = self.node();
+        // A tensor on several devices is read whole from its first one.
+        let t = if self.lazy().is_multi() {
+            self.to(self.device())?
+        } else {
+            self.clone()
+        };
+        t.realize()?;
+        let n = t.node();
         let buf = n.buffer().ok_or_else(|| {
             Error::new(ErrorKind::Other, "internal: realized tensor has no buffer")
         })?;
@@ -684,9 +767,10 @@ impl Tensor {
         }
         Ok(self.to_vec_async::<T>().await?[0])
     }
-    /// Copy to another device.
+    /// Copy to another device (a sharded tensor is gathered there whole).
     pub fn to(&self, device: Device) -> Result<Tensor> {
-        if device == self.device() {
+        let l = self.lazy();
+        if !l.is_multi() && device == self.device() {
             return Ok(self.clone());
         }
         device.available().map_err(|e| {
@@ -695,6 +779,9 @@ impl Tensor {
                 format!("to: device {device} unavailable: {e}"),
             )
         })?;
+        if l.is_multi() {
+            return multi::gather(&l, device);
+        }
         let n = self.node();
         Ok(Tensor::from_node(UOp::new(
             Op::Copy,
@@ -710,12 +797,58 @@ impl Tensor {
     }
     /// The kernels realizing these tensors together would run (nothing is launched).
     pub fn schedule_all(ts: &[&Tensor]) -> Result<Vec<ScheduleItem>> {
-        let nodes: Vec<Arc<UOp>> = ts.iter().map(|t| t.node()).collect();
+        let nodes: Vec<Arc<UOp>> = ts.iter().flat_map(|t| t.lazy().shards.clone()).collect();
         crate::realize::schedule(&nodes)
     }
     /// Force this value into its own buffer when realized (breaks fusion here).
     pub fn contiguous(&self) -> Tensor {
-        Tensor::mk(Op::Contiguous, self.dtype(), self.shape(), &[self])
+        self.each(Op::Contiguous, self.dtype())
+    }
+
+    // ---- several devices -------------------------------------------------------------------
+
+    /// This tensor on several devices: split along `axis` into equal parts, part `i` on
+    /// `devices[i]`, or with `axis` `None` a whole replica on each. Ops on sharded tensors run
+    /// on every device (a reduction over the split axis combines the parts), `backward` gives
+    /// gradients placed like their parameters, and `to`/`to_vec` gather the whole value. An
+    /// axis that does not split evenly, an axis out of range and an unavailable device are
+    /// errors.
+    pub fn shard(&self, devices: &[Device], axis: Option<isize>) -> Result<Tensor> {
+        let axis = multi::check_shard(&self.shape(), devices, axis)?;
+        let l = self.lazy();
+        let axis = if devices.len() > 1 { axis } else { None };
+        if l.devices() == devices && (!l.is_multi() || l.axis == axis) {
+            return Ok(self.clone());
+        }
+        let x = if l.is_multi() {
+            self.to(self.device())?.node()
+        } else {
+            l.shards[0].clone()
+        };
+        Ok(Tensor::from_lazy(multi::distribute(&x, devices, axis)))
+    }
+    /// `shard` in place: this handle (and every clone of it, e.g. a model's parameter held by
+    /// an optimizer) moves to the devices. A realized tensor is copied there now and stays a
+    /// leaf (its gradient-tracking is kept).
+    pub fn shard_(&self, devices: &[Device], axis: Option<isize>) -> Result<Tensor> {
+        let t = self.shard(devices, axis)?;
+        let realized = self.lazy().shards.iter().all(|n| n.is_realized());
+        if realized {
+            t.realize()?;
+            self.set_lazy((*t.detach().lazy()).clone());
+        } else {
+            self.set_lazy((*t.lazy()).clone());
+        }
+        Ok(self.clone())
+    }
+    /// `t` (on one device, with this tensor's shape) placed like this tensor: on its devices,
+    /// split the same way.
+    pub(crate) fn placed_like(&self, t: Tensor) -> Result<Tensor> {
+        let l = self.lazy();
+        if !l.is_multi() {
+            return Ok(t);
+        }
+        t.shard(&l.devices(), l.axis.map(|a| a as isize))
     }
     /// This value in a form every kernel reads with the same bits, for comparing it with a
     /// reduction of itself (max backward, argmax): the scheduler inlines an elementwise
@@ -724,7 +857,7 @@ impl Tensor {
     /// kernel and not in another; libm and GPU transcendentals differ between vectorized and
     /// scalar code). So unless recomputing it is exact, it is materialized.
     pub(crate) fn pinned(&self) -> Tensor {
-        if recomputes_exactly(&self.node()) {
+        if self.lazy().shards.iter().all(recomputes_exactly) {
             self.clone()
         } else {
             self.contiguous()
@@ -733,6 +866,9 @@ impl Tensor {
     /// Write `value` into this tensor's buffer in place (same shape and dtype). The tensor keeps
     /// its identity (and buffer), which is what lets a captured step update parameters.
     pub fn assign(&self, value: &Tensor) -> Result<Tensor> {
+        if self.lazy().is_multi() || value.lazy().is_multi() {
+            return self.assign_multi(value);
+        }
         let (n, v) = (self.node(), value.node());
         if n.shape != v.shape || n.dtype != v.dtype || n.device != v.device {
             let kind = if n.shape != v.shape {
@@ -756,14 +892,14 @@ impl Tensor {
         }
         let n = self.node();
         let a = UOp::new(Op::Assign, n.dtype, n.shape.clone(), n.device, vec![n, v]);
-        self.set_node(a);
+        self.set_lazy(Lazy::one(a));
         Ok(self.clone())
     }
 
     // ---- primitive builders ----------------------------------------------------------------
 
     pub(crate) fn unary(&self, op: UnaryOp) -> Tensor {
-        Tensor::mk(Op::Unary(op), self.dtype(), self.shape(), &[self])
+        self.each(Op::Unary(op), self.dtype())
     }
     fn float_unary(&self, name: &str, op: UnaryOp) -> Result<Tensor> {
         Ok(self.float(name)?.unary(op))
@@ -808,14 +944,7 @@ impl Tensor {
         rhs: impl Into<Operand>,
     ) -> Result<(Tensor, Tensor)> {
         let b = self.operand(rhs)?;
-        if self.device() != b.device() {
-            bail!(
-                Device,
-                "{op}: operands on different devices ({} and {})",
-                self.device(),
-                b.device()
-            );
-        }
+        multi::check_operands(op, self, &b)?;
         let shape = broadcast_shape(op, &self.shape(), &b.shape())?;
         let dt = DType::promote(self.dtype(), b.dtype());
         let a = self.cast(dt)?.broadcast_to(&shape)?;
@@ -845,7 +974,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair(name, rhs)?;
         let dt = if op.is_cmp() { DType::Bool } else { a.dtype() };
-        Ok(Tensor::mk(Op::Binary(op), dt, a.shape(), &[&a, &b]))
+        Tensor::mk(Op::Binary(op), dt, a.shape(), &[&a, &b])
     }
 
     // ---- elementwise -----------------------------------------------------------------------
@@ -986,16 +1115,14 @@ impl Tensor {
             a.broadcast_to(&shape)?,
             b.broadcast_to(&shape)?,
         );
-        if c.device() != a.device() {
-            bail!(Device, "where: operands on different devices");
-        }
-        Ok(Tensor::mk(Op::Where, a.dtype(), shape, &[&c, &a, &b]))
+        multi::check_operands("where", &c, &a)?;
+        Tensor::mk(Op::Where, a.dtype(), shape, &[&c, &a, &b])
     }
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             return Ok(self.clone());
         }
-        Ok(Tensor::mk(Op::Cast(dtype), dtype, self.shape(), &[self]))
+        Ok(self.each(Op::Cast(dtype), dtype))
     }
 
     pub fn exp2(&self) -> Result<Tensor> {

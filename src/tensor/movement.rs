@@ -17,12 +17,7 @@ impl Tensor {
         if s.iter().product::<usize>() != shape.iter().product::<usize>() {
             bail!(Shape, "reshape: cannot reshape {s:?} into {shape:?}");
         }
-        Ok(Tensor::mk(
-            Op::Reshape,
-            self.dtype(),
-            shape.to_vec(),
-            &[self],
-        ))
+        Tensor::mk(Op::Reshape, self.dtype(), shape.to_vec(), &[self])
     }
     pub(crate) fn expand_u(&self, shape: &[usize]) -> Result<Tensor> {
         let s = self.shape();
@@ -33,12 +28,7 @@ impl Tensor {
         if s.len() != shape.len() || s.iter().zip(shape).any(|(&a, &b)| a != b && a != 1) {
             bail!(Shape, "expand: cannot expand {s:?} to {shape:?}");
         }
-        Ok(Tensor::mk(
-            Op::Expand,
-            self.dtype(),
-            shape.to_vec(),
-            &[self],
-        ))
+        Tensor::mk(Op::Expand, self.dtype(), shape.to_vec(), &[self])
     }
 
     /// Reshape; one dimension may be -1 (inferred).
@@ -100,7 +90,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let shape = p.iter().map(|&i| s[i]).collect();
-        Ok(Tensor::mk(Op::Permute(p), self.dtype(), shape, &[self]))
+        Tensor::mk(Op::Permute(p), self.dtype(), shape, &[self])
     }
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let n = self.ndim();
@@ -199,7 +189,7 @@ impl Tensor {
             bail!(Shape, "pad: padding {pads:?} of {s:?} overflows");
         };
         check_shape("pad", &shape)?;
-        let p = Tensor::mk(Op::Pad(pads.to_vec()), self.dtype(), shape.clone(), &[self]);
+        let p = Tensor::mk(Op::Pad(pads.to_vec()), self.dtype(), shape.clone(), &[self])?;
         if value == 0.0 {
             return Ok(p);
         }
@@ -211,7 +201,7 @@ impl Tensor {
             self.device(),
             vec![],
         ));
-        let mask = Tensor::mk(Op::Pad(pads.to_vec()), DType::Bool, shape, &[&ones]);
+        let mask = Tensor::mk(Op::Pad(pads.to_vec()), DType::Bool, shape, &[&ones])?;
         mask.where_(&p, value)
     }
     /// Keep [start, end) of every dim.
@@ -224,12 +214,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let shape = arg.iter().map(|&(a, b)| b - a).collect();
-        Ok(Tensor::mk(
-            Op::Shrink(arg.to_vec()),
-            self.dtype(),
-            shape,
-            &[self],
-        ))
+        Tensor::mk(Op::Shrink(arg.to_vec()), self.dtype(), shape, &[self])
     }
     /// Python slicing `[start:end:step]` along one axis (negative start/end count from the end).
     pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Result<Tensor> {
@@ -279,7 +264,7 @@ impl Tensor {
         if !f.iter().any(|&x| x) {
             return Ok(self.clone());
         }
-        Ok(Tensor::mk(Op::Flip(f), self.dtype(), s, &[self]))
+        Tensor::mk(Op::Flip(f), self.dtype(), s, &[self])
     }
     /// Concatenate along `axis`.
     pub fn cat(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
@@ -443,7 +428,7 @@ impl Tensor {
         x_shape.extend(&s);
         let x = self.reshape_u(&x_shape)?.broadcast_to(&full)?;
         let z = x.zeros_like();
-        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z]);
+        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z])?;
         picked.sum_keep_dtype(ish.len())
     }
     /// torch.gather: `out[i][j] = self[i][index[i][j]]` along `axis` (any rank).
@@ -490,7 +475,7 @@ impl Tensor {
         let ix = index.cast(DType::I32)?.unsqueeze(-1)?.broadcast_to(&full)?;
         let onehot = ar.eq(&ix)?;
         let z = x.zeros_like();
-        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z]);
+        let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z])?;
         picked.sum_keep_dtype(ish.len())
     }
 }

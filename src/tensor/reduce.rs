@@ -40,7 +40,18 @@ impl Tensor {
         for &a in &axes {
             shape[a] = 1;
         }
-        Tensor::mk(Op::Reduce(op, axes), self.dtype(), shape, &[self])
+        let l = self.lazy();
+        if l.is_multi() {
+            return Tensor::from_lazy(super::multi::reduce(&l, op, &axes, self.dtype()));
+        }
+        let n = &l.shards[0];
+        Tensor::from_node(crate::uop::UOp::new(
+            Op::Reduce(op, axes),
+            n.dtype,
+            shape,
+            n.device,
+            vec![n.clone()],
+        ))
     }
 
     fn reduce(&self, op: ReduceOp, name: &str, axes: Axes, keepdim: bool) -> Result<Tensor> {

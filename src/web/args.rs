@@ -438,27 +438,66 @@ impl FromJs for Reduction {
     }
 }
 
-/// "webgpu" or "cpu" (the interpreter).
+/// "webgpu" or "cpu" (the interpreter), numbered like "cpu:1" for another instance ("cpu" is
+/// "cpu:0").
 impl FromJs for Device {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
-        match v.as_string().as_deref() {
-            Some("cpu") => Ok(Device::Interp),
-            #[cfg(feature = "wgpu")]
-            Some("webgpu") => Ok(Device::Wgpu),
-            _ => Err(fail(
+        let bad = || {
+            fail(
                 op,
-                format!("{what} must be \"webgpu\" or \"cpu\", got {}", describe(v)),
-            )),
-        }
+                format!(
+                    "{what} must be \"webgpu\" or \"cpu\" (numbered like \"cpu:1\"), got {}",
+                    describe(v)
+                ),
+            )
+        };
+        let s = v.as_string().ok_or_else(bad)?;
+        let (name, index) = match s.split_once(':') {
+            Some((n, i)) => (n, i.parse::<u8>().map_err(|_| bad())?),
+            None => (s.as_str(), 0),
+        };
+        let d = match name {
+            "cpu" => Device::Interp,
+            #[cfg(feature = "wgpu")]
+            "webgpu" => Device::Wgpu,
+            _ => return Err(bad()),
+        };
+        Ok(d.with_index(index))
     }
 }
 
-/// The device's name in JavaScript.
-pub(crate) fn device_name(d: Device) -> &'static str {
-    match d {
+/// A list of devices (`shard`).
+impl FromJs for Vec<Device> {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        if !Array::is_array(v) {
+            return Err(fail(
+                op,
+                format!(
+                    "{what} must be an array of device names, got {}",
+                    describe(v)
+                ),
+            ));
+        }
+        if get(v, "length").as_f64().unwrap_or(0.0) > 256.0 {
+            return Err(fail(op, format!("{what} lists more than 256 devices")));
+        }
+        elements(v)
+            .enumerate()
+            .map(|(i, x)| arg(&x, op, &format!("{what}[{i}]")))
+            .collect()
+    }
+}
+
+/// The device's name in JavaScript ("webgpu", "cpu", "cpu:1").
+pub(crate) fn device_name(d: Device) -> String {
+    let name = match d.kind {
         #[cfg(feature = "wgpu")]
-        Device::Wgpu => "webgpu",
+        crate::device::DeviceKind::Wgpu => "webgpu",
         _ => "cpu",
+    };
+    match d.index {
+        0 => name.to_string(),
+        i => format!("{name}:{i}"),
     }
 }
 

@@ -104,7 +104,7 @@ fn get_device_option(opts: &JsValue, op: &str) -> JsResult<Option<String>> {
 /// The device new tensors go to: "webgpu" or "cpu".
 #[wasm_bindgen(js_name = defaultDevice)]
 pub fn default_device() -> String {
-    device_name(Device::default()).into()
+    device_name(Device::default())
 }
 
 /// Run `f` with settings in force: `{ TRAINING, DEBUG, NO_GRAD, DEVICE, BEAM }` (camelCase

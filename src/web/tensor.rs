@@ -132,10 +132,11 @@ impl JsTensor {
         Ok(js_dtype(self.get("dtype")?.dtype()).into())
     }
 
-    /// "webgpu" or "cpu" (the interpreter).
+    /// "webgpu" or "cpu" (the interpreter), "cpu:1" for another instance; the first device of
+    /// a sharded tensor (see `devices`).
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> JsResult<String> {
-        Ok(device_name(self.get("device")?.device()).into())
+        Ok(device_name(self.get("device")?.device()))
     }
 
     #[wasm_bindgen(getter)]
@@ -194,7 +195,7 @@ impl JsTensor {
         let d: Device = arg(&device, OP, "device")?;
         crate::realize::check_readback().or_fail(OP)?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
-            if t.device() == d {
+            if t.devices() == [d] {
                 return Ok(register(t).into());
             }
             d.available().map_err(|e| fail(OP, e))?;
@@ -206,6 +207,33 @@ impl JsTensor {
                 .or_fail(OP)?;
             Ok(register(moved).into())
         }))
+    }
+
+    /// This tensor on several devices ("cpu:0", "cpu:1", "webgpu"): split along `axis` into
+    /// equal parts, part `i` on `devices[i]`, or without an axis a whole copy on each. Ops run
+    /// on every device, reductions over the split axis combine the parts, `data()` gathers.
+    pub fn shard(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string[]")] devices: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | undefined")] axis: JsValue,
+    ) -> JsResult<JsTensor> {
+        const OP: &str = "shard";
+        let t = self.get(OP)?;
+        let devices: Vec<Device> = arg(&devices, OP, "devices")?;
+        let axis: Option<isize> = arg(&axis, OP, "axis")?;
+        Ok(register(t.shard(&devices, axis).or_fail(OP)?))
+    }
+
+    /// Every device this tensor lives on, in shard order (one unless it was sharded).
+    #[wasm_bindgen(getter, unchecked_return_type = "string[]")]
+    pub fn devices(&self) -> JsResult<JsValue> {
+        Ok(self
+            .get("devices")?
+            .devices()
+            .into_iter()
+            .map(|d| JsValue::from(device_name(d)))
+            .collect::<Array>()
+            .into())
     }
 
     /// Realize several tensors in one schedule (e.g. the loss with `opt.scheduleStep()`).
