@@ -245,10 +245,17 @@ async function beam() {
   for (let i = 0; i < 2; i++) {
     const page = await openPage(q);
     await train(page, { until: 6 });
-    runs.push(await page.evaluate(() => ({ beam: window.wgradDemo.beam, losses: window.wgradDemo.losses })));
+    runs.push(await page.evaluate(() => ({ beam: window.wgradDemo.beam, losses: window.wgradDemo.losses, ms: window.wgradDemo.msPerStep })));
     await page.close();
   }
+  // The same steps with the default kernels, for the speed of the tuned ones.
+  const plain = await openPage(trainQuery({ fresh: 1, beam: 0, steps: 6, bs: 16, evalEvery: 0, ckptEvery: 0 }));
+  await train(plain, { until: 6 });
+  const base = await plain.evaluate(() => window.wgradDemo.msPerStep);
+  await plain.close();
   const [a, b] = runs;
+  const ms = (v) => (typeof v === "number" ? `${v.toFixed(1)} ms/step` : "no timing");
+  console.log(`BEAM=2 (cached, after the reload): ${ms(b.ms)}; default kernels: ${ms(base)}`);
   check(a.beam && a.beam.searched > 0, `the first BEAM run searched nothing: ${JSON.stringify(a.beam)}`);
   check(b.beam && b.beam.searched === 0 && b.beam.imported > 0, `the reload did not find the IndexedDB cache: ${JSON.stringify(b.beam)}`);
   // The first run's step 1 ran the default kernels (the search follows it), the reload's the

@@ -80,7 +80,11 @@ fn a_tensor_larger_than_the_devices_buffers_fails_before_anything_runs() {
         GlobalCounters::reset();
         let e = Tensor::realize_all(&[&small, &big]).expect_err("too large for a buffer");
         assert_eq!(e.kind, ErrorKind::Device, "{}", e.msg);
-        assert!(e.msg.contains("largest buffer WEBGPU allows"), "{}", e.msg);
+        assert!(
+            e.msg.contains("largest buffer WEBGPU:0 allows"),
+            "{}",
+            e.msg
+        );
         assert!(e.msg.contains("nothing was run"), "{}", e.msg);
         assert_eq!(GlobalCounters::kernel_count(), 0, "a kernel ran");
         eprintln!("{} (live buffers before {bufs})", e.msg);

@@ -113,7 +113,8 @@ impl<T: Send + Sync> Instances<T> {
         more.push((index, t));
         t
     }
-    /// Instance `index` if it was made already.
+    /// Instance `index` if it was made already (the browser's WebGPU devices).
+    #[cfg_attr(not(all(feature = "wgpu", target_arch = "wasm32")), allow(dead_code))]
     pub(crate) fn existing(&self, index: u8) -> Option<&'static T> {
         if index == 0 {
             return self.first.get().copied();
