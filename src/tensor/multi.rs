@@ -648,7 +648,7 @@ pub(crate) fn check_shard(
     Ok(Some(a))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
 
