@@ -84,13 +84,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
         src: vec![load],
     });
     let mut second_slots = SlotMap::new(2, true);
-    let root = replace(
-        &k.root,
-        r,
-        &replacement,
-        &mut second_slots,
-        &mut HashMap::new(),
-    );
+    let root = second_slots.replace(&k.root, r, &replacement);
     let mut second_bufs = vec![k.bufs[0], (r.dtype, numel)];
     second_bufs.extend(second_slots.order.iter().map(|&s| k.bufs[s]));
     Some(Split {
@@ -156,13 +150,28 @@ impl SlotMap {
     }
     /// `n` with its loads renumbered (shared subtrees stay shared).
     fn renumber(&mut self, n: &Arc<AstNode>) -> Arc<AstNode> {
-        self.rebuild(n, &mut HashMap::new())
+        self.rebuild(n, None, &mut HashMap::new())
+    }
+    /// `n` with the node `target` replaced by `with` and every other load renumbered.
+    fn replace(
+        &mut self,
+        n: &Arc<AstNode>,
+        target: &Arc<AstNode>,
+        with: &Arc<AstNode>,
+    ) -> Arc<AstNode> {
+        self.rebuild(n, Some((target, with)), &mut HashMap::new())
     }
     fn rebuild(
         &mut self,
         n: &Arc<AstNode>,
+        swap: Option<(&Arc<AstNode>, &Arc<AstNode>)>,
         memo: &mut HashMap<usize, Arc<AstNode>>,
     ) -> Arc<AstNode> {
+        if let Some((target, with)) = swap {
+            if Arc::ptr_eq(n, target) {
+                return with.clone();
+            }
+        }
         let key = Arc::as_ptr(n) as usize;
         if let Some(m) = memo.get(&key) {
             return m.clone();
@@ -178,47 +187,11 @@ impl SlotMap {
             op,
             dtype: n.dtype,
             shape: n.shape.clone(),
-            src: n.src.iter().map(|s| self.rebuild(s, memo)).collect(),
+            src: n.src.iter().map(|s| self.rebuild(s, swap, memo)).collect(),
         });
         memo.insert(key, out.clone());
         out
     }
-}
-
-/// `n` with the node `target` replaced by `with` and every other load renumbered.
-fn replace(
-    n: &Arc<AstNode>,
-    target: &Arc<AstNode>,
-    with: &Arc<AstNode>,
-    slots: &mut SlotMap,
-    memo: &mut HashMap<usize, Arc<AstNode>>,
-) -> Arc<AstNode> {
-    if Arc::ptr_eq(n, target) {
-        return with.clone();
-    }
-    let key = Arc::as_ptr(n) as usize;
-    if let Some(m) = memo.get(&key) {
-        return m.clone();
-    }
-    let op = match &n.op {
-        AstOp::Load { slot, st } => AstOp::Load {
-            slot: slots.slot(*slot),
-            st: st.clone(),
-        },
-        other => other.clone(),
-    };
-    let out = Arc::new(AstNode {
-        op,
-        dtype: n.dtype,
-        shape: n.shape.clone(),
-        src: n
-            .src
-            .iter()
-            .map(|s| replace(s, target, with, slots, memo))
-            .collect(),
-    });
-    memo.insert(key, out.clone());
-    out
 }
 
 #[cfg(test)]
