@@ -150,6 +150,7 @@ pub fn target(device: Device) -> Target {
 /// Compile (or fetch from the cache) the programs for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
     let t = target(device);
+    let backend = device.backend();
     let width = crate::context::beam();
     let akey = (device, t, width, ast.key());
     let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
@@ -158,6 +159,7 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&akey)
+            .filter(|e| e.stages.iter().all(|(p, _)| backend.can_run(p)))
         {
             return Ok(p.clone());
         }
@@ -184,11 +186,12 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
+            .filter(|p| backend.can_run(p))
             .cloned();
         let p = match cached {
             Some(p) => p,
             None => {
-                let p = Arc::new(device.backend().compile(&key.1)?);
+                let p = Arc::new(backend.compile(&key.1)?);
                 cache()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

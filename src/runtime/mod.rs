@@ -344,6 +344,11 @@ pub trait Backend: Send + Sync {
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
     fn compile(&self, k: &LinearKernel) -> Result<Program>;
+    /// Whether `p`, compiled earlier for this device, still runs on it (not when the device was
+    /// lost and created again since): program caches compile again otherwise.
+    fn can_run(&self, _p: &Program) -> bool {
+        true
+    }
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()>;
     /// Launch and wait, returning the kernel's device time where the backend can measure it
     /// (`DEBUG>=2`); `None` lets the caller time it on the host.

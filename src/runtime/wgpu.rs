@@ -6,7 +6,9 @@
 //! Buffers come from a pool of freed buffers of the same (word-rounded) size. wgpu reports
 //! errors asynchronously: native device creation, compilation and allocation run inside error
 //! scopes; everything else lands in the uncaptured-error handler and is returned as an `Err` by
-//! the next call (device loss stays an error for good). A TinyJit capture becomes a `Graph`:
+//! the next call (device loss stays an error for that device). After a loss, `init_device`
+//! creates a fresh device in its place: buffers, kernels and captured steps of the lost one stay
+//! errors naming the loss, new work runs on the new one. A TinyJit capture becomes a `Graph`:
 //! pipelines and bind groups are made once, and a replay encodes the whole list into one encoder
 //! with one submit.
 
@@ -22,7 +24,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::task::{Context, Poll, Waker};
 
 /// Dispatches encoded before the pending encoder is submitted anyway (bounds its memory).
@@ -146,8 +148,12 @@ pub struct AdapterInfo {
 /// adapter), or the reason there is none.
 pub struct Wgpu {
     index: u8,
-    gpu: std::result::Result<Gpu, String>,
+    /// The current device (each one leaked: buffers and kernels point at the device they were
+    /// made on), replaced by `init_device` after a loss.
+    gpu: RwLock<&'static GpuOrWhy>,
 }
+
+type GpuOrWhy = std::result::Result<Gpu, String>;
 
 struct Gpu {
     device: wgpu::Device,
@@ -203,6 +209,7 @@ fn encode_dispatch(
 
 /// A compiled kernel: its pipeline, bind group layout and grid.
 pub struct WgpuProgram {
+    gpu: &'static Gpu,
     pipeline: Arc<wgpu::ComputePipeline>,
     layout: Arc<(wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
     grid: (u32, u32, u32),
@@ -212,22 +219,13 @@ pub struct WgpuProgram {
 /// A device buffer; returned to its device's pool when dropped.
 pub struct GpuMem {
     buf: Option<wgpu::Buffer>,
-    index: u8,
-}
-
-impl GpuMem {
-    fn buf(&self) -> Result<&wgpu::Buffer> {
-        self.buf
-            .as_ref()
-            .ok_or_else(|| Error::new(ErrorKind::Device, "webgpu: buffer already released"))
-    }
+    gpu: &'static Gpu,
 }
 
 impl Drop for GpuMem {
     fn drop(&mut self) {
-        let gpu = INSTANCES.existing(self.index).map(|w| &w.gpu);
-        if let (Some(b), Some(Ok(gpu))) = (self.buf.take(), gpu) {
-            gpu.release(b);
+        if let Some(b) = self.buf.take() {
+            self.gpu.release(b);
         }
     }
 }
@@ -246,7 +244,7 @@ pub fn instance(index: u8) -> &'static Wgpu {
     {
         static NOT_READY: Wgpu = Wgpu {
             index: 0,
-            gpu: Err(String::new()),
+            gpu: RwLock::new(&Err(String::new())),
         };
         INSTANCES.existing(index).unwrap_or(&NOT_READY)
     }
@@ -257,14 +255,28 @@ pub async fn init() -> Result<AdapterInfo> {
     init_device(0).await
 }
 
-/// Create `WEBGPU:index` (once): a wgpu device of its own. Returns its adapter, or why there is
-/// none.
+/// Create `WEBGPU:index` (once, or again after its device was lost): a wgpu device of its own.
+/// Returns its adapter, or why there is none. After a loss the tensors of the lost device stay
+/// errors; training continues on the new one from a snapshot (`nn::state::Snapshot`).
 pub async fn init_device(index: u8) -> Result<AdapterInfo> {
     #[cfg(target_arch = "wasm32")]
     if INSTANCES.existing(index).is_none() {
         INSTANCES.set(index, Wgpu::create(index).await);
     }
-    match &instance(index).gpu {
+    let w = instance(index);
+    if let Ok(old) = w.current() {
+        if old.lost().is_some() {
+            let fresh = leak(Gpu::create().await);
+            *w.gpu.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+            if crate::context::debug() >= 1 {
+                crate::context::log(&format!(
+                    "wgrad: {} re-created after a device loss",
+                    w.dev()
+                ));
+            }
+        }
+    }
+    match w.current() {
         Ok(g) => Ok(g.info.clone()),
         Err(e) if e.is_empty() => bail!(Device, "webgpu: not initialised"),
         Err(e) => bail!(Device, "webgpu: {e}"),
@@ -273,7 +285,7 @@ pub async fn init_device(index: u8) -> Result<AdapterInfo> {
 
 /// Whether `WEBGPU:index` exists, with the reason when it does not.
 pub fn available(index: u8) -> std::result::Result<(), String> {
-    match &instance(index).gpu {
+    match instance(index).current() {
         Ok(_) => Ok(()),
         Err(e) if e.is_empty() => Err(format!(
             "webgpu: WEBGPU:{index} is not initialised (await init() first)"
@@ -287,15 +299,22 @@ pub fn available(index: u8) -> std::result::Result<(), String> {
 /// contents are gone. Training resumes on another device from a host snapshot
 /// (`nn::state::Snapshot`).
 pub fn lose_device() -> Result<()> {
-    let g = match &instance(0).gpu {
+    let g = match instance(0).current() {
         Ok(g) => g,
         Err(e) => bail!(Device, "webgpu: {e}"),
     };
     g.device.destroy();
-    let mut e = lock(&g.errors);
-    e.lost
+    lock(&g.errors)
+        .lost
         .get_or_insert_with(|| "device lost (Destroyed)".into());
+    let mut st = lock(&g.state);
+    st.pool.clear();
+    st.pooled_bytes = 0;
     Ok(())
+}
+
+fn leak(g: GpuOrWhy) -> &'static GpuOrWhy {
+    Box::leak(Box::new(g))
 }
 
 /// The adapter `WEBGPU:0` runs on, if any.
@@ -307,12 +326,15 @@ impl Wgpu {
     async fn create(index: u8) -> Wgpu {
         Wgpu {
             index,
-            gpu: Gpu::create().await,
+            gpu: RwLock::new(leak(Gpu::create().await)),
         }
+    }
+    fn current(&self) -> &'static GpuOrWhy {
+        *self.gpu.read().unwrap_or_else(|e| e.into_inner())
     }
     /// The adapter this device runs on, if it exists.
     pub fn info(&self) -> Option<AdapterInfo> {
-        self.gpu.as_ref().ok().map(|g| g.info.clone())
+        self.current().as_ref().ok().map(|g| g.info.clone())
     }
     fn dev(&self) -> Device {
         Device::new(DeviceKind::Wgpu, self.index)
@@ -331,8 +353,8 @@ impl Wgpu {
         }
         Ok(())
     }
-    fn gpu(&self) -> Result<&Gpu> {
-        match &self.gpu {
+    fn gpu(&self) -> Result<&'static Gpu> {
+        match self.current() {
             Ok(g) => {
                 g.check()?;
                 Ok(g)
@@ -435,15 +457,26 @@ impl Gpu {
         })
     }
 
+    /// Why this device was lost, if it was.
+    fn lost(&self) -> Option<String> {
+        lock(&self.errors).lost.clone()
+    }
+
+    fn lost_error(&self, l: &str) -> Error {
+        Error::new(
+            ErrorKind::Device,
+            format!(
+                "webgpu: {l}; the tensors on it are gone: initialise WebGPU again (init) or use \
+                 another device, and continue from a snapshot (nn::state::Snapshot)"
+            ),
+        )
+    }
+
     /// Turn errors wgpu reported since the last call into an `Err`.
     fn check(&self) -> Result<()> {
         let mut e = lock(&self.errors);
         if let Some(l) = &e.lost {
-            bail!(
-                Device,
-                "webgpu: {l}; the WEBGPU tensors are gone: continue on another device from a \
-                 snapshot (nn::state::Snapshot)"
-            );
+            return Err(self.lost_error(l));
         }
         if !e.pending.is_empty() {
             // Later errors are mostly echoes of the first ("invalid due to a previous error").
@@ -492,6 +525,9 @@ impl Gpu {
     }
 
     fn release(&self, b: wgpu::Buffer) {
+        if self.lost().is_some() {
+            return;
+        }
         let mut st = lock(&self.state);
         let size = b.size();
         if st.pooled_bytes + size <= POOL_BYTES {
@@ -577,7 +613,7 @@ impl Gpu {
         }
         let mems = bufs
             .iter()
-            .map(|b| mem(b).and_then(|m| m.buf()))
+            .map(|b| self.mem(b))
             .collect::<Result<Vec<_>>>()?;
         let entries: Vec<wgpu::BindGroupEntry> = mems
             .iter()
@@ -632,23 +668,40 @@ impl Gpu {
     }
 }
 
-fn mem(b: &Buffer) -> Result<&GpuMem> {
-    match &b.mem {
-        Mem::Wgpu(m) => Ok(m),
-        #[allow(unreachable_patterns)]
-        _ => bail!(Device, "webgpu: a {} buffer was passed to WEBGPU", b.device),
+impl Gpu {
+    /// The wgpu buffer of `b`, which must have been allocated on this device (not on one lost
+    /// since).
+    fn mem<'a>(&self, b: &'a Buffer) -> Result<&'a wgpu::Buffer> {
+        let m = match &b.mem {
+            Mem::Wgpu(m) => m,
+            #[allow(unreachable_patterns)]
+            _ => bail!(Device, "webgpu: a {} buffer was passed to WEBGPU", b.device),
+        };
+        if !std::ptr::eq(m.gpu, self) {
+            let why = m.gpu.lost().unwrap_or_else(|| "device lost".into());
+            return Err(m.gpu.lost_error(&why));
+        }
+        m.buf
+            .as_ref()
+            .ok_or_else(|| Error::new(ErrorKind::Device, "webgpu: buffer already released"))
     }
-}
 
-fn program(p: &Program) -> Result<&WgpuProgram> {
-    match &p.imp {
-        ProgramImpl::Wgpu(w) => Ok(w),
-        #[allow(unreachable_patterns)]
-        _ => bail!(
-            Device,
-            "webgpu: program {} was not compiled for WEBGPU",
-            p.name
-        ),
+    /// The compiled form of `p`, which must have been compiled on this device.
+    fn program<'a>(&self, p: &'a Program) -> Result<&'a WgpuProgram> {
+        let w = match &p.imp {
+            ProgramImpl::Wgpu(w) => w,
+            #[allow(unreachable_patterns)]
+            _ => bail!(
+                Device,
+                "webgpu: program {} was not compiled for WEBGPU",
+                p.name
+            ),
+        };
+        if !std::ptr::eq(w.gpu, self) {
+            let why = w.gpu.lost().unwrap_or_else(|| "device lost".into());
+            return Err(w.gpu.lost_error(&why));
+        }
+        Ok(w)
     }
 }
 
@@ -703,7 +756,7 @@ impl Backend for Wgpu {
     }
 
     fn target(&self) -> Target {
-        match &self.gpu {
+        match self.current() {
             Ok(g) => Target {
                 // Software adapters (lavapipe, SwiftShader) run every invocation on the CPU.
                 kind: if g.info.device_type == "Cpu" {
@@ -720,7 +773,7 @@ impl Backend for Wgpu {
     }
 
     fn max_buffers(&self) -> usize {
-        match &self.gpu {
+        match self.current() {
             Ok(g) => g.limits.max_storage_buffers_per_shader_stage as usize,
             // WebGPU's guaranteed minimum is 8; 4 in wgpu's downlevel defaults.
             Err(_) => 4,
@@ -728,7 +781,7 @@ impl Backend for Wgpu {
     }
 
     fn max_buffer_bytes(&self) -> usize {
-        match &self.gpu {
+        match self.current() {
             Ok(g) => {
                 let max = g
                     .limits
@@ -759,10 +812,7 @@ impl Backend for Wgpu {
         Ok(Buffer::new(
             self.dev(),
             bytes,
-            Mem::Wgpu(GpuMem {
-                buf: Some(b),
-                index: self.index,
-            }),
+            Mem::Wgpu(GpuMem { buf: Some(b), gpu }),
         ))
     }
 
@@ -777,7 +827,7 @@ impl Backend for Wgpu {
             );
         }
         self.own(&[buf])?;
-        let b = mem(buf)?.buf()?;
+        let b = gpu.mem(buf)?;
         // Commands encoded so far must see the old contents: submit them first (a queue write
         // lands before the next submit's commands).
         gpu.submit(&mut lock(&gpu.state));
@@ -797,7 +847,7 @@ impl Backend for Wgpu {
         Box::pin(async move {
             let gpu = self.gpu()?;
             self.own(&[buf])?;
-            let src = mem(buf)?.buf()?;
+            let src = gpu.mem(buf)?;
             let size = storage_size(buf.size);
             let staging = gpu.staging(size);
             {
@@ -890,6 +940,7 @@ impl Backend for Wgpu {
             local_size: k.local_size,
             ops: k.ops_per_item() * k.global_size as u64,
             imp: ProgramImpl::Wgpu(WgpuProgram {
+                gpu,
                 pipeline,
                 layout,
                 grid: dispatch_size(k.global_size, ws),
@@ -899,11 +950,19 @@ impl Backend for Wgpu {
         })
     }
 
+    fn can_run(&self, p: &Program) -> bool {
+        match (self.current(), &p.imp) {
+            (Ok(g), ProgramImpl::Wgpu(w)) => std::ptr::eq(w.gpu, g),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
         let t0 = now();
         let gpu = self.gpu()?;
         self.own(bufs)?;
-        let wp = program(p)?;
+        let wp = gpu.program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
         let mut st = lock(&gpu.state);
         encode_dispatch(st.encoder(&gpu.device), wp, &bg, None);
@@ -922,7 +981,7 @@ impl Backend for Wgpu {
             return Ok(None);
         }
         self.own(bufs)?;
-        let wp = program(p)?;
+        let wp = gpu.program(p)?;
         let bg = gpu.bind_group(wp, bufs)?;
         let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: None,
@@ -991,7 +1050,7 @@ impl Backend for Wgpu {
         for l in launches {
             groups.push(match l {
                 Launch::Kernel { prog, bufs, .. } => {
-                    let wp = program(prog)?;
+                    let wp = gpu.program(prog)?;
                     let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
                     Some((wp, gpu.bind_group(wp, &refs)?))
                 }
@@ -1013,7 +1072,7 @@ impl Backend for Wgpu {
                         encode_dispatch(enc, wp, bg, Some(writes));
                     }
                     // Unwritten queries resolve to 0: a copy reads as 0 ns.
-                    (Launch::Copy { src, dst }, None) => encode_copy(enc, src, dst)?,
+                    (Launch::Copy { src, dst }, None) => encode_copy(gpu, enc, src, dst)?,
                     (Launch::Kernel { .. }, None) => {}
                 }
             }
@@ -1022,9 +1081,8 @@ impl Backend for Wgpu {
             gpu.submit(&mut st);
         }
         let n = launches.len();
-        let index = self.index;
         Ok(Some(Box::pin(async move {
-            let gpu = instance(index).gpu()?;
+            gpu.check()?;
             let raw = gpu.read_staging(staging, bytes as usize).await?;
             let period = gpu.queue.get_timestamp_period() as f64;
             let at = |i: usize| {
@@ -1049,7 +1107,7 @@ impl Backend for Wgpu {
             )?;
             steps.push(match l {
                 Launch::Kernel { prog, bufs, .. } => {
-                    let wp = program(prog)?;
+                    let wp = gpu.program(prog)?;
                     let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
                     Step::Dispatch {
                         pipeline: wp.pipeline.clone(),
@@ -1064,10 +1122,7 @@ impl Backend for Wgpu {
                 },
             });
         }
-        Ok(Some(Box::new(WgpuGraph {
-            index: self.index,
-            steps,
-        })))
+        Ok(Some(Box::new(WgpuGraph { gpu, steps })))
     }
 }
 
@@ -1087,20 +1142,26 @@ enum Step {
 
 /// A captured step: bind groups made once, replayed as one encoder and one submit.
 struct WgpuGraph {
-    index: u8,
+    gpu: &'static Gpu,
     steps: Vec<Step>,
 }
 
-fn encode_copy(enc: &mut wgpu::CommandEncoder, src: &Buffer, dst: &Buffer) -> Result<()> {
+fn encode_copy(
+    gpu: &Gpu,
+    enc: &mut wgpu::CommandEncoder,
+    src: &Buffer,
+    dst: &Buffer,
+) -> Result<()> {
     let n = storage_size(src.size.min(dst.size));
-    enc.copy_buffer_to_buffer(mem(src)?.buf()?, 0, mem(dst)?.buf()?, 0, n);
+    enc.copy_buffer_to_buffer(gpu.mem(src)?, 0, gpu.mem(dst)?, 0, n);
     bump(&COUNTERS.copies, 1);
     Ok(())
 }
 
 impl Graph for WgpuGraph {
     fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()> {
-        let gpu = instance(self.index).gpu()?;
+        let gpu = self.gpu;
+        gpu.check()?;
         let t0 = now();
         let mut st = lock(&gpu.state);
         // What was queued before (eager launches, the previous replay) goes to the device now;
@@ -1109,12 +1170,12 @@ impl Graph for WgpuGraph {
         gpu.submit(&mut st);
         let enc = st.encoder(&gpu.device);
         for (s, d) in before {
-            encode_copy(enc, s, d)?;
+            encode_copy(gpu, enc, s, d)?;
         }
         let mut i = 0;
         while i < self.steps.len() {
             if let Step::Copy { src, dst } = &self.steps[i] {
-                encode_copy(enc, src, dst)?;
+                encode_copy(gpu, enc, src, dst)?;
                 i += 1;
                 continue;
             }
@@ -1137,7 +1198,7 @@ impl Graph for WgpuGraph {
             }
         }
         for (s, d) in after {
-            encode_copy(enc, s, d)?;
+            encode_copy(gpu, enc, s, d)?;
         }
         st.pending += self.steps.len();
         let ns = since(t0);
