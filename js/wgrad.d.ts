@@ -35,6 +35,7 @@ export {
   globalCounters,
   resetGlobalCounters,
   defaultDevice,
+  loseDevice,
   safeSave,
   safeLoad,
   DType,

@@ -16,6 +16,7 @@ export {
   globalCounters,
   resetGlobalCounters,
   defaultDevice,
+  loseDevice,
   safeSave,
   safeLoad,
 } from "../pkg/web/wgrad.js";
@@ -228,6 +229,11 @@ export function loadStateDict(model, state, options = {}) {
   }
   if (options === null || typeof options !== "object") throw new Error(`${op}: options must be an object, got ${describe(options)}`);
   const { strict = true } = options;
+  // The layers' getters make new handles: disposed with the assigns' results when done.
+  tidy(() => assignState(op, model, state, strict));
+}
+
+function assignState(op, model, state, strict) {
   const own = getStateDict(model);
   const missing = Object.keys(own).filter((k) => !(k in state));
   if (strict && missing.length) throw new Error(`${op}: missing ${missing.join(", ")}`);
@@ -259,6 +265,8 @@ export function jit(fn) {
   call.reset = () => j.reset();
   call.kernels = () => j.kernels();
   call.profile = (...inputs) => j.profile(inputs);
+  // Releases the captured step (its buffers and kernels) now rather than when collected.
+  call.dispose = () => j.free();
   Object.defineProperty(call, "launches", { get: () => j.launches });
   return call;
 }

@@ -12,7 +12,8 @@
 // most of 20 real test images; the inspector lists every kernel of the captured step with a time
 // > 0; model.safetensors downloaded from the page loads back (through the file input, into a
 // fresh model) to identical predictions; a corrupt upload shows an error while training goes on;
-// a reload resumes at the checkpointed step. Screenshots before and after training go to
+// a reload resumes at the checkpointed step; the GPU device lost mid-training (`loseDevice()`)
+// is re-initialised in the worker and training resumes from the last checkpoint. Screenshots before and after training go to
 // --shots (default target/demo-shots). --runahead instead times the same training with
 // stall-free metrics and with a readback every step, and prints both. --beam trains 6 steps with
 // BEAM=2 (the search runs in the worker), then reloads: every tuned kernel must come from
@@ -224,7 +225,38 @@ async function endToEnd() {
   await train(page, { until: more + 10 });
   console.log(`ok: the reload resumed at step ${resumed.step} and trained on to ${more + 10}`);
 
-  // 6. Start fresh, then load the saved file: identical predictions again.
+  // 6. The GPU device is lost mid-training (GPUDevice.destroy(), as a driver reset would): the
+  // worker starts WebGPU again and resumes from the last checkpoint, in the same page.
+  if ((await page.evaluate(() => window.wgradDemo.device)) === "webgpu") {
+    const end = more + 90;
+    // Live tensors between runs (no readback in flight), before the loss and after the recovery.
+    const idle = await page.evaluate(() => window.wgradDemo.liveTensors);
+    await page.fill("#steps", String(end));
+    await page.dispatchEvent("#steps", "change");
+    await page.evaluate(() => window.wgradDemo.start());
+    await waitFor(page, (n) => window.wgradDemo.checkpointStep > n && window.wgradDemo.step > window.wgradDemo.checkpointStep + 5,
+      300, "a checkpoint during training", more + 10);
+    const atLoss = await page.evaluate(async () => ({
+      ckpt: window.wgradDemo.checkpointStep, ...(await window.wgradDemo.loseDevice()),
+    }));
+    await waitFor(page, () => window.wgradDemo.recovered, 300, "the recovery from the device loss");
+    await train(page, { until: end });
+    const rec = await page.evaluate(() => ({
+      recovered: window.wgradDemo.recovered, step: window.wgradDemo.step, losses: window.wgradDemo.losses,
+      errors: window.wgradDemo.errors, notice: document.getElementById("notice").textContent, tensors: window.wgradDemo.liveTensors,
+    }));
+    check(/device lost/i.test(rec.recovered.error), `the recovery's error does not name the device loss: ${rec.recovered.error}`);
+    check(rec.recovered.resumedAt === atLoss.ckpt, `resumed at step ${rec.recovered.resumedAt}, the last checkpoint was at ${atLoss.ckpt}`);
+    check(rec.step === end && rec.losses.length === end && rec.losses.every(Number.isFinite), `after the recovery: step ${rec.step}, ${rec.losses.length} losses`);
+    check(rec.errors.length === 0, `errors on the page after the recovery: ${JSON.stringify(rec.errors)}`);
+    check(/lost at step/.test(rec.notice), `the page's notice: ${rec.notice}`);
+    check(rec.tensors === idle, `live tensors ${idle} before the loss, ${rec.tensors} after the recovery`);
+    console.log(`ok: device lost at step ${atLoss.step} ("${rec.recovered.error}"); WebGPU re-initialised in the worker, resumed from the ` +
+      `checkpoint at step ${rec.recovered.resumedAt} and trained on to ${rec.step}; live tensors ${idle} before, ${rec.tensors} after`);
+    await page.screenshot({ path: join(SHOTS, "recovered.png") });
+  }
+
+  // 7. Start fresh, then load the saved file: identical predictions again.
   await page.evaluate(() => window.wgradDemo.reset());
   await waitFor(page, () => window.wgradDemo.ready && window.wgradDemo.step === 0, 300, "a fresh start");
   const fresh = await predictions(page, imgs);

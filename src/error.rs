@@ -16,6 +16,8 @@ pub enum ErrorKind {
     Shape,
     DType,
     Device,
+    /// The device was lost (a driver reset, `GPUDevice.destroy()`): what was on it is gone.
+    DeviceLost,
     Backend,
     Io,
     Jit,

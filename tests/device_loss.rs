@@ -10,7 +10,7 @@ mod common;
 
 use wgrad::nn::optim::{Adam, Optimizer};
 use wgrad::nn::state::{get_parameters, Snapshots};
-use wgrad::{Context, CrossEntropyOpts, Device, Result, Tensor, TinyJit};
+use wgrad::{Context, CrossEntropyOpts, Device, ErrorKind, Result, Tensor, TinyJit};
 
 struct Mlp {
     w1: Tensor,
@@ -99,10 +99,13 @@ fn training_resumes_on_a_new_webgpu_device_after_the_old_one_is_lost() {
             );
             snaps.after_step(i, &m, &*opt.borrow()).unwrap();
         }
+        // The generator's counter now lives on this device.
+        Tensor::rand(&[8]).unwrap().realize().unwrap();
         wgrad::runtime::wgpu::lose_device().unwrap();
         let lost = |what: &str, r: Result<()>| {
             let e = r.expect_err(what);
             assert!(e.msg.contains("device lost"), "{what}: {}", e.msg);
+            assert_eq!(e.kind, ErrorKind::DeviceLost, "{what}: {}", e.msg);
             eprintln!("{what}: {}", e.msg);
         };
         lost("a replay", jit.call(&[]).map(|_| ()));
@@ -130,6 +133,10 @@ fn training_resumes_on_a_new_webgpu_device_after_the_old_one_is_lost() {
             "an op on an old tensor after re-init",
             m.w1.add(&m.w1).and_then(|t| t.realize()).map(|_| ()),
         );
+
+        // Random draws start a new counter on the new device.
+        let r = Tensor::rand(&[1000]).unwrap().to_vec::<f32>().unwrap();
+        assert!(r.iter().all(|v| (0.0..1.0).contains(v)) && r[0] != r[1]);
 
         let snap = snaps.last().expect("a snapshot");
         assert_eq!(snap.step, 10);

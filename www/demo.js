@@ -158,9 +158,28 @@ function onMessage(ev) {
       demo.classes = CLASSES[config().dataset] ?? CLASSES.digits;
       const a = m.adapter;
       $("s-device").textContent = m.device === "webgpu" ? `WebGPU${a?.name ? ` · ${a.name}` : ""}` : "CPU interpreter";
+      const r = m.recovered;
+      demo.recovered = r;
+      // The engine's reason, without its advice ("…: webgpu: device lost (Destroyed); …").
+      const why = r && (/device lost[^;]*/i.exec(r.error)?.[0] ?? "device lost");
+      const notice = r
+        ? `The GPU device was lost at step ${r.lostAt} (${why}). WebGPU was started again and ` +
+          `training resumed from the checkpoint at step ${r.resumedAt}.`
+        : m.notice;
       const n = $("notice");
-      n.textContent = m.notice ?? "";
-      n.style.display = m.notice ? "block" : "none";
+      n.textContent = notice ?? "";
+      n.style.display = notice ? "block" : "none";
+      if (r) {
+        // The worker trains on by itself; only the charts are cut back to the checkpoint.
+        for (const k of ["speed", "mem"]) {
+          const keep = series[k][0].findIndex((step) => step > r.resumedAt);
+          if (keep >= 0) series[k] = series[k].map((col) => col.slice(0, keep));
+        }
+        demo.ready = true;
+        buttons();
+        redraw();
+        break;
+      }
       setStatus(m.step > 0 ? `resumed at step ${m.step}: press Start to continue` : "ready: press Start");
       buttons();
       redraw();
@@ -169,6 +188,11 @@ function onMessage(ev) {
       if (q.get("autostart") === "1") demo.start();
       break;
     }
+    case "lost":
+      demo.ready = false;
+      demo.lost = { step: m.step, error: m.error };
+      buttons();
+      break;
     case "metrics": {
       demo.step = m.step;
       // When the step was captured (its kernels compiled): tests time the page from here.
@@ -184,6 +208,7 @@ function onMessage(ev) {
         series.speed[1].push(ms);
         series.speed[2].push(1000 / ms);
       }
+      demo.liveTensors = m.liveTensors;
       series.mem[0].push(m.step);
       series.mem[1].push(m.liveTensors);
       series.mem[2].push(m.liveBytes / 2 ** 20);
@@ -264,6 +289,7 @@ demo.predict = (pixels) => call("predict", Array.from(pixels));
 demo.testImages = (n, start) => call("testImages", n, start);
 demo.save = () => call("save");
 demo.profile = () => call("profile");
+demo.loseDevice = () => call("loseDevice");
 demo.reset = () => {
   import("./store.js").then((s) => s.del("checkpoint")).catch(() => {}).then(() => startWorker({ resume: false }));
 };

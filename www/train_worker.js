@@ -3,16 +3,20 @@
 // step, keeps every step's loss on the device (a ring the step itself shifts) and reads it back
 // asynchronously every `readEvery` steps, evaluates, predicts drawn digits, saves and loads
 // safetensors, checkpoints model + optimizer to IndexedDB, keeps the BEAM cache there, and
-// profiles the captured step's kernels.
+// profiles the captured step's kernels. When the GPU device is lost mid-training (a driver reset,
+// or `loseDevice()` in a test), it initialises WebGPU again, rebuilds the session from the last
+// checkpoint and trains on.
 //
 // Messages in:  {type:"init", config, resume} {type:"start"} {type:"pause"} {type:"set", lr, steps}
-//               {type:"call", id, op, args}  (op: predict, strip, testImages, save, load, profile)
+//               {type:"call", id, op, args}  (op: predict, strip, testImages, save, load, profile,
+//               loseDevice)
 // Messages out: {type:"ready"} {type:"metrics"} {type:"kernels"} {type:"status"} {type:"state"}
 //               {type:"checkpoint"} {type:"reply", id, result | error}
 
 import {
   init, Tensor, nn, optim, datasets, jit, tidy, withContext, getParameters, getStateDict,
   loadStateDict, safeSave, safeLoad, globalCounters, beamTune, beamCacheExport, beamCacheImport,
+  loseDevice,
 } from "../js/wgrad.js";
 import * as store from "./store.js";
 
@@ -23,6 +27,8 @@ const nextTask = () => new Promise((r) => setTimeout(r, 0));
 let S = null; // the session: engine, data, model, optimizer, step function, history
 let running = false;
 let loopDone = Promise.resolve();
+let recoveries = 0; // device losses recovered from in this worker
+const MAX_RECOVERIES = 3;
 
 const DATA = { digits: "../data/mnist/", fashion: "../data/fashion-mnist/" };
 const EVAL_N = 500; // test images per accuracy point (a fixed slice of the test set)
@@ -52,7 +58,10 @@ function makeOptim(name, params, lr) {
   }
 }
 
-/** The checkpoint's tensors: the model's state dict plus the optimizer's state as optim.N. */
+/**
+ * The checkpoint's tensors: the model's state dict plus the optimizer's state as optim.N. The
+ * layers' getters and `state()` make new handles: `disposeAll` them when done.
+ */
 function checkpointState() {
   const state = getStateDict(S.model.layers);
   S.opt.state().forEach((t, i) => (state[`optim.${i}`] = t));
@@ -92,12 +101,23 @@ function parseState(bytes, own, what) {
 }
 
 function assignAll(own, state) {
-  const written = Object.keys(own).map((k) => own[k].assign(state[k]));
-  Tensor.realizeAll(written);
-  Object.values(state).forEach((t) => t.dispose());
+  tidy(() => Tensor.realizeAll(Object.keys(own).map((k) => own[k].assign(state[k]))));
+  disposeAll(state);
+  disposeAll(own);
 }
 
-async function setup(config, resume) {
+const disposeAll = (tensors) => Object.values(tensors).forEach((t) => t.dispose());
+
+/** `f(tensors)`, then the tensors disposed. */
+async function using(tensors, f) {
+  try {
+    return await f(tensors);
+  } finally {
+    disposeAll(tensors);
+  }
+}
+
+async function setup(config, resume, recovered = null) {
   const t0 = performance.now();
   let beamImported = 0;
   status("starting the engine…");
@@ -121,14 +141,18 @@ async function setup(config, resume) {
   const data = await datasets.mnist({ baseUrl: DATA[config.dataset] ?? DATA.digits });
   Tensor.manualSeed(config.seed);
   const model = makeModel(config.model);
-  const opt = makeOptim(config.optimizer, getParameters(model.layers), config.lr);
+  const params = getParameters(model.layers);
+  const opt = makeOptim(config.optimizer, params, config.lr);
+  disposeAll(params); // the optimizer holds the parameters itself
   const nTrain = data.xTrain.shape[0];
   const R = config.readEvery;
   // The loss ring: each step shifts it left by one and writes its loss last, on the device.
-  const ring = new Tensor(new Float32Array(R), [R]).realize();
   const nEval = Math.min(EVAL_N, data.xTest.shape[0]);
-  const xEval = data.xTest.slice(0, 0, nEval).cast("float32").realize();
-  const yEval = data.yTest.slice(0, 0, nEval).realize();
+  const [ring, xEval, yEval] = tidy(() => [
+    new Tensor(new Float32Array(R), [R]).realize(),
+    data.xTest.slice(0, 0, nEval).cast("float32").realize(),
+    data.yTest.slice(0, 0, nEval).realize(),
+  ]);
   S = {
     config, info, notice, data, model, opt, ring, nTrain, xEval, yEval, step: 0, losses: [],
     accuracies: [], kernels: null, profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
@@ -138,21 +162,34 @@ async function setup(config, resume) {
     const ck = await store.get("checkpoint").catch(() => null);
     if (ck && sameRun(ck.config, config)) {
       try {
-        assignAll(checkpointState(), parseState(ck.bytes, checkpointState(), "checkpoint"));
+        const own = checkpointState();
+        let loaded;
+        try {
+          loaded = parseState(ck.bytes, own, "checkpoint");
+        } catch (e) {
+          disposeAll(own);
+          throw e;
+        }
+        assignAll(own, loaded);
         S.step = ck.step;
         S.losses = ck.losses ?? [];
         S.accuracies = ck.accuracies ?? [];
         S.lastCheckpoint = ck.step;
+        sentLosses = Math.min(sentLosses, S.losses.length);
         status(`resumed from the checkpoint at step ${ck.step}`);
       } catch (e) {
         status(`the checkpoint could not be used (${e.message}); starting fresh`);
       }
     }
   }
+  if (recovered) {
+    S.recovered = { ...recovered, resumedAt: S.step, recoveries };
+    status(`the GPU device was lost at step ${recovered.lostAt}; WebGPU started again and training resumed from the checkpoint at step ${S.step}`);
+  }
   post({
     type: "ready", device: info.device, adapter: info.adapter, notice, step: S.step,
     losses: S.losses, accuracies: S.accuracies, nTrain, nTest: data.xTest.shape[0],
-    seconds: (performance.now() - t0) / 1000,
+    seconds: (performance.now() - t0) / 1000, recovered: S.recovered ?? null,
   });
   sendMetrics({});
 }
@@ -210,7 +247,7 @@ function sendMetrics(extra) {
 }
 
 async function checkpoint() {
-  const bytes = await safeSave(checkpointState());
+  const bytes = await using(checkpointState(), safeSave);
   const c = S.config;
   await store.put("checkpoint", {
     config: c, step: S.step, losses: S.losses, accuracies: S.accuracies, bytes, savedAt: Date.now(),
@@ -247,9 +284,18 @@ async function profile() {
 }
 
 async function train() {
+  const pending = [];
+  try {
+    await trainLoop(pending);
+  } finally {
+    // After a failure the other readbacks fail too: they are not waited for.
+    pending.forEach((p) => p.catch(() => {}));
+  }
+}
+
+async function trainLoop(pending) {
   const { config } = S;
   const R = config.readEvery;
-  const pending = [];
   speedBase = null;
   status("training");
   post({ type: "state", running: true });
@@ -259,8 +305,7 @@ async function train() {
     if (config.metrics === "sync") {
       // The old way, for comparison: read every step's loss before queueing the next.
       const l = tidy(() => S.trainStep());
-      const v = await l.item();
-      l.dispose();
+      const v = await l.item().finally(() => l.dispose());
       S.step++;
       S.losses.push(v);
       done(S.step);
@@ -270,10 +315,9 @@ async function train() {
       // A copy of the ring, taken now in queue order; read back while later steps run.
       const snap = tidy(() => S.ring.contiguous().realize());
       pending.push(snap.data().then((v) => {
-        snap.dispose();
         for (let k = 0; k < n; k++) S.losses[first + k] = v[R - n + k];
         done(first + n);
-      }));
+      }).finally(() => snap.dispose()));
       // Keep one chunk queued ahead of the one being read.
       if (pending.length > 1) await pending.shift();
       else await nextTask();
@@ -285,10 +329,9 @@ async function train() {
       const hits = accuracyTensor();
       const at = S.step;
       pending.push(hits.data().then((v) => {
-        hits.dispose();
         acc = { step: at, acc: (100 * v[0]) / S.xEval.shape[0] };
         S.accuracies.push(acc);
-      }));
+      }).finally(() => hits.dispose()));
     }
     if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync" && S.step < config.steps) {
       await Promise.all(pending.splice(0));
@@ -382,20 +425,80 @@ const ops = {
     [xs, ys, pred].forEach((t) => t.dispose());
     return { pixels: pix, labels: Array.from(lab), preds: Array.from(pr) };
   },
-  async save() {
-    const bytes = await safeSave(getStateDict(S.model.layers));
-    return bytes;
-  },
+  save: () => using(getStateDict(S.model.layers), safeSave),
   async load(bytes) {
     const own = getStateDict(S.model.layers);
-    const state = parseState(bytes, own, "load");
+    const n = Object.keys(own).length;
+    let state;
+    try {
+      state = parseState(bytes, own, "load");
+    } catch (e) {
+      disposeAll(own);
+      throw e;
+    }
     assignAll(own, state);
-    return { tensors: Object.keys(own).length };
+    return { tensors: n };
   },
   // While training, the loop profiles at its next chunk boundary (it owns the ring and the step).
   profile: () => (running ? new Promise((ok) => { S.profiled = false; S.onProfiled = ok; }) : profile()),
+  /** Destroy the GPU device, as a driver reset would (tests the recovery). */
+  loseDevice() {
+    if (S.info.device !== "webgpu") throw new Error("loseDevice: the demo is not running on WebGPU");
+    loseDevice();
+    return { step: S.step };
+  },
   info: () => ({ step: S.step, kernels: S.kernels, launches: S.trainStep.launches }),
 };
+
+let pauseWanted = false;
+function startTraining() {
+  running = true;
+  loopDone = train().catch(async (e) => {
+    running = false;
+    const msg = String(e?.message ?? e);
+    if (/device lost/i.test(msg) && S?.info.device === "webgpu" && recoveries < MAX_RECOVERIES) {
+      try {
+        await recover(msg);
+        if (!pauseWanted) startTraining();
+        await loopDone;
+        return;
+      } catch (e2) {
+        post({ type: "state", running: false, error: `${msg}; recovering failed: ${e2?.message ?? e2}` });
+        status(`training stopped: the device was lost and recovering failed (${e2?.message ?? e2})`);
+        return;
+      }
+    }
+    post({ type: "state", running: false, error: msg });
+    status(`training stopped: ${msg}`);
+  });
+}
+
+/**
+ * The GPU device was lost: WebGPU again (a new device), the data, model, optimizer and step
+ * function made again, and the last checkpoint (IndexedDB) restored. The old session's tensors
+ * are disposed (their buffers went with the device).
+ */
+async function recover(msg) {
+  recoveries++;
+  const lostAt = S.step, config = S.config, checkpointed = S.lastCheckpoint;
+  status(`the GPU device was lost at step ${lostAt}: initialising WebGPU again…`);
+  post({ type: "lost", step: lostAt, error: msg });
+  disposeSession();
+  await setup(config, true, { lostAt, error: msg });
+  if (S.step !== checkpointed) status(`recovered, but the checkpoint was at step ${S.step}, not ${checkpointed}`);
+}
+
+/** Dispose every tensor of the session (before it is made again). */
+function disposeSession() {
+  const old = S;
+  S = null;
+  const tensors = [old.data.xTrain, old.data.yTrain, old.data.xTest, old.data.yTest, old.ring, old.xEval, old.yEval];
+  for (const t of tensors) t.dispose();
+  // The layers, the optimizer and the captured step hold the rest.
+  for (const l of Object.values(old.model.layers)) l.free();
+  old.opt.free();
+  old.trainStep.dispose();
+}
 
 self.onmessage = async (ev) => {
   const m = ev.data;
@@ -404,14 +507,11 @@ self.onmessage = async (ev) => {
       await setup(m.config, m.resume);
     } else if (m.type === "start") {
       if (!running && S) {
-        running = true;
-        loopDone = train().catch((e) => {
-          running = false;
-          post({ type: "state", running: false, error: String(e?.message ?? e) });
-          status(`training stopped: ${e?.message ?? e}`);
-        });
+        pauseWanted = false;
+        startTraining();
       }
     } else if (m.type === "pause") {
+      pauseWanted = true;
       running = false;
       await loopDone;
     } else if (m.type === "set") {

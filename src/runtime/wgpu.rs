@@ -242,9 +242,10 @@ pub fn instance(index: u8) -> &'static Wgpu {
     }
     #[cfg(target_arch = "wasm32")]
     {
+        static NOT_YET: GpuOrWhy = Err(String::new());
         static NOT_READY: Wgpu = Wgpu {
             index: 0,
-            gpu: RwLock::new(&Err(String::new())),
+            gpu: RwLock::new(&NOT_YET),
         };
         INSTANCES.existing(index).unwrap_or(&NOT_READY)
     }
@@ -464,7 +465,7 @@ impl Gpu {
 
     fn lost_error(&self, l: &str) -> Error {
         Error::new(
-            ErrorKind::Device,
+            ErrorKind::DeviceLost,
             format!(
                 "webgpu: {l}; the tensors on it are gone: initialise WebGPU again (init) or use \
                  another device, and continue from a snapshot (nn::state::Snapshot)"

@@ -5,7 +5,7 @@
 use super::{check_shape, Tensor};
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::error::{bail, Result};
+use crate::error::{bail, ErrorKind, Result};
 use std::cell::RefCell;
 
 struct Rng {
@@ -53,19 +53,29 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
             .find(|(d, _)| *d == device)
             .map(|(_, c)| c.clone())
     });
-    let counter = match existing {
-        Some(c) => c,
-        None => {
-            let c = crate::context::Context::new()
-                .dev(device)
-                .run(|| Tensor::from_slice(&[0u32], &[1]))?;
-            RNG.with(|r| r.borrow_mut().counters.push((device, c.clone())));
-            c
-        }
+    let fresh = || -> Result<Tensor> {
+        let c = crate::context::Context::new()
+            .dev(device)
+            .run(|| Tensor::from_slice(&[0u32], &[1]))?;
+        RNG.with(|r| {
+            let mut st = r.borrow_mut();
+            st.counters.retain(|(d, _)| *d != device);
+            st.counters.push((device, c.clone()));
+        });
+        Ok(c)
     };
     // Snapshot the counter, then advance it in place; both run now (and are captured by a
     // JIT), so draws never see a counter that a later draw already advanced.
-    let base = counter.contiguous().realize()?;
+    let (counter, base) = match existing.map(|c| (c.contiguous().realize(), c)) {
+        Some((Ok(base), c)) => (c, base),
+        Some((Err(e), _)) if e.kind != ErrorKind::DeviceLost => return Err(e),
+        // The first draw on `device`, or its counter went with a lost device (initialised
+        // again since): a new counter.
+        _ => {
+            let c = fresh()?;
+            (c.clone(), c.contiguous().realize()?)
+        }
+    };
     counter.assign(&counter.add(n as i64)?)?.realize()?;
     let ctr = Tensor::iota(n, device).cast(DType::U32)?.add(&base)?;
     let hi = ctr.zeros_like();

@@ -216,6 +216,22 @@ pub fn set_debug(#[wasm_bindgen(unchecked_param_type = "number")] level: JsValue
     Ok(())
 }
 
+/// Destroy the WebGPU device, as a driver reset or `GPUDevice.destroy()` would (to test
+/// recovery). Every later call on it throws an Error naming the device loss; `await init()`
+/// again creates a new device, and training goes on from a snapshot taken before (for example
+/// `safeSave` bytes of the state dict and the optimizer's `state()`).
+#[wasm_bindgen(js_name = loseDevice)]
+pub fn lose_device() -> JsResult<()> {
+    const OP: &str = "loseDevice";
+    if Device::default().kind != crate::device::DeviceKind::Wgpu {
+        return Err(fail(OP, "the engine is not running on WebGPU"));
+    }
+    #[cfg(feature = "wgpu")]
+    return crate::runtime::wgpu::lose_device().or_fail(OP);
+    #[cfg(not(feature = "wgpu"))]
+    Err(fail(OP, "this build has no WebGPU backend"))
+}
+
 /// `{ kernelCount, globalOps, globalMem, timeMs, liveTensors, liveBuffers, liveBytes }`, where
 /// live buffers count every device buffer the engine holds.
 #[wasm_bindgen(js_name = globalCounters, unchecked_return_type = "GlobalCounters")]
