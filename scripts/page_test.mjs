@@ -125,13 +125,21 @@ const { init, Tensor, nn, optim, jit, tidy, withContext, getStateDict, getParame
 const problems = [], seen = [];
 let calls = 0, threw = 0;
 // A call's outcome: a value, or an Error that is not a wasm trap (a trap kills the instance).
-async function outcome(what, f) {
+// With \`realize\`, a Tensor result is also computed (its kernels compiled and run).
+async function outcome(what, f, realize = false) {
   calls++;
   try {
     let v = f();
     if (v instanceof Promise) v = await v;
     // Results are released at once: the fuzzing below makes thousands.
-    for (const t of v instanceof Tensor ? [v] : Array.isArray(v) ? v : []) if (t instanceof Tensor) t.dispose();
+    for (const t of v instanceof Tensor ? [v] : Array.isArray(v) ? v : []) {
+      if (!(t instanceof Tensor)) continue;
+      try {
+        if (realize) t.realize().dispose();
+      } finally {
+        t.dispose();
+      }
+    }
     return null;
   } catch (e) {
     threw++;
@@ -258,7 +266,9 @@ try {
   const methods = (obj) => Reflect.ownKeys(obj).filter((k) => typeof k === "string" && !skip.has(k) &&
     typeof Object.getOwnPropertyDescriptor(obj, k).value === "function");
   // The other arguments are left out, or 1 (a plausible number, size, axis or shape).
+  const targets = [];
   async function fuzz(what, target, name, arity) {
+    targets.push({ what, target, name, arity });
     const t0 = performance.now(), c0 = calls;
     for (const filler of [undefined, 1]) {
       for (let pos = 0; pos < arity; pos++) {
@@ -295,7 +305,34 @@ try {
   for (const name of ["mnistFromBytes", "sameTensor", "mnistFiles", "endScope"]) await fuzz("raw." + name, raw, name, 4);
   await fuzz("datasets.mnist", w.datasets, "mnist", 1);
   await works("the fuzzing");
-  window.errorResult = { problems, seen, calls, threw };
+
+  // Random calls: a seeded generator picks one of the functions and methods above, how many
+  // arguments it gets and each argument, from the wrong values and from plausible ones (which
+  // get past the first checks and reach deeper code), for at most RANDOM_MS; results are
+  // computed, so scheduling, code generation and the kernels run too.
+  let state = 0x5eed;
+  const rnd = (n) => {
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+  const plausible = [Tensor.ones([2, 3]), Tensor.randn([3]), new Tensor([1, 2, 3], [3], "int32"), Tensor.zeros([2, 1, 3]),
+    Tensor.randn([3, 2]), 0, 1, 2, -1, 3, 0.5, [2, 3], [3, 2], [1, 0], [0, 1], [-1], [[1, 2], [3, 4]], "float32", "int32",
+    "bool", { lr: 0.1 }, { keepdim: true }, { TRAINING: 1 }, () => Tensor.ones([1]), new Float32Array([1, 2, 3])];
+  const RANDOM_MS = 30_000;
+  const r0 = performance.now(), rc0 = calls;
+  while (performance.now() - r0 < RANDOM_MS) {
+    const { what, target, name, arity } = targets[rnd(targets.length)];
+    const pick = () => (rnd(2) ? bad[rnd(bad.length)] : plausible[rnd(plausible.length)]);
+    const args = Array.from({ length: rnd(arity + 2) }, pick);
+    const e = await outcome(what + " (random)", () => target[name](...args), true);
+    if (e && /null pointer|unreachable|recursive use/.test(e.message)) problems.push(what + " (random): " + e.message);
+  }
+  const randomCalls = calls - rc0;
+  console.log("fuzz random: " + randomCalls + " calls, " + (performance.now() - r0).toFixed(0) + " ms");
+  await works("the random calls");
+  window.errorResult = { problems, seen, calls, threw, randomCalls };
 } catch (e) {
   console.error(e);
   window.errorResult = { error: String((e && e.stack) || e) };
@@ -427,7 +464,7 @@ async function errorsTest(browser, url, device) {
   if (problems.length) fail(`${what}:\n  ${problems.join("\n  ")}`);
   if (VERBOSE) for (const line of r.seen) console.log(`  ${line}`);
   console.log(`ok: ${what}: ${r.seen.length} reproductions throw an Error naming the op; ${r.calls} calls with bad ` +
-    `arguments, ${r.threw} errors, no wasm trap; the engine still computes, ${seconds.toFixed(1)} s`);
+    `arguments (${r.randomCalls} of them random), ${r.threw} errors, no wasm trap; the engine still computes, ${seconds.toFixed(1)} s`);
 }
 
 async function repoPage(browser, srv, page, query, key) {
