@@ -102,8 +102,21 @@ try {
   const r = withContext({ NO_GRAD: 1 }, () =>
     fresh.l2.forward(fresh.l1.forward(X).relu()).sparseCategoricalCrossentropy(Y));
   const reloaded = await r.item();
+  // DEBUG=2: a line per kernel with its time (on WebGPU from timestamp queries read back later).
+  const debugLines = [], log = console.log;
+  console.log = (...a) => { debugLines.push(a.join(" ")); log(...a); };
+  try {
+    const d = tidy(() => withContext({ DEBUG: 2, NO_GRAD: 1 }, () => model(X).softmax(1).realize()));
+    await d.data();
+    d.dispose();
+    for (let i = 0; i < 50 && !debugLines.some((l) => / ms$/.test(l)); i++) await new Promise((ok) => setTimeout(ok, 20));
+    await new Promise((ok) => setTimeout(ok, 200));
+  } finally {
+    console.log = log;
+  }
+  const debugMs = debugLines.filter((l) => / ms$/.test(l)).map((l) => Number(l.trim().split(/\\s+/).at(-2)));
   window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
-    losses, live, launches: step.launches, tensorDevice: X.device, reloaded,
+    losses, live, launches: step.launches, tensorDevice: X.device, reloaded, debugMs,
     stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length };
 } catch (e) {
   console.error(e);
@@ -428,6 +441,10 @@ async function packageTest(browser) {
           if (!(r.after < r.before * 0.5)) problems.push(`loss did not fall enough: ${r.before} -> ${r.after}`);
           if (r.reloaded !== r.after) problems.push(`weights saved and loaded give loss ${r.reloaded}, not ${r.after}`);
           if (r.stateNames !== "l1.weight,l1.bias,l2.weight,l2.bias") problems.push(`state dict names: ${r.stateNames}`);
+          // WebGPU times every kernel on the device; the interpreter on the host clock, which the
+          // browser may coarsen to 0.1 ms (a fast kernel then reads 0).
+          const timedOk = device === "webgpu" ? r.debugMs.every((ms) => ms > 0) : r.debugMs.some((ms) => ms > 0);
+          if (!(r.debugMs.length > 0 && timedOk)) problems.push(`DEBUG=2 printed kernel times ${JSON.stringify(r.debugMs)}`);
           if (!r.losses.every(Number.isFinite)) problems.push(`non-finite training loss: ${r.losses}`);
           // Memory stays flat once the step is captured: no more live tensors and buffers (fewer
           // when the garbage collector frees handles the page dropped: weak references).
@@ -443,7 +460,7 @@ async function packageTest(browser) {
         console.log(
           `ok: ${what}${r.adapter ? ` (adapter "${r.adapter}")` : ""}: loss ${r.before.toPrecision(4)} -> ${r.after.toPrecision(4)} ` +
             `after ${r.losses.length} jitted steps (${r.launches} kernels per replay; live tensors/buffers ` +
-            `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}), ${seconds.toFixed(1)} s`,
+            `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}); DEBUG=2 timed ${r.debugMs.length} kernels: ${r.debugMs.map((v) => v.toFixed(3)).join(", ")} ms; ${seconds.toFixed(1)} s`,
         );
         await errorsTest(browser, `${srv.url}errors.html${device === "cpu" ? "?device=cpu" : ""}`, device);
       }

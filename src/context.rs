@@ -340,6 +340,11 @@ impl GlobalCounters {
     pub fn time_ns() -> u64 {
         TIME_NS.with(|c| c.load(Ordering::Relaxed))
     }
+    /// Device time measured after the launch was counted (the browser's timestamps).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub(crate) fn add_time(ns: u64) {
+        TIME_NS.with(|c| c.fetch_add(ns, Ordering::Relaxed));
+    }
     pub(crate) fn record(ops: u64, bytes: u64, ns: u64) {
         KERNELS.with(|c| c.fetch_add(1, Ordering::Relaxed));
         OPS.with(|c| c.fetch_add(ops, Ordering::Relaxed));

@@ -430,8 +430,7 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                         BufRef::Scratch(i) => scratch[i].clone(),
                     })
                     .collect();
-                let refs: Vec<&Buffer> = stage_bufs.iter().map(|b| b.as_ref()).collect();
-                launch(dev, prog, &refs)?;
+                launch(dev, prog, &stage_bufs)?;
                 record(Launch::Kernel {
                     dev,
                     prog: prog.clone(),
@@ -447,10 +446,7 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
 /// Run one recorded launch again (a TinyJit replay without a backend graph).
 pub fn run_launch(l: &Launch) -> Result<()> {
     match l {
-        Launch::Kernel { dev, prog, bufs } => {
-            let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
-            launch(*dev, prog, &refs)
-        }
+        Launch::Kernel { dev, prog, bufs } => launch(*dev, prog, bufs),
         Launch::Copy { src, dst } => copy(src, dst),
     }
 }
@@ -469,49 +465,68 @@ pub fn copy(src: &Buffer, dst: &Buffer) -> Result<()> {
         .copy_in(dst, &data[..src.size.min(dst.size)])
 }
 
-/// Launch a program and update the counters (timed at `DEBUG>=2`).
-pub fn launch(dev: Device, prog: &Program, bufs: &[&Buffer]) -> Result<()> {
+/// Launch a program and update the counters (timed at `DEBUG>=2`: a line per kernel).
+pub fn launch(dev: Device, prog: &Arc<Program>, bufs: &[Arc<Buffer>]) -> Result<()> {
     let be = dev.backend();
+    let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
     let bytes: u64 = bufs.iter().map(|b| b.size as u64).sum();
-    let timed = debug() >= 2;
-    let ns = if timed {
-        let mut device_ns = None;
-        let host_ns = elapsed_ns(|| {
-            device_ns = be.launch_timed(prog, bufs)?;
-            Ok(())
-        })?;
-        device_ns.unwrap_or(host_ns)
-    } else {
-        be.launch(prog, bufs)?;
-        0
-    };
-    GlobalCounters::record(prog.ops, bytes, ns);
-    if timed {
-        crate::context::log(&format!(
-            "{:>4} {:<6} {:<28} {:>10} ops {:>9.3} ms",
-            GlobalCounters::kernel_count(),
-            dev.name(),
-            prog.name,
-            prog.ops,
-            ns as f64 / 1e6
-        ));
+    if debug() < 2 {
+        be.launch(prog, &refs)?;
+        GlobalCounters::record(prog.ops, bytes, 0);
+        return Ok(());
     }
+    let line = {
+        let (name, ops) = (prog.name.clone(), prog.ops);
+        move |n: u64, ns: u64| {
+            format!(
+                "{n:>4} {:<6} {name:<28} {ops:>10} ops {:>9.3} ms",
+                dev.name(),
+                ns as f64 / 1e6
+            )
+        }
+    };
+    // The browser cannot wait for a timestamp: the kernel runs with timestamp queries and its
+    // line is printed when they are read back.
+    #[cfg(target_arch = "wasm32")]
+    {
+        let one = [Launch::Kernel {
+            dev,
+            prog: prog.clone(),
+            bufs: bufs.to_vec(),
+        }];
+        if let Some(later) = be.launch_profiled(&one)? {
+            GlobalCounters::record(prog.ops, bytes, 0);
+            let n = GlobalCounters::kernel_count();
+            wasm_bindgen_futures::spawn_local(async move {
+                match later.await {
+                    Ok(ns) => {
+                        let ns = ns.first().copied().unwrap_or(0);
+                        GlobalCounters::add_time(ns);
+                        crate::context::log(&line(n, ns));
+                    }
+                    Err(e) => crate::context::log(&format!("{n:>4} timing failed: {e}")),
+                }
+            });
+            return Ok(());
+        }
+    }
+    let mut device_ns = None;
+    let host_ns = elapsed_ns(|| {
+        device_ns = be.launch_timed(prog, &refs)?;
+        Ok(())
+    })?;
+    let ns = device_ns.unwrap_or(host_ns);
+    GlobalCounters::record(prog.ops, bytes, ns);
+    crate::context::log(&line(GlobalCounters::kernel_count(), ns));
     Ok(())
 }
 
-/// Run `f` and return the wall time it took (0 where no clock is available, as on wasm).
+/// Run `f` and return the host time it took (in the browser `performance.now()`, whose
+/// resolution may be coarsened to 0.1 ms).
 fn elapsed_ns(f: impl FnOnce() -> Result<()>) -> Result<u64> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let t0 = std::time::Instant::now();
-        f()?;
-        Ok(t0.elapsed().as_nanos() as u64)
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        f()?;
-        Ok(0)
-    }
+    let t0 = crate::runtime::host_clock_ns();
+    f()?;
+    Ok(crate::runtime::host_clock_ns().saturating_sub(t0))
 }
 
 /// Wait for a readback. Natively that blocks; in the browser a GPU readback completes only once
