@@ -7,8 +7,7 @@
 //   node scripts/demo_test.mjs --beam
 //
 // The test: the page loads; training runs in the worker while the main thread's longest task
-// stays under 100 ms (from the capture on: compiling the pipelines of the first two steps can
-// starve the page on a software adapter, which compiles them on the same cores); the charts get points; every step's loss arrives; predict() is right for
+// stays under 100 ms (from start() on, the capture and the first compiles included); the charts get points; every step's loss arrives; predict() is right for
 // most of 20 real test images; the inspector lists every kernel of the captured step with a time
 // > 0; model.safetensors downloaded from the page loads back (through the file input, into a
 // fresh model) to identical predictions; a corrupt upload shows an error while training goes on;
@@ -149,8 +148,7 @@ async function endToEnd() {
     timer: window.wgradDemo.timer,
     rows: document.querySelectorAll("#kernels tr").length - 1,
     points: window.wgradDemo.chartPoints(),
-    // From the capture on: the first two steps compile every pipeline, which on a software
-    // adapter (SwiftShader compiles on the same CPU cores) can starve the page's thread.
+    // Also from the capture on (the first two steps compile every pipeline).
     longest: Math.max(0, ...window.__longTasks.filter(([s]) => s >= window.wgradDemo.capturedAt).map(([, d]) => d)),
     longestAll: Math.max(0, ...window.__longTasks.filter(([s]) => s >= t).map(([, d]) => d)),
     capturedAt: window.wgradDemo.capturedAt - t,
@@ -163,14 +161,14 @@ async function endToEnd() {
   const [early, late] = [mean(r.losses.slice(0, 10)), mean(r.losses.slice(-10))];
   check(late < early * 0.6, `the loss did not fall: ${early.toFixed(3)} -> ${late.toFixed(3)}`);
   check(r.points.loss === STEPS && r.points.acc >= 2 && r.points.speed > 0 && r.points.mem > 0, `chart points: ${JSON.stringify(r.points)}`);
-  check(r.longest < 100, `the main thread's longest task while training (after the capture) was ${r.longest.toFixed(0)} ms (${JSON.stringify(r.tasks)})`);
+  check(r.longestAll < 100, `the main thread's longest task while training (from start(), capture included) was ${r.longestAll.toFixed(0)} ms (${JSON.stringify(r.tasks)})`);
   check(r.kernels.length > 0 && r.rows === r.kernels.length, `inspector: ${r.kernels.length} kernels, ${r.rows} rows`);
   const untimed = r.kernels.filter((k) => k.name !== "copy" && !(k.ms > 0));
   check(untimed.length === 0, `kernels without a time > 0: ${untimed.map((k) => k.name).join(", ")}`);
   check(r.kernels.every((k) => k.name === "copy" || (k.source.includes("@compute") || r.kernels[0].source === "")), "a kernel without its WGSL");
   console.log(`ok: ${STEPS} steps in the worker, loss ${early.toFixed(3)} -> ${late.toFixed(3)}, accuracy ${r.accuracies.map((a) => a.acc.toFixed(1)).join(" → ")}%, ` +
-    `longest main-thread task ${r.longest.toFixed(0)} ms after the capture at +${r.capturedAt.toFixed(0)} ms ` +
-    `(${r.longestAll.toFixed(0)} ms from the start; long tasks [start ms, duration ms] relative to start(): ${JSON.stringify(r.tasks)}), chart points ${JSON.stringify(r.points)}`);
+    `longest main-thread task from start() on ${r.longestAll.toFixed(0)} ms (capture included; ${r.longest.toFixed(0)} ms after the capture at ` +
+    `+${r.capturedAt.toFixed(0)} ms; long tasks [start ms, duration ms] relative to start(): ${JSON.stringify(r.tasks)}), chart points ${JSON.stringify(r.points)}`);
   console.log(`ok: inspector: ${r.kernels.length} launches timed by ${r.timer}, total ${r.kernels.reduce((a, k) => a + k.ms, 0).toFixed(2)} ms`);
 
   // 2. Predictions on 20 real test images.
