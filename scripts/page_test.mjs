@@ -2,7 +2,7 @@
 // with --enable-unsafe-webgpu; it never downloads a browser). The package must be built first
 // (bash scripts/build_web.sh).
 //
-//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--no-package] [--bs=N] [--steps=N]
+//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--long=N] [--no-package] [--bs=N] [--steps=N]
 //                              [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
@@ -18,6 +18,8 @@
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
 //     its WebGPU backend; needs the tfjs devDependencies from `npm install`).
+// (b'') --long=N: www/bench.html?long=N&bs=.. (default 32): N jitted steps of the tutorial CNN
+//     with Adam; fails unless live tensors, buffers and bytes stay flat after 5 warm-up steps.
 // (The demo page has its own end-to-end test: scripts/demo_test.mjs.)
 // Exits non-zero with a message on any failure.
 
@@ -39,7 +41,7 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "bench-tfjs", "no-package", "bs", "steps", "device", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -498,7 +500,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (flags.has("bench") || flags.has("bench-tfjs")) {
+    if (flags.has("bench") || flags.has("bench-tfjs") || flags.has("long")) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -508,6 +510,15 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`bench page took ${seconds.toFixed(0)} s`);
+        }
+        if (flags.has("long")) {
+          const q = { long: flags.get("long"), bs: flags.get("bs") ?? 32, ...dev };
+          const { result: r, seconds } = await repoPage(browser, srv, "bench.html", q, "benchResult");
+          console.log(`LONG ${JSON.stringify(r)}`);
+          if (r.changed) fail(`live tensors/buffers/bytes changed at step ${r.changed.step}: ${r.changed.was} -> ${r.changed.now}`);
+          if (!(r.last < r.first)) fail(`the loss did not fall: ${r.first} -> ${r.last}`);
+          console.log(`ok: ${r.steps} jitted steps (Adam, batch ${r.bs}) in ${seconds.toFixed(0)} s, ${r.msPerStep.toFixed(1)} ms/step, loss ` +
+            `${r.first.toFixed(3)} -> ${r.last.toFixed(3)}; live tensors/buffers/bytes ${r.live.join("/")} from step 5 on, flat`);
         }
         if (flags.has("bench-tfjs")) {
           for (const f of ["tfjs/dist/tf.fesm.min.js", "tfjs-backend-webgpu/dist/tf-backend-webgpu.fesm.min.js"]) {

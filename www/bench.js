@@ -4,7 +4,9 @@
 // `await loss.item()`, so GPU work is timed to completion. Prints the adapter, median and min
 // ms/step and kernels per step, sets `window.benchResult` and logs "BENCH {json}" (or
 // "BENCH_ERROR message"). Query knobs: bs (128), steps (5 timed, after 3 warm-up steps),
-// device ("webgpu" | "cpu"; default: WebGPU when present).
+// device ("webgpu" | "cpu"; default: WebGPU when present). `long=N` instead runs N jitted steps
+// with Adam, reading every loss, and checks that live tensors, buffers and bytes stay exactly flat
+// after 5 warm-up steps ("LONG {json}").
 
 import { init, Tensor, nn, optim, jit, tidy, withContext, getParameters, globalCounters }
   from "../js/wgrad.js";
@@ -12,6 +14,7 @@ import { init, Tensor, nn, optim, jit, tidy, withContext, getParameters, globalC
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
 const DEVICE = q.get("device") ?? undefined;
+const LONG = Number(q.get("long") ?? 0);
 
 const logEl = document.getElementById("log");
 logEl.textContent = "";
@@ -27,7 +30,8 @@ async function main() {
   const l1 = new nn.Conv2d(1, 32, 3), l2 = new nn.Conv2d(32, 64, 3), l3 = new nn.Linear(1600, 10);
   const model = (x) =>
     l3.forward(l2.forward(l1.forward(x).relu().maxPool2d(2)).relu().maxPool2d(2).flatten(1).dropout(0.5));
-  const opt = optim.SGD(getParameters([l1, l2, l3]), { lr: 0.01 });
+  const params = getParameters([l1, l2, l3]);
+  const opt = LONG > 0 ? optim.Adam(params, { lr: 0.001 }) : optim.SGD(params, { lr: 0.01 });
   const xAll = Tensor.randint([1024, 1, 28, 28], 0, 256).cast("uint8").realize();
   const yAll = Tensor.randint([1024], 0, 10).realize();
 
@@ -41,6 +45,7 @@ async function main() {
     return loss.realize();
   });
   const jitted = jit(step);
+  if (LONG > 0) return longRun(jitted, info, adapter);
 
   const result = { device: info.device, adapter, bs: BS, steps: STEPS };
   for (const [name, fn] of [["notJitted", step], ["jitted", jitted]]) {
@@ -66,6 +71,28 @@ async function main() {
   log(`jitted:     median ${result.jitted.msPerStep} ms/step, ${result.jitted.kernelsPerStep} kernels/step`);
   window.benchResult = result;
   log(`BENCH ${JSON.stringify(result)}`);
+}
+
+/** `long=N`: memory after every step of a long jitted run. */
+async function longRun(jitted, info, adapter) {
+  const t0 = performance.now();
+  let flat = null, first = null, last = null, changed = null;
+  for (let i = 0; i < LONG; i++) {
+    const loss = tidy(() => jitted());
+    last = await loss.item();
+    loss.dispose();
+    if (i === 0) first = last;
+    if (!Number.isFinite(last)) throw new Error(`step ${i}: loss ${last}`);
+    const c = globalCounters();
+    const now = [c.liveTensors, c.liveBuffers, c.liveBytes];
+    if (i === 4) flat = now;
+    else if (flat && !changed && now.some((v, k) => v !== flat[k])) changed = { step: i, was: flat, now };
+    if (i % 100 === 0 || i === LONG - 1) log(`long step ${i}: loss ${last.toFixed(4)}, live tensors/buffers/bytes ${now.join("/")}, ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+  }
+  const result = { device: info.device, adapter, bs: BS, steps: LONG, seconds: (performance.now() - t0) / 1000, first, last,
+    live: flat, changed, msPerStep: (performance.now() - t0) / LONG };
+  window.benchResult = result;
+  log(`LONG ${JSON.stringify(result)}`);
 }
 
 main().catch((e) => {

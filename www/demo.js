@@ -22,6 +22,7 @@ const EXTRA = {
   evalEvery: qnum("evalEvery", 50),
   ckptEvery: qnum("ckptEvery", 50),
   seed: qnum("seed", 42),
+  ahead: Math.max(0, qnum("ahead", 1)),
 };
 $("ckpt-every").textContent = EXTRA.ckptEvery;
 

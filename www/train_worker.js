@@ -318,8 +318,8 @@ async function trainLoop(pending) {
         for (let k = 0; k < n; k++) S.losses[first + k] = v[R - n + k];
         done(first + n);
       }).finally(() => snap.dispose()));
-      // Keep one chunk queued ahead of the one being read.
-      if (pending.length > 1) await pending.shift();
+      // Keep `ahead` chunks queued beyond the one being read (default 1).
+      if (pending.length > (config.ahead ?? 1)) await pending.shift();
       else await nextTask();
     }
     const now = performance.now();
