@@ -10,8 +10,8 @@
 // Messages in:  {type:"init", config, resume} {type:"start"} {type:"pause"} {type:"set", lr, steps}
 //               {type:"call", id, op, args}  (op: predict, strip, testImages, save, load, profile,
 //               loseDevice)
-// Messages out: {type:"ready"} {type:"metrics"} {type:"kernels"} {type:"status"} {type:"state"}
-//               {type:"checkpoint"} {type:"reply", id, result | error}
+// Messages out: {type:"ready", recovered?} {type:"metrics"} {type:"kernels"} {type:"status"}
+//               {type:"state"} {type:"checkpoint"} {type:"lost"} {type:"reply", id, result | error}
 
 import {
   init, Tensor, nn, optim, datasets, jit, tidy, withContext, getParameters, getStateDict,

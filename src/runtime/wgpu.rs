@@ -297,8 +297,8 @@ pub fn available(index: u8) -> std::result::Result<(), String> {
 
 /// Destroy `WEBGPU:0`'s device, as a driver reset or `GPUDevice.destroy()` would (for tests of device
 /// loss): from now on every WEBGPU call is an error naming the loss, and the WEBGPU tensors'
-/// contents are gone. Training resumes on another device from a host snapshot
-/// (`nn::state::Snapshot`).
+/// contents are gone. Training resumes from a host snapshot (`nn::state::Snapshot`) on a new
+/// WebGPU device (`init` again) or on another device.
 pub fn lose_device() -> Result<()> {
     let g = match instance(0).current() {
         Ok(g) => g,
