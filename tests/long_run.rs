@@ -55,6 +55,13 @@ fn jitted_training_keeps_memory_flat() {
                 }
                 last = loss;
                 let now = (live_tensors(), live_buffers());
+                if n >= 2000 && (i + 1) % 1000 == 0 {
+                    eprintln!(
+                        "{dev}: step {}: loss {loss:.4}, {now:?} (tensors, (buffers, bytes)), {:.0} s",
+                        i + 1,
+                        t0.elapsed().as_secs_f64()
+                    );
+                }
                 match flat {
                     None if i + 1 == WARMUP => flat = Some(now),
                     Some(f) => assert_eq!(now, f, "{dev} step {i}: (tensors, (buffers, bytes))"),
