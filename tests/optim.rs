@@ -313,6 +313,25 @@ fn learning_rate_can_change_between_steps() {
     });
 }
 
+#[test]
+fn a_learning_rate_that_is_not_a_finite_number_at_least_zero_is_an_error() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+        p.set_requires_grad(true);
+        let mut opt = Sgd::new(vec![p.clone()]).unwrap().lr(0.5);
+        for bad in [f64::NAN, f64::INFINITY, -0.1] {
+            let e = opt.set_lr(bad).unwrap_err();
+            assert!(e.msg.contains("SGD: the learning rate"), "{}", e.msg);
+        }
+        assert_eq!(opt.learning_rate(), 0.5);
+        // Through the builder it is refused when the step runs, before any parameter changes.
+        let mut opt = Sgd::new(vec![p.clone()]).unwrap().lr(f64::NAN);
+        p.set_grad(Some(Tensor::from_vec(vec![1.0f32, 1.0], &[2]).unwrap()));
+        assert!(opt.step().unwrap_err().msg.contains("learning rate"));
+        assert_eq!(p.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+    });
+}
+
 /// f16 parameters stay f16 (the update is computed in f32 and cast back).
 #[test]
 fn half_parameters_keep_their_dtype() {

@@ -69,6 +69,17 @@ fn placed_like(t: Tensor, like: &Tensor) -> Result<Tensor> {
     t.shard(&like.devices(), axis)
 }
 
+/// A learning rate must be a finite number >= 0 (a NaN would silently ruin every parameter).
+fn check_lr(name: &str, lr: f64) -> Result<()> {
+    if !(lr.is_finite() && lr >= 0.0) {
+        bail!(
+            Other,
+            "{name}: the learning rate must be a finite number >= 0, got {lr}"
+        );
+    }
+    Ok(())
+}
+
 /// A realized f32 buffer of `shape` filled with `v`, placed like `like`.
 fn filled(like: &Tensor, shape: &[usize], v: f64) -> Result<Tensor> {
     placed_like(Tensor::full_dtype(shape, v, DType::F32)?, like)?
@@ -159,6 +170,7 @@ impl Common {
     }
 
     fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_lr(self.name, lr)?;
         self.lr = lr;
         self.sync_lr()
     }
@@ -178,6 +190,7 @@ impl Common {
                  training with `Context::new().training(true).run(|| ...)` (or TRAINING=1)"
             );
         }
+        check_lr(name, self.lr)?;
         let mut grads = Vec::with_capacity(self.params.len());
         for (i, p) in self.params.iter().enumerate() {
             let Some(g) = p.grad() else {
