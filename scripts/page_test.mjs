@@ -257,6 +257,8 @@ try {
   if (f.isDisposed !== true || String(f) !== "Tensor(disposed)") problems.push("a freed tensor: isDisposed " + f.isDisposed + ", " + String(f));
   f.free();
   f.dispose();
+  await expectError("requiresGrad = 'yes'", "requiresGrad", () => { x.requiresGrad = "yes"; });
+  await expectError("opt.lr = NaN", "lr", () => { opt.lr = NaN; });
   // Missing arguments.
   await expectError("safeLoad()", "safeLoad", () => safeLoad());
   await expectError("safeSave()", "safeSave", () => safeSave());

@@ -300,9 +300,21 @@ impl JsTensor {
         Ok(self.get("requiresGrad")?.requires_grad())
     }
 
+    /// `true` or `false` only (a string or a number is an error, not coerced).
     #[wasm_bindgen(setter, js_name = requiresGrad)]
-    pub fn set_requires_grad(&self, on: bool) -> JsResult<()> {
-        self.get("requiresGrad")?.set_requires_grad(on);
+    pub fn set_requires_grad(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] on: JsValue,
+    ) -> JsResult<()> {
+        const OP: &str = "requiresGrad";
+        let t = self.get(OP)?;
+        let Some(on) = on.as_bool() else {
+            return Err(fail(
+                OP,
+                format!("expected true or false, got {}", describe(&on)),
+            ));
+        };
+        t.set_requires_grad(on);
         Ok(())
     }
 
