@@ -191,10 +191,11 @@ export function getParameters(model) {
 // The tensors a layer holds, by the names the Rust state dict uses.
 function layerTensors(v) {
   const out = [];
-  for (const k of ["weight", "bias", "runningMean", "runningVar"]) {
+  const names = { runningMean: "running_mean", runningVar: "running_var", numBatchesTracked: "num_batches_tracked" };
+  for (const k of ["weight", "bias", "runningMean", "runningVar", "numBatchesTracked"]) {
     if (!(k in v)) continue;
     const t = v[k];
-    if (t) out.push([k === "runningMean" ? "running_mean" : k === "runningVar" ? "running_var" : k, t]);
+    if (t) out.push([names[k] ?? k, t]);
   }
   return out;
 }

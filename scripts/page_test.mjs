@@ -225,6 +225,12 @@ try {
   const names = Object.keys(getStateDict(cyclic)).join(",");
   if (names !== "lin.weight,lin.bias") problems.push("getStateDict of a cyclic model: " + names);
   if (getParameters(cyclic).length !== 2) problems.push("getParameters of a cyclic model: " + getParameters(cyclic).length);
+  // BatchNorm's state dict has PyTorch's names, num_batches_tracked included, and round-trips.
+  const bn = new nn.BatchNorm(2);
+  const bnNames = Object.keys(getStateDict({ bn })).join(",");
+  if (bnNames !== "bn.weight,bn.bias,bn.running_mean,bn.running_var,bn.num_batches_tracked") problems.push("BatchNorm state dict: " + bnNames);
+  const bnBytes = await safeSave(getStateDict({ bn }));
+  loadStateDict({ bn: new nn.BatchNorm(2) }, safeLoad(bnBytes));
   let deep = { lin };
   for (let i = 0; i < 100000; i++) deep = { deep };
   await expectError("getStateDict(100000 levels)", "getStateDict", () => getStateDict(deep));

@@ -75,6 +75,7 @@ js_layer!(
     bias: Option<JsTensor>,
     running_mean as "runningMean": JsTensor,
     running_var as "runningVar": JsTensor,
+    num_batches_tracked as "numBatchesTracked": JsTensor,
 );
 
 /// `new nn.LayerNorm(normalizedShape, { eps, affine })`.
