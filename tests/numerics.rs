@@ -174,3 +174,20 @@ fn softmax_of_a_cube_with_a_tie_at_the_maximum() {
         Ok(())
     })
 }
+
+/// Shifts of negative i32 values act on the 32-bit pattern on every backend, as the
+/// interpreter does: `>>` is logical, `<<` wraps (C had an arithmetic `>>` for signed types).
+#[test]
+fn shifts_of_negative_integers_agree() {
+    let v = [-8i32, -1, 5, i32::MIN, i32::MAX];
+    each_device(|_| {
+        let x = Tensor::from_slice(&v, &[5])?.realize()?;
+        let shr: Vec<i32> = x.shr(1)?.to_vec()?;
+        let want: Vec<i32> = v.iter().map(|&a| ((a as u32) >> 1) as i32).collect();
+        assert_eq!(shr, want, "shr");
+        let shl: Vec<i32> = x.shl(3)?.to_vec()?;
+        let want: Vec<i32> = v.iter().map(|&a| ((a as u32) << 3) as i32).collect();
+        assert_eq!(shl, want, "shl");
+        Ok(())
+    });
+}

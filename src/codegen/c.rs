@@ -174,7 +174,11 @@ impl Renderer for CRenderer {
             BinaryOp::And => format!("({a} & {b})"),
             BinaryOp::Or => format!("({a} | {b})"),
             BinaryOp::Xor => format!("({a} ^ {b})"),
+            // The interpreter shifts the 32-bit pattern: logical even for signed integers (and
+            // in C a left shift of a negative value is undefined).
+            BinaryOp::Shl if signed(dt) => format!("(int)((unsigned int){a} << ({b} & 31))"),
             BinaryOp::Shl => format!("({a} << ({b} & 31))"),
+            BinaryOp::Shr if signed(dt) => format!("(int)((unsigned int){a} >> ({b} & 31))"),
             BinaryOp::Shr => format!("({a} >> ({b} & 31))"),
         }
     }
