@@ -16,7 +16,8 @@
 //! printed as the program to keep as a regression test.
 //!
 //! `WGRAD_DIFF_PROGRAMS` and `WGRAD_DIFF_SEED` run more programs or other ones (to hunt; the
-//! test command runs the default 40 and 150 from the fixed seeds).
+//! test command runs the default 40 and 150 from the fixed seeds); `WGRAD_DIFF_DEVICES=cpu,webgpu`
+//! compares the interpreter with those backends only.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -33,6 +34,22 @@ fn knob(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+/// The backends compared with the interpreter: every other one present, or those named in
+/// `WGRAD_DIFF_DEVICES`.
+fn compared() -> Vec<Device> {
+    let only = std::env::var("WGRAD_DIFF_DEVICES").ok();
+    common::devices()
+        .into_iter()
+        .filter(|&d| d != Device::Interp)
+        .filter(|d| {
+            only.as_deref().map_or(true, |o| {
+                o.split(',')
+                    .any(|n| n.trim().eq_ignore_ascii_case(d.name()))
+            })
+        })
+        .collect()
+}
+
 /// Values are kept below this (f32 overflows at 3.4e38; gradients multiply bounds further).
 const MAX_BOUND: f64 = 1e12;
 
@@ -799,10 +816,7 @@ fn minimize(p: &Program, devices: &[Device]) -> Program {
 
 #[test]
 fn random_wider_programs_agree_across_backends() {
-    let devices: Vec<Device> = common::devices()
-        .into_iter()
-        .filter(|&d| d != Device::Interp)
-        .collect();
+    let devices = compared();
     let programs = knob("WGRAD_DIFF_PROGRAMS", 150) as usize;
     let mut rng = Rng(knob("WGRAD_DIFF_SEED", 0x5eed_0015));
     let (t0, mut failures, mut large) = (std::time::Instant::now(), vec![], 0);
@@ -843,10 +857,7 @@ fn random_wider_programs_agree_across_backends() {
 
 #[test]
 fn random_programs_agree_across_backends() {
-    let devices: Vec<Device> = common::devices()
-        .into_iter()
-        .filter(|&d| d != Device::Interp)
-        .collect();
+    let devices = compared();
     let programs = knob("WGRAD_DIFF_PROGRAMS", PROGRAMS as u64) as usize;
     let mut rng = Rng(knob("WGRAD_DIFF_SEED", SEED));
     let mut failures = vec![];
