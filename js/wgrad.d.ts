@@ -105,6 +105,8 @@ export interface JittedFunction<R extends Tensor | Tensor[]> {
    * has them, else the host clock around each launch and a readback); await it before the next call.
    */
   profile(...inputs: Tensor[]): Promise<KernelProfile>;
+  /** Release the captured step (its buffers and kernels) now rather than when collected. */
+  dispose(): void;
 }
 
 /** The TinyJit: call 1 runs `fn`, call 2 captures its kernels, later calls replay them. */

@@ -14,6 +14,7 @@ import {
   datasets,
   setDebug,
   globalCounters,
+  loseDevice,
   type DType,
   type InitInfo,
 } from "../../js/wgrad.js";
@@ -22,6 +23,7 @@ export async function main(): Promise<number> {
   const info: InitInfo = await init({ device: "webgpu" });
   const dev: "webgpu" | "cpu" = info.device;
   setDebug(0);
+  const lose: () => void = loseDevice;
   const x = new Tensor(new Float32Array([1, 2, 3, 4]), [2, 2]);
   const y = Tensor.randint([2], 0, 3);
   const dt: DType = x.dtype;
@@ -40,6 +42,7 @@ export async function main(): Promise<number> {
     }) as Tensor,
   );
   const loss: Tensor = step();
+  step.dispose();
   const value: number | boolean = await loss.item();
   const data = await x.add(1).mul(x).sum(1, true).data();
   const kept = tidy(() => x.matmul(x.T).softmax(-1));
@@ -47,5 +50,5 @@ export async function main(): Promise<number> {
   const counters = globalCounters();
   const mnist = await datasets.mnist({ baseUrl: "data/mnist/" });
   const xs: Tensor = mnist.xTrain;
-  return Number(value) + data.length + counters.liveBuffers + shape.length + xs.numel + dt.length + dev.length;
+  return Number(value) + data.length + counters.liveBuffers + shape.length + xs.numel + dt.length + dev.length + lose.length;
 }
