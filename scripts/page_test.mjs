@@ -494,10 +494,10 @@ async function errorsTest(browser, url, device) {
     `arguments (${r.randomCalls} of them random), ${r.threw} errors, no wasm trap; the engine still computes, ${seconds.toFixed(1)} s`);
 }
 
-async function repoPage(browser, srv, page, query, key) {
+async function repoPage(browser, srv, page, query, key, timeoutMs = TIMEOUT_MS) {
   const url = `${srv.url}www/${page}?${new URLSearchParams(query)}`;
   console.log(`opening ${url}`);
-  const { result, problems, seconds } = await runPage(browser, url, key, { timeoutMs: TIMEOUT_MS, echo: true });
+  const { result, problems, seconds } = await runPage(browser, url, key, { timeoutMs, echo: true });
   if (result?.error) problems.push(`the page failed: ${result.error}`);
   if (problems.length) fail(`${page}:\n  ${problems.join("\n  ")}`);
   return { result, seconds };
@@ -521,7 +521,9 @@ async function main() {
         }
         if (flags.has("long")) {
           const q = { long: flags.get("long"), bs: flags.get("bs") ?? 32, ...dev };
-          const { result: r, seconds } = await repoPage(browser, srv, "bench.html", q, "benchResult");
+          // Up to 5 s a step on a software adapter, unless --timeout says more.
+          const timeout = Math.max(TIMEOUT_MS, Number(q.long) * 5000);
+          const { result: r, seconds } = await repoPage(browser, srv, "bench.html", q, "benchResult", timeout);
           console.log(`LONG ${JSON.stringify(r)}`);
           if (r.changed) fail(`live tensors/buffers/bytes changed at step ${r.changed.step}: ${r.changed.was} -> ${r.changed.now}`);
           if (!(r.last < r.first)) fail(`the loss did not fall: ${r.first} -> ${r.last}`);
