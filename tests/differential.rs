@@ -42,7 +42,7 @@ fn compared() -> Vec<Device> {
         .into_iter()
         .filter(|&d| d != Device::Interp)
         .filter(|d| {
-            only.as_deref().map_or(true, |o| {
+            only.as_deref().is_none_or(|o| {
                 o.split(',')
                     .any(|n| n.trim().eq_ignore_ascii_case(d.name()))
             })
