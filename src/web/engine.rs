@@ -223,11 +223,13 @@ pub fn set_debug(#[wasm_bindgen(unchecked_param_type = "number")] level: JsValue
 #[wasm_bindgen(js_name = loseDevice)]
 pub fn lose_device() -> JsResult<()> {
     const OP: &str = "loseDevice";
-    if Device::default().kind != crate::device::DeviceKind::Wgpu {
-        return Err(fail(OP, "the engine is not running on WebGPU"));
-    }
     #[cfg(feature = "wgpu")]
-    return crate::runtime::wgpu::lose_device().or_fail(OP);
+    {
+        if Device::default().kind != crate::device::DeviceKind::Wgpu {
+            return Err(fail(OP, "the engine is not running on WebGPU"));
+        }
+        crate::runtime::wgpu::lose_device().or_fail(OP)
+    }
     #[cfg(not(feature = "wgpu"))]
     Err(fail(OP, "this build has no WebGPU backend"))
 }
