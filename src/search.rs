@@ -19,14 +19,17 @@ use crate::error::Result;
 use crate::kernel::{AstOp, KernelAst};
 use crate::runtime::{Backend, Buffer, Program};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-static TIMED: AtomicU64 = AtomicU64::new(0);
+// Per thread, as searches run on the thread that asks for the plan (tests count their own
+// searches while other threads search too).
+thread_local! {
+    static TIMED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
-/// Candidates timed by searches in this process (a search answered by the cache times none).
+/// Candidates timed by searches on this thread (a search answered by the cache times none).
 pub fn candidates_timed() -> u64 {
-    TIMED.load(Ordering::Relaxed)
+    TIMED.with(|t| t.get())
 }
 
 /// The cache key of a kernel on a device, searched at `width` for `target`.
@@ -479,7 +482,7 @@ impl<'a> Bench<'a> {
     /// The time of `plan`, or `None` when it fails to compile or run, or computes something
     /// else than the unoptimized kernel.
     async fn time(&self, plan: &Plan) -> Option<u64> {
-        TIMED.fetch_add(1, Ordering::Relaxed);
+        TIMED.with(|t| t.set(t.get() + 1));
         let (t, bytes) = self.run(plan, 3).await.ok()?;
         same(self.ast.bufs[0].0, &bytes, &self.reference).then_some(t)
     }
