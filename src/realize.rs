@@ -497,7 +497,7 @@ pub fn launch(dev: Device, prog: &Arc<Program>, bufs: &[Arc<Buffer>]) -> Result<
         if let Some(later) = be.launch_profiled(&one)? {
             GlobalCounters::record(prog.ops, bytes, 0);
             let n = GlobalCounters::kernel_count();
-            wasm_bindgen_futures::spawn_local(async move {
+            crate::runtime::spawn(async move {
                 match later.await {
                     Ok(ns) => {
                         let ns = ns.first().copied().unwrap_or(0);

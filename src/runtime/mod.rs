@@ -480,6 +480,13 @@ pub fn host_clock_ns() -> u64 {
     }
 }
 
+/// Run a future to completion in the background on this thread (the browser's event loop), for
+/// results nothing waits on, such as a kernel's timestamps printed at `DEBUG>=2`.
+#[cfg(target_arch = "wasm32")]
+pub fn spawn(f: impl Future<Output = ()> + 'static) {
+    wasm_bindgen_futures::spawn_local(f);
+}
+
 /// Drive a future to completion on this thread (native only; the browser awaits instead).
 pub fn block_on<F: Future>(f: F) -> F::Output {
     use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
