@@ -322,8 +322,6 @@ async function trainLoop(pending) {
       if (pending.length > (config.ahead ?? 1)) await pending.shift();
       else await nextTask();
     }
-    const now = performance.now();
-    if (!S.warm && S.step >= 10 && (S.profiled || config.metrics === "sync")) S.warm = { t: now, step: S.step };
     let acc = null;
     if (config.evalEvery > 0 && Math.floor(S.step / config.evalEvery) > Math.floor(first / config.evalEvery)) {
       const hits = accuracyTensor();
@@ -369,6 +367,10 @@ async function trainLoop(pending) {
 let speedBase = null, speedPoints = [];
 function done(step) {
   const t = performance.now();
+  // The timed run starts when a step after the 10th is known finished (its loss arrived), in
+  // both modes alike: from when steps are queued, stall-free mode would count the device time
+  // of the steps still queued without counting the steps.
+  if (!S.warm && step >= 10 && (S.profiled || S.config.metrics === "sync")) S.warm = { t, step };
   if (!speedBase) speedBase = { t, step };
   else if (step - speedBase.step >= S.config.readEvery) {
     speedPoints.push([step, (t - speedBase.t) / (step - speedBase.step)]);
