@@ -2,7 +2,7 @@
 // with --enable-unsafe-webgpu; it never downloads a browser). The package must be built first
 // (bash scripts/build_web.sh).
 //
-//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--long=N] [--no-package] [--bs=N] [--steps=N]
+//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--bench-jaxjs] [--long=N] [--no-package] [--bs=N] [--steps=N]
 //                              [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
@@ -17,7 +17,8 @@
 // (b) --bench: opens www/bench.html?bs=..&steps=..&device=.. from the repository and prints its
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
-//     its WebGPU backend; needs the tfjs devDependencies from `npm install`).
+//     its WebGPU backend; needs the tfjs devDependencies from `npm install`), and --bench-jaxjs
+//     for www/bench_jaxjs.html (the step in jax-js, jitted whole, on its WebGPU device).
 // (b'') --long=N: www/bench.html?long=N&bs=.. (default 32): N jitted steps of the tutorial CNN
 //     with Adam; fails unless live tensors, buffers and bytes stay flat after 5 warm-up steps.
 // (The demo page has its own end-to-end test: scripts/demo_test.mjs.)
@@ -41,7 +42,7 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "bench-tfjs", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -508,7 +509,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (flags.has("bench") || flags.has("bench-tfjs") || flags.has("long")) {
+    if (["bench", "bench-tfjs", "bench-jaxjs", "long"].some((f) => flags.has(f))) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -538,6 +539,13 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench_tfjs.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`tfjs bench page took ${seconds.toFixed(0)} s`);
+        }
+        if (flags.has("bench-jaxjs")) {
+          if (!existsSync(join(ROOT, "node_modules/@jax-js/jax/dist/index.js"))) fail("node_modules/@jax-js/jax is missing: run `npm install`");
+          const q = { bs: flags.get("bs") ?? 128, steps: flags.get("steps") ?? 5 };
+          const { result, seconds } = await repoPage(browser, srv, "bench_jaxjs.html", q, "benchResult");
+          console.log(`BENCH ${JSON.stringify(result)}`);
+          console.log(`jax-js bench page took ${seconds.toFixed(0)} s`);
         }
       } finally {
         await srv.close();
