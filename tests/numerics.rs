@@ -191,3 +191,54 @@ fn shifts_of_negative_integers_agree() {
         Ok(())
     });
 }
+
+/// `log_softmax` over a slice of equal values (an axis of one element; a broadcast value), with
+/// large terms around it (found by tests/differential.rs, seeds 20261302-20261304): the function
+/// is constant, and its gradient `g - softmax · sum(g)`, summed back over the slice, is 0 by
+/// cancellation: what is left is the rounding of the large terms (here up to 2.4e-4 on the
+/// interpreter), and a GPU compiler may contract a product into the subtraction (an FMA, which
+/// WGSL allows) where the interpreter rounds it first, so the backends' leftovers differ by more
+/// than any fixed tolerance. Each is 0 within the rounding of its terms. (The random programs
+/// of tests/differential.rs no longer take softmax over such slices.)
+#[test]
+fn log_softmax_over_equal_values_has_a_zero_gradient_within_rounding() {
+    let xs: Vec<f32> = (0..30)
+        .map(|i| ((i * 37 % 17) as f32 - 8.0) * 0.37)
+        .collect();
+    let ws: Vec<f32> = (0..4).map(|i| 3000.0 + 517.3 * i as f32).collect();
+    let us: Vec<f32> = (0..30)
+        .map(|i| ((i * 29 % 23) as f32 / 11.0 - 1.0) * 0.913)
+        .collect();
+    let umax = us.iter().fold(0f32, |m, u| m.max(u.abs()));
+    each_device(|dev| {
+        // An axis of one element: each input element's gradient sums 4 repeats of g - 1 · g,
+        // |g| <= max|u| · max|w|.
+        let x = Tensor::from_slice(&xs, &[5, 3, 1, 2])?;
+        x.set_requires_grad(true);
+        let w = Tensor::from_slice(&ws, &[4, 1])?;
+        let y = x.repeat(&[2, 1, 1, 2])?.log_softmax(2)?.matmul(&w)?;
+        assert!(y.to_vec_f32()?.iter().all(|&v| v == 0.0), "{dev}: {y:?}");
+        let u = Tensor::from_slice(&us, &[10, 3, 1, 1])?;
+        y.mul(&u)?.sum((), false)?.backward()?;
+        let dx = x.grad().expect("gradient").to_vec_f32()?;
+        let worst = dx.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let bound = 16.0 * f32::EPSILON * umax * ws[3];
+        assert!(worst <= bound, "{dev}: |dx| up to {worst}, bound {bound}");
+        // A broadcast value: log_softmax of [z, z] is constant, so dz = sum(u) · (1 - sum(s))
+        // is 0 within the rounding of sum(u), and dw = x^T dz within that times |x|.
+        let x = Tensor::from_slice(
+            &ws[..2].iter().map(|v| v / 7.0).collect::<Vec<_>>(),
+            &[1, 2],
+        )?;
+        let w = Tensor::from_slice(&[0.75f32, -1.25], &[2, 1])?;
+        w.set_requires_grad(true);
+        let y = x.matmul(&w)?.expand(&[1, 2])?.log_softmax(1)?;
+        let u = Tensor::from_slice(&us[..2], &[1, 2])?;
+        y.mul(&u)?.sum((), false)?.backward()?;
+        let dw = w.grad().expect("gradient").to_vec_f32()?;
+        let worst = dw.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let bound = 16.0 * f32::EPSILON * 2.0 * umax * (ws[1] / 7.0);
+        assert!(worst <= bound, "{dev}: |dw| up to {worst}, bound {bound}");
+        Ok(())
+    })
+}
