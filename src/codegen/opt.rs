@@ -248,7 +248,11 @@ fn best_upcast(
             if chosen.upcast.iter().any(|u| u.0 == axis) {
                 continue;
             }
-            for amount in [16, 9, 8, 4, 3, 2] {
+            // A whole short axis too (11, 13 in the tutorial's convolutions): a row of
+            // outputs that reads a contiguous row of its input, which the C compiler turns into
+            // vector loads and arithmetic without reordering any one output's sum.
+            let whole = (size <= 16 && ![16, 9, 8, 4, 3, 2].contains(&size)).then_some(size);
+            for amount in [16, 9, 8, 4, 3, 2].into_iter().chain(whole) {
                 let total = used * amount;
                 if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
                     let mut c = chosen.clone();
