@@ -9,24 +9,11 @@
 // and logs "BENCH {json}" (or "BENCH_ERROR message"). Query knobs: bs (128), steps (5).
 
 import { init, defaultDevice, jit, lax, nn, numpy as np, random, tree, valueAndGrad } from "@jax-js/jax";
+import { adapterName, log, median } from "./bench_common.js";
 
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
 const N = 1024, LR = 0.01;
-
-const logEl = document.getElementById("log");
-logEl.textContent = "";
-const log = (s) => { console.log(s); logEl.textContent += s + "\n"; };
-const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
-
-async function adapterName() {
-  const a = await navigator.gpu?.requestAdapter({ powerPreference: "high-performance" });
-  if (!a) return null;
-  const i = a.info ?? (await a.requestAdapterInfo?.()) ?? {};
-  const fallback = a.isFallbackAdapter ?? i.isFallbackAdapter;
-  const name = i.description || [i.vendor, i.architecture].filter(Boolean).join(" ") || "unnamed adapter";
-  return `${name}${fallback ? " (fallback adapter)" : ""}`;
-}
 
 const maxPool2 = (x) => lax.reduceWindow(x, np.max, [2, 2], [2, 2]);
 

@@ -9,24 +9,11 @@
 
 import * as tf from "@tensorflow/tfjs-core";
 import "../node_modules/@tensorflow/tfjs-backend-webgpu/dist/tf-backend-webgpu.fesm.min.js";
+import { adapterName, log, median } from "./bench_common.js";
 
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
 const N = 1024;
-
-const logEl = document.getElementById("log");
-logEl.textContent = "";
-const log = (s) => { console.log(s); logEl.textContent += s + "\n"; };
-const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
-
-async function adapterName() {
-  const a = await navigator.gpu?.requestAdapter({ powerPreference: "high-performance" });
-  if (!a) return null;
-  const i = a.info ?? (await a.requestAdapterInfo?.()) ?? {};
-  const fallback = a.isFallbackAdapter ?? i.isFallbackAdapter;
-  const name = i.description || [i.vendor, i.architecture].filter(Boolean).join(" ") || "unnamed adapter";
-  return `${name}${fallback ? " (fallback adapter)" : ""}`;
-}
 
 async function main() {
   if (!navigator.gpu) throw new Error("navigator.gpu is missing: no WebGPU in this browser");
