@@ -699,8 +699,8 @@ fn finite_program(rng: &mut Rng, wide: bool) -> Program {
         let p = generate(rng, wide);
         // (One that fails on the interpreter is kept: `problems` reports it.)
         let ok = run(&p, Device::Interp).map_or(true, |r| {
-            let all = r.out.iter().chain(r.grads.iter().flatten());
-            all.into_iter().all(|v| v.is_finite())
+            let mut all = r.out.iter().chain(r.grads.iter().flatten());
+            all.all(|v| v.is_finite())
         });
         if ok {
             return p;

@@ -10,16 +10,12 @@
 
 import { init, Tensor, nn, optim, jit, tidy, withContext, getParameters, globalCounters }
   from "../js/wgrad.js";
+import { log, median, report, runBench } from "./bench_common.js";
 
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
 const DEVICE = q.get("device") ?? undefined;
 const LONG = Number(q.get("long") ?? 0);
-
-const logEl = document.getElementById("log");
-logEl.textContent = "";
-const log = (s) => { console.log(s); logEl.textContent += s + "\n"; };
-const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 async function main() {
   const info = await init(DEVICE ? { device: DEVICE } : {});
@@ -69,8 +65,7 @@ async function main() {
   result.liveBytes = c.liveBytes;
   log(`not jitted: median ${result.notJitted.msPerStep} ms/step, ${result.notJitted.kernelsPerStep} kernels/step`);
   log(`jitted:     median ${result.jitted.msPerStep} ms/step, ${result.jitted.kernelsPerStep} kernels/step`);
-  window.benchResult = result;
-  log(`BENCH ${JSON.stringify(result)}`);
+  report(result);
 }
 
 /** `long=N`: memory after every step of a long jitted run. */
@@ -91,12 +86,7 @@ async function longRun(jitted, info, adapter) {
   }
   const result = { device: info.device, adapter, bs: BS, steps: LONG, seconds: (performance.now() - t0) / 1000, first, last,
     live: flat, changed, msPerStep: (performance.now() - t0) / LONG };
-  window.benchResult = result;
-  log(`LONG ${JSON.stringify(result)}`);
+  report(result, "LONG");
 }
 
-main().catch((e) => {
-  window.benchResult = { error: String(e?.message ?? e) };
-  console.error(e);
-  log(`BENCH_ERROR ${e?.message ?? e}`);
-});
+runBench(main);

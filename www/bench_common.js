@@ -1,6 +1,7 @@
-// Helpers shared by the benchmark pages of other libraries (www/bench_tfjs.js,
-// www/bench_jaxjs.js): the page's log, the median, and the WebGPU adapter's name as the page
-// sees it (those libraries do not report it).
+// Helpers shared by the benchmark pages (www/bench.js, www/bench_tfjs.js, www/bench_jaxjs.js):
+// the page's log, the median, the WebGPU adapter's name as the page sees it (tfjs and jax-js do
+// not report it), and the protocol page_test reads: `window.benchResult` and a "BENCH {json}"
+// (or "LONG {json}") line, or "BENCH_ERROR message".
 
 const logEl = document.getElementById("log");
 logEl.textContent = "";
@@ -18,4 +19,19 @@ export async function adapterName() {
   const fallback = a.isFallbackAdapter ?? i.isFallbackAdapter;
   const name = i.description || [i.vendor, i.architecture].filter(Boolean).join(" ") || "unnamed adapter";
   return `${name}${fallback ? " (fallback adapter)" : ""}`;
+}
+
+/** Hand the result to page_test: `window.benchResult` and a "`tag` {json}" line. */
+export function report(result, tag = "BENCH") {
+  window.benchResult = result;
+  log(`${tag} ${JSON.stringify(result)}`);
+}
+
+/** Run the page's `main`, reporting a failure as `{ error }` and a "BENCH_ERROR" line. */
+export function runBench(main) {
+  main().catch((e) => {
+    window.benchResult = { error: String(e?.message ?? e) };
+    console.error(e);
+    log(`BENCH_ERROR ${e?.message ?? e}`);
+  });
 }

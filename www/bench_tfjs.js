@@ -9,7 +9,7 @@
 
 import * as tf from "@tensorflow/tfjs-core";
 import "../node_modules/@tensorflow/tfjs-backend-webgpu/dist/tf-backend-webgpu.fesm.min.js";
-import { adapterName, log, median } from "./bench_common.js";
+import { adapterName, log, median, report, runBench } from "./bench_common.js";
 
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
@@ -63,12 +63,7 @@ async function main() {
     msPerStep: +median(times).toFixed(1), minMs: +Math.min(...times).toFixed(1), liveTensors: tf.memory().numTensors,
   };
   log(`tfjs webgpu: median ${result.msPerStep} ms/step, min ${result.minMs} ms`);
-  window.benchResult = result;
-  log(`BENCH ${JSON.stringify(result)}`);
+  report(result);
 }
 
-main().catch((e) => {
-  window.benchResult = { error: String(e?.message ?? e) };
-  console.error(e);
-  log(`BENCH_ERROR ${e?.message ?? e}`);
-});
+runBench(main);

@@ -20,6 +20,8 @@ use crate::kernel::{AstOp, KernelAst};
 /// Outputs one CPU invocation may compute (accumulators beyond the register file spill to L1,
 /// which still beats re-streaming the reduce's inputs from memory).
 const MAX_UPCAST: usize = 36;
+/// The upcast amounts the search tries on an axis they divide (largest first).
+const UPCASTS: [usize; 6] = [16, 9, 8, 4, 3, 2];
 /// Outputs one GPU invocation may compute (registers are scarcer per invocation).
 const MAX_UPCAST_GPU: usize = 16;
 /// Invocations a kernel with real work should launch on a GPU (~100k–250k run at once on a
@@ -251,8 +253,8 @@ fn best_upcast(
             // A whole short axis too (11, 13 in the tutorial's convolutions): a row of
             // outputs that reads a contiguous row of its input, which the C compiler turns into
             // vector loads and arithmetic without reordering any one output's sum.
-            let whole = (size <= 16 && ![16, 9, 8, 4, 3, 2].contains(&size)).then_some(size);
-            for amount in [16, 9, 8, 4, 3, 2].into_iter().chain(whole) {
+            let whole = (size <= 16 && !UPCASTS.contains(&size)).then_some(size);
+            for amount in UPCASTS.into_iter().chain(whole) {
                 let total = used * amount;
                 if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
                     let mut c = chosen.clone();
