@@ -7,6 +7,8 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
+#[path = "common/kernels.rs"]
+mod kernels;
 
 use wgrad::{Context, DType, Device, Tensor};
 
@@ -254,4 +256,51 @@ fn log_softmax_over_equal_values_has_a_zero_gradient_within_rounding() {
         assert!(dw[0].abs() <= bound, "{dev}: dw = {}, bound {bound}", dw[0]);
         Ok(())
     })
+}
+
+/// The C dialect keeps an upcast's accumulators in vectors where their terms are consecutive
+/// elements (`codegen/vectorize.rs`); every lane still adds its own terms in order, so the
+/// tutorial's second convolution, forward and backward, equals the interpreter's bit for bit.
+#[test]
+fn vector_accumulators_match_the_interpreter_bit_for_bit() {
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "vector accumulators", "no C compiler");
+    }
+    let run = |dev: Device| {
+        Context::new()
+            .dev(dev)
+            .run(|| {
+                let x = kernels::f32s(&[4, 32, 13, 13], 7, -1.0, 1.0)?;
+                let w = kernels::f32s(&[64, 32, 3, 3], 8, -0.5, 0.5)?;
+                let u = kernels::f32s(&[4, 64, 11, 11], 9, -1.0, 1.0)?;
+                x.set_requires_grad(true);
+                w.set_requires_grad(true);
+                let y = x.conv2d(&w, None, &Default::default())?;
+                y.mul(&u)?.sum((), false)?.backward()?;
+                let grad = |t: &Tensor| t.grad().expect("gradient").to_vec_f32();
+                wgrad::Result::Ok((y.to_vec_f32()?, grad(&x)?, grad(&w)?))
+            })
+            .unwrap_or_else(|e| panic!("{dev}: {e}"))
+    };
+    let kernels = kernels::record(|| {
+        run(Device::Cpu);
+        Ok(())
+    });
+    let vectorized = kernels
+        .iter()
+        .filter(|k| !wgrad::codegen::vectorize::packs(k, 8).is_empty())
+        .count();
+    assert!(
+        vectorized >= 2,
+        "{vectorized} kernels with vector accumulators"
+    );
+    let (cpu, interp) = (run(Device::Cpu), run(Device::Interp));
+    let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (what, a, b) in [
+        ("y", &cpu.0, &interp.0),
+        ("dx", &cpu.1, &interp.1),
+        ("dw", &cpu.2, &interp.2),
+    ] {
+        assert!(bits(a) == bits(b), "{what} differs from the interpreter");
+    }
 }

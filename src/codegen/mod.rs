@@ -13,6 +13,7 @@ pub mod lower;
 pub mod opt;
 pub mod render;
 pub mod split;
+pub mod vectorize;
 pub mod wgsl;
 
 pub use crate::context::OptTarget;

@@ -4,6 +4,7 @@
 //! target's source can be generated and checked on any machine.
 
 use super::linearize::{Inst, LinearKernel, Reg};
+use super::vectorize::{self, Pack, VExpr};
 use crate::dtype::DType;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::collections::HashMap;
@@ -64,6 +65,22 @@ pub trait Renderer {
     fn max(&self, dt: DType, a: &str, b: &str) -> String {
         self.binary(BinaryOp::Max, dt, a, b)
     }
+    /// Lanes of the f32 vector type accumulators can be kept in (`vectorize.rs`); 1: none.
+    fn vector_width(&self) -> usize {
+        1
+    }
+    /// The f32 vector type of `vector_width` lanes.
+    fn vec_ty(&self) -> String {
+        format!("float{}", self.vector_width())
+    }
+    /// `vector_width` consecutive f32 elements of buffer `slot` from `idx` (any alignment).
+    fn vec_load(&self, slot: u32, idx: &str) -> String {
+        format!("*(b{slot} + {idx})")
+    }
+    /// A vector of these lanes.
+    fn vec_gather(&self, lanes: &[String]) -> String {
+        format!("{}({})", self.vec_ty(), lanes.join(", "))
+    }
     /// One step of a reduce loop, `acc = acc (op) val` (WGSL overrides it: u8 sums wrap, bool
     /// sums are `||`).
     fn acc(&self, op: ReduceOp, dt: DType, acc: &str, val: &str) -> String {
@@ -83,15 +100,57 @@ fn lane_index(idx: &str, j: usize) -> String {
     }
 }
 
+fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
+    names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
+}
+
+/// A vector expression of a pack, spelled.
+fn vexpr(e: &VExpr, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
+    match e {
+        VExpr::Splat(r) => name(names, *r),
+        VExpr::Load { slot, base, offset } => {
+            d.vec_load(*slot, &lane_index(&name(names, *base), *offset as usize))
+        }
+        VExpr::Gather(lanes) => {
+            let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
+            d.vec_gather(&l)
+        }
+        VExpr::Binary(op, a, b) => {
+            d.binary(*op, DType::F32, &vexpr(a, names, d), &vexpr(b, names, d))
+        }
+        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &vexpr(a, names, d)),
+    }
+}
+
 pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let mut out = d.prologue(k);
     let mut names: HashMap<Reg, String> = HashMap::new();
     let mut depth = 2usize;
-    let name = |names: &HashMap<Reg, String>, r: Reg| {
-        names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
-    };
-    for inst in &k.insts {
+    // Accumulators kept in vectors: each pack's vector is declared with its lane 0, stepped in
+    // place of its last scalar step (the other steps are dropped), and written back into the
+    // scalar accumulators after its loop nest.
+    let packs = vectorize::packs(k, d.vector_width());
+    let vname = |p: &Pack| format!("vacc{}", p.accs[0]);
+    let dropped: std::collections::HashSet<usize> = packs
+        .iter()
+        .flat_map(|p| {
+            let own = p.accs.clone();
+            k.insts.iter().enumerate().filter_map(move |(i, inst)| {
+                matches!(inst, Inst::Acc { acc, .. } if own.contains(acc)).then_some(i)
+            })
+        })
+        .collect();
+    for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
+        if let Some(p) = packs.iter().find(|p| p.at == i) {
+            let e = vexpr(&p.expr, &names, d);
+            let v = vname(p);
+            let _ = writeln!(out, "{pad}{v} = {v} + {e};");
+            continue;
+        }
+        if dropped.contains(&i) {
+            continue;
+        }
         let line = match inst {
             Inst::Const { dst, bits, dtype } => {
                 names.insert(*dst, d.constant(f64::from_bits(*bits), *dtype));
@@ -223,11 +282,17 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             }
             Inst::DefAcc { dst, op, dtype } => {
                 names.insert(*dst, format!("acc{dst}"));
-                d.var(
+                let mut s = d.var(
                     d.ty(*dtype),
                     &format!("acc{dst}"),
                     &d.constant(op.identity(*dtype), *dtype),
-                )
+                );
+                if let Some(p) = packs.iter().find(|p| p.accs[0] == *dst) {
+                    let zero = vec![d.constant(0.0, DType::F32); p.accs.len()];
+                    let init = d.vec_gather(&zero);
+                    let _ = write!(s, "\n{pad}{}", d.var(&d.vec_ty(), &vname(p), &init));
+                }
+                s
             }
             Inst::Loop { dst, size } => {
                 names.insert(*dst, format!("r{dst}"));
@@ -237,7 +302,13 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             }
             Inst::EndLoop => {
                 depth -= 1;
-                let _ = writeln!(out, "{}}}", "  ".repeat(depth));
+                let pad = "  ".repeat(depth);
+                let _ = writeln!(out, "{pad}}}");
+                for p in packs.iter().filter(|p| p.end == i) {
+                    for (j, a) in p.accs.iter().enumerate() {
+                        let _ = writeln!(out, "{pad}acc{a} = {};", d.lane(&vname(p), j));
+                    }
+                }
                 continue;
             }
             Inst::Acc {

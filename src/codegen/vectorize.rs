@@ -1,0 +1,527 @@
+//! Vector accumulators: the renderer's last shaping step, for dialects with vector types (C).
+//! An upcast leaves one accumulator per output in a reduce loop, each summing the same
+//! expression over its own elements. Where a run of `width` such accumulators sums one
+//! expression over consecutive elements of a buffer (an upcast along an axis that is
+//! contiguous in an operand), the loop keeps them in one vector and computes the expression
+//! once as a vector: contiguous loads become one vector load, a value shared by every lane is
+//! broadcast, and anything else is gathered lane by lane. After the loop nest the lanes are
+//! written back into the scalar accumulators. Every lane still sums its own terms in the same
+//! order, so the results are bit-identical to the scalar kernel (the interpreter's).
+//!
+//! This is found on the linear instructions (`linearize.rs`), not in the lowering, so the
+//! interpreter and the other dialects run the kernel as it is; the scalar instructions a vector
+//! replaces are left in place for the compiler to drop as dead code.
+
+use super::linearize::{Inst, LinearKernel, Reg};
+use crate::dtype::DType;
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use std::collections::{BTreeMap, HashMap};
+
+/// One lane-wise vector expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VExpr {
+    /// The same scalar in every lane.
+    Splat(Reg),
+    /// `width` consecutive elements of a buffer from `base + offset`.
+    Load {
+        slot: u32,
+        base: Reg,
+        offset: i64,
+    },
+    /// One scalar per lane.
+    Gather(Vec<Reg>),
+    Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
+    Neg(Box<VExpr>),
+}
+
+/// A run of accumulators computed as one vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pack {
+    /// The scalar accumulators, lane 0 first.
+    pub accs: Vec<Reg>,
+    /// What every iteration adds.
+    pub expr: VExpr,
+    /// The instruction (the run's last `Acc`) in whose place the vector step is emitted.
+    pub at: usize,
+    /// The `EndLoop` closing the reduce's loop nest, after which the lanes are written back.
+    pub end: usize,
+}
+
+/// An integer register as a sum of leaf registers times coefficients plus a constant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Affine {
+    terms: BTreeMap<Reg, i64>,
+    konst: i64,
+}
+
+impl Affine {
+    fn leaf(r: Reg) -> Affine {
+        Affine {
+            terms: BTreeMap::from([(r, 1)]),
+            konst: 0,
+        }
+    }
+    fn add(&self, o: &Affine) -> Affine {
+        let mut terms = self.terms.clone();
+        for (&r, &c) in &o.terms {
+            *terms.entry(r).or_insert(0) += c;
+        }
+        terms.retain(|_, c| *c != 0);
+        Affine {
+            terms,
+            konst: self.konst + o.konst,
+        }
+    }
+    fn scale(&self, by: i64) -> Affine {
+        let terms = self.terms.iter().map(|(&r, &c)| (r, c * by)).collect();
+        Affine {
+            terms,
+            konst: self.konst * by,
+        }
+    }
+}
+
+/// What defines a register, as far as packing cares.
+#[derive(Clone, Debug)]
+enum Def {
+    /// An ungated f32 load at `index`, which is register `reg` plus `offset` (a `LoadVec`
+    /// lane included).
+    Load {
+        slot: u32,
+        index: Affine,
+        reg: Reg,
+        offset: i64,
+    },
+    Binary(BinaryOp, Reg, Reg),
+    Neg(Reg),
+    Other,
+}
+
+struct Analysis {
+    defs: HashMap<Reg, Def>,
+    ints: HashMap<Reg, Affine>,
+    consts: HashMap<Reg, f64>,
+}
+
+impl Analysis {
+    fn new(k: &LinearKernel) -> Analysis {
+        let mut a = Analysis {
+            defs: HashMap::new(),
+            ints: HashMap::new(),
+            consts: HashMap::new(),
+        };
+        for inst in &k.insts {
+            a.record(inst);
+        }
+        a
+    }
+
+    fn int(&self, r: Reg) -> Affine {
+        self.ints
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| Affine::leaf(r))
+    }
+
+    fn record(&mut self, inst: &Inst) {
+        match *inst {
+            Inst::Const { dst, bits, dtype } => {
+                let v = f64::from_bits(bits);
+                self.consts.insert(dst, v);
+                if dtype == DType::I32 {
+                    self.ints.insert(
+                        dst,
+                        Affine {
+                            terms: BTreeMap::new(),
+                            konst: v as i64,
+                        },
+                    );
+                }
+                self.defs.insert(dst, Def::Other);
+            }
+            Inst::Binary {
+                dst,
+                op,
+                dtype,
+                a,
+                b,
+            } => {
+                if dtype == DType::I32 {
+                    let (x, y) = (self.int(a), self.int(b));
+                    let konst = |v: &Affine| v.terms.is_empty().then_some(v.konst);
+                    let aff = match op {
+                        BinaryOp::Add => Some(x.add(&y)),
+                        BinaryOp::Mul => match (konst(&x), konst(&y)) {
+                            (Some(c), _) => Some(y.scale(c)),
+                            (_, Some(c)) => Some(x.scale(c)),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    if let Some(aff) = aff {
+                        self.ints.insert(dst, aff);
+                    }
+                }
+                let def = if dtype == DType::F32 && !op.is_cmp() {
+                    Def::Binary(op, a, b)
+                } else {
+                    Def::Other
+                };
+                self.defs.insert(dst, def);
+            }
+            Inst::Unary {
+                dst,
+                op: UnaryOp::Neg,
+                dtype: DType::F32,
+                a,
+            } => {
+                self.defs.insert(dst, Def::Neg(a));
+            }
+            Inst::Load {
+                dst,
+                slot,
+                dtype: DType::F32,
+                idx,
+                gate: None,
+            } => {
+                let index = self.int(idx);
+                self.defs.insert(
+                    dst,
+                    Def::Load {
+                        slot,
+                        index,
+                        reg: idx,
+                        offset: 0,
+                    },
+                );
+            }
+            Inst::LoadVec {
+                dsts,
+                slot,
+                dtype: DType::F32,
+                idx,
+            } => {
+                for (j, d) in dsts.iter().enumerate() {
+                    let mut index = self.int(idx);
+                    index.konst += j as i64;
+                    let offset = j as i64;
+                    let def = Def::Load {
+                        slot,
+                        index,
+                        reg: idx,
+                        offset,
+                    };
+                    self.defs.insert(*d, def);
+                }
+            }
+            _ => {
+                for d in defined(inst) {
+                    self.defs.insert(d, Def::Other);
+                }
+            }
+        }
+    }
+
+    /// The vector expression whose lane `j` is `lanes[j]`: gathered where the lanes are not
+    /// one op over packable operands.
+    fn pack(&self, lanes: &[Reg], depth: u32) -> VExpr {
+        let gather = || VExpr::Gather(lanes.to_vec());
+        if lanes.iter().all(|&r| r == lanes[0]) {
+            return VExpr::Splat(lanes[0]);
+        }
+        if depth > 8 {
+            return gather();
+        }
+        let defs: Vec<&Def> = lanes.iter().map(|r| &self.defs[r]).collect();
+        match defs[0] {
+            Def::Load {
+                slot,
+                index,
+                reg,
+                offset,
+            } => {
+                let contiguous = defs.iter().enumerate().all(|(j, d)| match d {
+                    Def::Load {
+                        slot: s, index: i, ..
+                    } => s == slot && i.terms == index.terms && i.konst == index.konst + j as i64,
+                    _ => false,
+                });
+                if !contiguous {
+                    return gather();
+                }
+                // Lane 0's own index register: defined before, and in scope at, every step.
+                let (slot, base, offset) = (*slot, *reg, *offset);
+                VExpr::Load { slot, base, offset }
+            }
+            Def::Binary(op, _, _) => {
+                let same = defs
+                    .iter()
+                    .all(|d| matches!(d, Def::Binary(o, _, _) if o == op));
+                if !same || !matches!(op, BinaryOp::Add | BinaryOp::Mul | BinaryOp::Div) {
+                    return gather();
+                }
+                let side = |first: bool| -> Vec<Reg> {
+                    defs.iter()
+                        .map(|d| match d {
+                            Def::Binary(_, a, b) => {
+                                if first {
+                                    *a
+                                } else {
+                                    *b
+                                }
+                            }
+                            _ => unreachable!("checked: every lane is this binary op"),
+                        })
+                        .collect()
+                };
+                let a = self.pack(&side(true), depth + 1);
+                let b = self.pack(&side(false), depth + 1);
+                if matches!((&a, &b), (VExpr::Gather(_), VExpr::Gather(_))) {
+                    // Two gathers for one vector op: no better than gathering the results.
+                    return gather();
+                }
+                VExpr::Binary(*op, Box::new(a), Box::new(b))
+            }
+            Def::Neg(_) => {
+                if !defs.iter().all(|d| matches!(d, Def::Neg(_))) {
+                    return gather();
+                }
+                let inner: Vec<Reg> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::Neg(a) => *a,
+                        _ => unreachable!("checked: every lane is a negation"),
+                    })
+                    .collect();
+                match self.pack(&inner, depth + 1) {
+                    VExpr::Gather(_) => gather(),
+                    e => VExpr::Neg(Box::new(e)),
+                }
+            }
+            Def::Other => gather(),
+        }
+    }
+}
+
+/// The registers an instruction defines.
+fn defined(inst: &Inst) -> Vec<Reg> {
+    match inst {
+        Inst::Const { dst, .. }
+        | Inst::Gidx { dst }
+        | Inst::Lidx { dst }
+        | Inst::Wgid { dst }
+        | Inst::Unary { dst, .. }
+        | Inst::Binary { dst, .. }
+        | Inst::Where { dst, .. }
+        | Inst::Cast { dst, .. }
+        | Inst::Load { dst, .. }
+        | Inst::DefAcc { dst, .. }
+        | Inst::Loop { dst, .. }
+        | Inst::LoadShared { dst, .. } => vec![*dst],
+        Inst::LoadVec { dsts, .. } => dsts.to_vec(),
+        _ => vec![],
+    }
+}
+
+/// The registers an instruction reads (an accumulator's own step excluded).
+fn reads(inst: &Inst) -> Vec<Reg> {
+    match inst {
+        Inst::Unary { a, .. } | Inst::Cast { a, .. } => vec![*a],
+        Inst::Binary { a, b, .. } => vec![*a, *b],
+        Inst::Where { c, a, b, .. } => vec![*c, *a, *b],
+        Inst::Load { idx, gate, .. } => std::iter::once(*idx).chain(*gate).collect(),
+        Inst::Acc { val, .. } => vec![*val],
+        Inst::Store { idx, val, gate, .. } => [*idx, *val].into_iter().chain(*gate).collect(),
+        Inst::LoadShared { idx, .. } | Inst::LoadVec { idx, .. } => vec![*idx],
+        Inst::StoreShared { idx, val, .. } => vec![*idx, *val],
+        Inst::StoreVec { idx, vals, .. } => std::iter::once(*idx).chain(*vals).collect(),
+        _ => vec![],
+    }
+}
+
+/// The packs of `k` for vectors of `width` f32 lanes: runs of f32 sum accumulators stepped in
+/// one innermost loop body whose steps are one vector expression (not a mere gather).
+pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
+    if width < 2 {
+        return vec![];
+    }
+    let an = Analysis::new(k);
+    let mut out = vec![];
+    // Depth of the loop nest before each instruction, and where each accumulator is defined.
+    let mut depth_at = Vec::with_capacity(k.insts.len());
+    let mut defacc: HashMap<Reg, usize> = HashMap::new();
+    let mut d = 0usize;
+    for (i, inst) in k.insts.iter().enumerate() {
+        depth_at.push(d);
+        match inst {
+            Inst::Loop { .. } => d += 1,
+            Inst::EndLoop => d -= 1,
+            Inst::DefAcc { dst, .. } => {
+                defacc.insert(*dst, i);
+            }
+            _ => {}
+        }
+    }
+    // The f32 sum steps of each innermost loop body, in order: (instruction, acc, value).
+    let mut bodies: Vec<Vec<(usize, Reg, Reg)>> = vec![];
+    let mut cur: Option<Vec<(usize, Reg, Reg)>> = None;
+    for (i, inst) in k.insts.iter().enumerate() {
+        match inst {
+            Inst::Loop { .. } => cur = Some(vec![]),
+            Inst::EndLoop => bodies.extend(cur.take()),
+            Inst::Acc {
+                acc,
+                op: ReduceOp::Sum,
+                dtype: DType::F32,
+                val,
+            } => {
+                if let Some(c) = cur.as_mut() {
+                    c.push((i, *acc, *val));
+                }
+            }
+            _ => {}
+        }
+    }
+    for steps in bodies {
+        // Lanes are the steps `s, s + t, s + 2t, …`: an upcast along an outer axis of several
+        // interleaves its lanes with the inner axes' (t = 1 first, then wider strides).
+        let mut used = vec![false; steps.len()];
+        for t in 1..=steps.len() / width {
+            for s in 0..steps.len() {
+                let lanes: Vec<usize> = (0..width).map(|j| s + j * t).collect();
+                if lanes.iter().any(|&l| l >= steps.len() || used[l]) {
+                    continue;
+                }
+                let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
+                if let Some(p) = pack_run(k, &an, &run, &defacc, &depth_at) {
+                    out.push(p);
+                    for l in lanes {
+                        used[l] = true;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn pack_run(
+    k: &LinearKernel,
+    an: &Analysis,
+    run: &[(usize, Reg, Reg)],
+    defacc: &HashMap<Reg, usize>,
+    depth_at: &[usize],
+) -> Option<Pack> {
+    let accs: Vec<Reg> = run.iter().map(|r| r.1).collect();
+    let starts: Vec<usize> = accs
+        .iter()
+        .map(|a| defacc.get(a).copied())
+        .collect::<Option<_>>()?;
+    let depth = depth_at[starts[0]];
+    if starts.iter().any(|&s| depth_at[s] != depth) {
+        return None;
+    }
+    let at = run.iter().map(|r| r.0).max()?;
+    // The loop nest ends where the depth falls back to the accumulators' own.
+    let end = (at..k.insts.len())
+        .find(|&i| matches!(k.insts[i], Inst::EndLoop) && depth_at[i] == depth + 1)?;
+    // Nothing but its own step may read an accumulator inside the loop.
+    let first = *starts.iter().min()?;
+    let steps: Vec<usize> = run.iter().map(|r| r.0).collect();
+    let touched = (first..=end)
+        .filter(|i| !steps.contains(i))
+        .any(|i| reads(&k.insts[i]).iter().any(|r| accs.contains(r)));
+    if touched {
+        return None;
+    }
+    let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
+    // A gathered sum is no faster than the scalar steps.
+    let expr = an.pack(&vals, 0);
+    (!matches!(expr, VExpr::Gather(_))).then_some(Pack {
+        accs,
+        expr,
+        at,
+        end,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::linearize::{linearize, BufArg};
+    use crate::codegen::lower::{Effect, Lowered};
+    use crate::kernel::KGraph;
+
+    /// `out[8i + j] = sum_r x[r * stride + j * lane] * y[r]` for j in 0..8, as an upcast of
+    /// 8 lowers it: one accumulator per j.
+    fn kernel(lane: i64) -> LinearKernel {
+        let mut g = KGraph::new();
+        let i = g.gidx(4);
+        let r = g.range(16);
+        let yes = g.bool_const(true);
+        let stride = g.int(64);
+        let row = g.mul(r, stride);
+        let y = g.load(2, DType::F32, r, yes);
+        let eight = g.int(8);
+        let base = g.mul(i, eight);
+        let mut effects = vec![];
+        for j in 0..8 {
+            let off = g.int(j * lane);
+            let at = g.add(row, off);
+            let x = g.load(1, DType::F32, at, yes);
+            let p = g.mul(x, y);
+            let s = g.reduce(ReduceOp::Sum, p, &[r]);
+            let oj = g.int(j);
+            let idx = g.add(base, oj);
+            effects.push(Effect::Store {
+                slot: 0,
+                idx,
+                val: s,
+                gate: None,
+            });
+        }
+        let l = Lowered {
+            graph: g,
+            effects,
+            global_size: 4,
+            local_size: 1,
+            shared: vec![],
+        };
+        let buf = |writes| BufArg {
+            dtype: DType::F32,
+            writes,
+        };
+        linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
+    }
+
+    #[test]
+    fn contiguous_loads_times_a_shared_value_become_one_vector_step() {
+        let k = kernel(1);
+        let p = packs(&k, 8);
+        assert_eq!(p.len(), 1, "{k}");
+        let VExpr::Binary(BinaryOp::Mul, a, b) = &p[0].expr else {
+            panic!("{:?}", p[0].expr)
+        };
+        assert!(matches!(**a, VExpr::Load { slot: 1, .. }), "{a:?}");
+        assert!(matches!(**b, VExpr::Splat(_)), "{b:?}");
+        assert_eq!(p[0].accs.len(), 8);
+        // The vector is written back after the loop, before the stores read it.
+        assert!(matches!(k.insts[p[0].end], Inst::EndLoop));
+        let src = crate::codegen::c::render_c(&k);
+        assert!(src.contains("vacc") && src.contains("ld8(b1 + "), "{src}");
+    }
+
+    #[test]
+    fn strided_loads_are_gathered_and_a_gathered_sum_is_left_scalar() {
+        // x strided by 3: gathered, but the product with the shared y[r] is one vector op.
+        let p = packs(&kernel(3), 8);
+        assert_eq!(p.len(), 1);
+        assert!(
+            matches!(&p[0].expr, VExpr::Binary(_, a, _) if matches!(**a, VExpr::Gather(_))),
+            "{:?}",
+            p[0].expr
+        );
+        // Without vector types nothing is packed.
+        assert!(packs(&kernel(1), 1).is_empty());
+    }
+}
