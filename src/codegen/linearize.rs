@@ -375,7 +375,9 @@ impl Lin<'_> {
                 return None;
             }
         }
-        Some(lanes)
+        // Two loads of one element through differently associated indices share a key; the
+        // other one is loaded on its own.
+        lanes.contains(&r).then_some(lanes)
     }
 
     /// Emit everything `r` needs that does not depend on `mask` ranges (hoisting).
@@ -657,5 +659,65 @@ mod tests {
             .position(|i| matches!(i, Inst::DefAcc { .. }));
         let lp = k.insts.iter().position(|i| matches!(i, Inst::Loop { .. }));
         assert!(def.is_some() && def < lp, "{k}");
+    }
+
+    #[test]
+    fn a_load_sharing_its_element_with_a_vector_lane_is_still_defined() {
+        // sum_r (x[a] + x[a'] + x[a' + 1] + x[a' + 2] + x[a' + 3]) where a = (16r + 4i) + 8
+        // and a' = 16r + (4i + 8): the same element through differently associated indices.
+        let mut g = KGraph::new();
+        let i = g.gidx(2);
+        let r = g.range(3);
+        let yes = g.bool_const(true);
+        let (c16, c4, c8) = (g.int(16), g.int(4), g.int(8));
+        let (x, y) = (g.mul(r, c16), g.mul(i, c4));
+        let xy = g.add(x, y);
+        let a = g.add(xy, c8);
+        let y8 = g.add(y, c8);
+        let a2 = g.add(x, y8);
+        let mut v = g.load(1, DType::F32, a, yes);
+        for j in 0..4 {
+            let cj = g.int(j);
+            let at = g.add(a2, cj);
+            let l = g.load(1, DType::F32, at, yes);
+            v = g.add(v, l);
+        }
+        let s = g.reduce(ReduceOp::Sum, v, &[r]);
+        let l = Lowered {
+            graph: g,
+            effects: vec![Effect::Store {
+                slot: 0,
+                idx: i,
+                val: s,
+                gate: None,
+            }],
+            global_size: 2,
+            local_size: 1,
+            shared: vec![],
+        };
+        let k = linearize(&l, vec![buf(true), buf(false)], "k");
+        let mut defined = HashSet::new();
+        for inst in &k.insts {
+            let reads = match inst {
+                Inst::Binary { a, b, .. } => vec![*a, *b],
+                Inst::Acc { val, .. } => vec![*val],
+                _ => vec![],
+            };
+            for r in reads {
+                assert!(defined.contains(&r), "v{r} used before it is defined:\n{k}");
+            }
+            match inst {
+                Inst::LoadVec { dsts, .. } => defined.extend(dsts),
+                Inst::Const { dst, .. }
+                | Inst::Gidx { dst }
+                | Inst::Binary { dst, .. }
+                | Inst::Load { dst, .. }
+                | Inst::DefAcc { dst, .. }
+                | Inst::Loop { dst, .. } => {
+                    defined.insert(*dst);
+                }
+                _ => {}
+            }
+        }
     }
 }

@@ -13,9 +13,11 @@
 //! - **CPU** (C, and the interpreter): upcasting to share loads across accumulators; a very
 //!   long reduce into a handful of outputs is split so every core gets work.
 
+use super::linearize::Inst;
 use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
 use super::{OptTarget, Target};
 use crate::kernel::{AstOp, KernelAst};
+use crate::ops::BinaryOp;
 
 /// Outputs one CPU invocation may compute (accumulators beyond the register file spill to L1,
 /// which still beats re-streaming the reduce's inputs from memory).
@@ -43,6 +45,12 @@ pub const SOFT_LOOP: usize = 16384;
 /// A CPU reduce this long into fewer than `CPU_FEW` outputs is split across the cores.
 const CPU_LONG: usize = 1 << 16;
 const CPU_FEW: usize = 8;
+/// The longest reduce loop `fold_indices` unrolls whole.
+const FOLD_UNROLL: usize = 4;
+/// The share of the divisions per output an unroll must leave at most to be taken.
+const FOLD_GAIN: f64 = 0.5;
+/// Divisions per output below which `fold_indices` tries nothing.
+const FOLD_MIN: f64 = 4.0;
 
 /// The kernel's reduce: (its output elements, its reduce axes with their sizes).
 fn reduce_of(ast: &KernelAst) -> Option<(usize, Vec<(usize, usize)>)> {
@@ -162,7 +170,12 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
         OptTarget::Cpu | OptTarget::SoftGpu => {
             // Upcast as far as loads shrink, leaving every core a few invocations.
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            best_upcast(ast, Opts::default(), MAX_UPCAST, 4 * cores, 1).0
+            let o = best_upcast(ast, Opts::default(), MAX_UPCAST, 4 * cores, 1).0;
+            if t.kind == OptTarget::Cpu {
+                fold_indices(ast, o, 4 * cores)
+            } else {
+                o
+            }
         }
         OptTarget::Gpu => gpu_opts(ast, t),
     }
@@ -224,6 +237,80 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     }
     debug_assert!(check(ast, &o).is_ok(), "{o:?}");
     o
+}
+
+/// Divisions and remainders one invocation computes per output it stores, loop bodies counted
+/// by their trip counts (index arithmetic through reshaped views; each costs tens of cycles).
+fn divisions_per_output(ast: &KernelAst, o: &Opts) -> f64 {
+    let k = super::linear_kernel_with(ast, o);
+    let mut mult = vec![1u64];
+    let (mut divs, mut stores) = (0u64, 0u64);
+    for i in &k.insts {
+        let m = *mult.last().unwrap_or(&1);
+        match i {
+            Inst::Loop { size, .. } => mult.push(m * *size as u64),
+            Inst::EndLoop => {
+                mult.pop();
+            }
+            Inst::Binary {
+                op: BinaryOp::Div | BinaryOp::Mod,
+                dtype,
+                ..
+            } if !dtype.is_float() => divs += m,
+            Inst::Store { .. } => stores += m,
+            Inst::StoreVec { .. } => stores += 4 * m,
+            _ => {}
+        }
+    }
+    divs as f64 / stores.max(1) as f64
+}
+
+/// Unroll a short reduce loop and upcast a whole short output axis where that leaves far fewer
+/// integer divisions per output: the index arithmetic of a window's gradient (a convolution's
+/// backward through its pooling view) divides and takes remainders of sums of both, which fold
+/// to constants once both are constants in each copy. (The copies of an unrolled loop are
+/// summed before they are added to the accumulator: another rounding order, the same on every
+/// backend, as the interpreter runs these same actions.)
+fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
+    if base.unroll.is_some() {
+        return base;
+    }
+    let out: usize = ast.root.shape.iter().product();
+    let used: usize = base.upcast.iter().map(|u| u.1).product();
+    let upcasts = |o: &Opts| -> Vec<Opts> {
+        let mut v = vec![];
+        for (axis, &n) in ast.root.shape.iter().enumerate() {
+            let free = base.upcast.iter().all(|u| u.0 != axis);
+            if free && n > 1 && used * n <= MAX_UPCAST && out / (used * n) >= min_inv {
+                let mut c = o.clone();
+                c.upcast.push((axis, n));
+                v.push(c);
+            }
+        }
+        v
+    };
+    // A whole output axis alone (an elementwise kernel's row), or with a short reduce loop
+    // unrolled.
+    let mut cands = upcasts(&base);
+    if let (Some((_, axes)), Some(_)) = (reduce_of(ast), aligned_reduce(ast)) {
+        for &(r, size) in axes.iter().filter(|a| a.1 > 1 && a.1 <= FOLD_UNROLL) {
+            let mut c = base.clone();
+            c.unroll = Some((r, size));
+            cands.extend(upcasts(&c));
+            cands.push(c);
+        }
+    }
+    let mut best = (divisions_per_output(ast, &base), base.clone());
+    if best.0 < FOLD_MIN {
+        return best.1;
+    }
+    for c in cands.into_iter().filter(|c| check(ast, c).is_ok()) {
+        let w = divisions_per_output(ast, &c);
+        if w < best.0 * FOLD_GAIN {
+            best = (w, c);
+        }
+    }
+    best.1
 }
 
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
