@@ -2,9 +2,11 @@
 //! optimizer (`opt.rs`: upcast, local, group, unroll, and split into two kernels by `split.rs`),
 //! lowered into a `KGraph` (`lower.rs`), linearized into a flat instruction list
 //! (`linearize.rs`), and rendered to source text by a `Renderer`: one dialect of the shared
-//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`, `cuda.rs`). The interpreter runs
-//! the linear instructions directly. `compile` is the whole recipe, top to bottom; `DIALECTS`
-//! lists the languages by name (`WGRAD_DUMP_AS` renders any kernel in any of them).
+//! C-like printer per language (`render.rs`; `c.rs`, `wgsl.rs`, `cuda.rs`), which keeps an
+//! upcast's accumulators in vectors where the dialect has vector types (`vectorize.rs`, C). The
+//! interpreter runs the linear instructions directly. `compile` is the whole recipe, top to
+//! bottom; `DIALECTS` lists the languages by name (`WGRAD_DUMP_AS` renders any kernel in any of
+//! them).
 
 pub mod c;
 pub mod cuda;

@@ -10,8 +10,10 @@
 //! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a reduce longer than
 //!   `SOFT_LOOP` is split (llvmpipe silently stops an invocation's loops at 65,535
 //!   iterations); CPU-style upcasting otherwise.
-//! - **CPU** (C, and the interpreter): upcasting to share loads across accumulators; a very
-//!   long reduce into a handful of outputs is split so every core gets work.
+//! - **CPU** (C, and the interpreter): upcasting to share loads across accumulators (the C
+//!   dialect keeps runs of them in vectors: `vectorize.rs`); a whole short axis upcast and a
+//!   short reduce loop unrolled where that folds most of the index divisions to constants; a
+//!   very long reduce into a handful of outputs is split so every core gets work.
 
 use super::linearize::Inst;
 use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
