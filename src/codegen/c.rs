@@ -24,13 +24,16 @@ pub fn render_c(k: &LinearKernel) -> String {
 }
 
 /// Lanes of the vectors accumulators are kept in (`vectorize.rs`): 256-bit, which AVX2 and
-/// AVX-512 machines run natively and the compiler splits elsewhere.
+/// AVX-512 machines run natively and the compiler splits elsewhere (and 128-bit for the
+/// leftover runs).
 const VECTOR_LANES: usize = 8;
 
 const PRELUDE: &str = r#"#include <math.h>
 #include <string.h>
 typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
 static inline float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
@@ -191,14 +194,16 @@ impl Renderer for CRenderer {
     fn vector_width(&self) -> usize {
         VECTOR_LANES
     }
-    fn vec_ty(&self) -> String {
-        "v8f".into()
+    fn vec_ty(&self, width: usize) -> String {
+        format!("v{width}f")
     }
-    fn vec_load(&self, slot: u32, idx: &str) -> String {
-        format!("ld8(b{slot} + {idx})")
+    fn vec_load(&self, slot: u32, idx: &str, width: usize) -> String {
+        format!("ld{width}(b{slot} + {idx})")
     }
-    fn vec_gather(&self, lanes: &[String]) -> String {
-        format!("((v8f){{{}}})", lanes.join(", "))
+    fn vec_gather(&self, lanes: &[String], width: usize) -> String {
+        let mut l = lanes.to_vec();
+        l.resize(width, "0.0f".into());
+        format!("((v{width}f){{{}}})", l.join(", "))
     }
     fn cast(&self, _from: DType, to: DType, a: &str) -> String {
         match to {

@@ -69,17 +69,20 @@ pub trait Renderer {
     fn vector_width(&self) -> usize {
         1
     }
-    /// The f32 vector type of `vector_width` lanes.
-    fn vec_ty(&self) -> String {
-        format!("float{}", self.vector_width())
+    /// The f32 vector type of `width` lanes (`vector_width` or half of it).
+    fn vec_ty(&self, width: usize) -> String {
+        format!("float{width}")
     }
-    /// `vector_width` consecutive f32 elements of buffer `slot` from `idx` (any alignment).
-    fn vec_load(&self, slot: u32, idx: &str) -> String {
-        format!("*(b{slot} + {idx})")
+    /// `width` consecutive f32 elements of buffer `slot` from `idx` (any alignment).
+    fn vec_load(&self, slot: u32, idx: &str, width: usize) -> String {
+        format!("{}(b{slot} + {idx})", self.vec_ty(width))
     }
-    /// A vector of these lanes.
-    fn vec_gather(&self, lanes: &[String]) -> String {
-        format!("{}({})", self.vec_ty(), lanes.join(", "))
+    /// A vector of `width` lanes, these first and zeros after them.
+    fn vec_gather(&self, lanes: &[String], width: usize) -> String {
+        let zero = self.constant(0.0, DType::F32);
+        let mut l = lanes.to_vec();
+        l.resize(width, zero);
+        format!("{}({})", self.vec_ty(width), l.join(", "))
     }
     /// One step of a reduce loop, `acc = acc (op) val` (WGSL overrides it: u8 sums wrap, bool
     /// sums are `||`).
@@ -104,21 +107,24 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
     names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
 }
 
-/// A vector expression of a pack, spelled.
-fn vexpr(e: &VExpr, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
+/// A vector expression of `width` lanes, spelled.
+fn vexpr(e: &VExpr, w: usize, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
     match e {
         VExpr::Splat(r) => name(names, *r),
         VExpr::Load { slot, base, offset } => {
-            d.vec_load(*slot, &lane_index(&name(names, *base), *offset as usize))
+            d.vec_load(*slot, &lane_index(&name(names, *base), *offset as usize), w)
         }
         VExpr::Gather(lanes) => {
             let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
-            d.vec_gather(&l)
+            d.vec_gather(&l, w)
         }
-        VExpr::Binary(op, a, b) => {
-            d.binary(*op, DType::F32, &vexpr(a, names, d), &vexpr(b, names, d))
-        }
-        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &vexpr(a, names, d)),
+        VExpr::Binary(op, a, b) => d.binary(
+            *op,
+            DType::F32,
+            &vexpr(a, w, names, d),
+            &vexpr(b, w, names, d),
+        ),
+        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &vexpr(a, w, names, d)),
     }
 }
 
@@ -143,7 +149,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
         if let Some(p) = packs.iter().find(|p| p.at == i) {
-            let e = vexpr(&p.expr, &names, d);
+            let e = vexpr(&p.expr, p.width, &names, d);
             let v = vname(p);
             let _ = writeln!(out, "{pad}{v} = {v} + {e};");
             continue;
@@ -288,9 +294,9 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                     &d.constant(op.identity(*dtype), *dtype),
                 );
                 if let Some(p) = packs.iter().find(|p| p.accs[0] == *dst) {
-                    let zero = vec![d.constant(0.0, DType::F32); p.accs.len()];
-                    let init = d.vec_gather(&zero);
-                    let _ = write!(s, "\n{pad}{}", d.var(&d.vec_ty(), &vname(p), &init));
+                    let init = d.vec_gather(&[], p.width);
+                    let ty = d.vec_ty(p.width);
+                    let _ = write!(s, "\n{pad}{}", d.var(&ty, &vname(p), &init));
                 }
                 s
             }

@@ -22,13 +22,13 @@ use std::collections::{BTreeMap, HashMap};
 pub enum VExpr {
     /// The same scalar in every lane.
     Splat(Reg),
-    /// `width` consecutive elements of a buffer from `base + offset`.
+    /// The pack's `width` consecutive elements of a buffer from `base + offset`.
     Load {
         slot: u32,
         base: Reg,
         offset: i64,
     },
-    /// One scalar per lane.
+    /// One scalar per lane (0 in spare lanes).
     Gather(Vec<Reg>),
     Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
     Neg(Box<VExpr>),
@@ -37,8 +37,10 @@ pub enum VExpr {
 /// A run of accumulators computed as one vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pack {
-    /// The scalar accumulators, lane 0 first.
+    /// The scalar accumulators, lane 0 first (fewer than `width`: the last lanes are spare).
     pub accs: Vec<Reg>,
+    /// Lanes of the vector.
+    pub width: usize,
     /// What every iteration adds.
     pub expr: VExpr,
     /// The instruction (the run's last `Acc`) in whose place the vector step is emitted.
@@ -339,8 +341,9 @@ fn reads(inst: &Inst) -> Vec<Reg> {
     }
 }
 
-/// The packs of `k` for vectors of `width` f32 lanes: runs of f32 sum accumulators stepped in
-/// one innermost loop body whose steps are one vector expression (not a mere gather).
+/// The packs of `k` for vectors of `width` (and `width / 2`) f32 lanes: runs of f32 sum
+/// accumulators stepped in one innermost loop body whose steps are one vector expression (not
+/// a mere gather).
 pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     if width < 2 {
         return vec![];
@@ -382,21 +385,37 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             _ => {}
         }
     }
+    // Full vectors of contiguous terms first, then full ones with gathered operands, then
+    // half-width vectors of what is left: four lanes, or three and a spare one whose loads
+    // read up to one element past the last real lane's (into the slack every host buffer
+    // has: `runtime::HOST_SLACK`), so the short rows of an upcast (11 = 8 + 3) are vectors too.
+    let half = width / 2;
+    let passes = [
+        (width, width, false),
+        (width, width, true),
+        (half, half, false),
+        (half, half.saturating_sub(1), false),
+    ];
     for steps in bodies {
-        // Lanes are the steps `s, s + t, s + 2t, …`: an upcast along an outer axis of several
-        // interleaves its lanes with the inner axes' (t = 1 first, then wider strides).
         let mut used = vec![false; steps.len()];
-        for t in 1..=steps.len() / width {
-            for s in 0..steps.len() {
-                let lanes: Vec<usize> = (0..width).map(|j| s + j * t).collect();
-                if lanes.iter().any(|&l| l >= steps.len() || used[l]) {
-                    continue;
-                }
-                let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
-                if let Some(p) = pack_run(k, &an, &run, &defacc, &depth_at) {
-                    out.push(p);
-                    for l in lanes {
-                        used[l] = true;
+        for (w, real, gathers) in passes {
+            if real < 2 {
+                continue;
+            }
+            // Lanes are the steps `s, s + t, s + 2t, …`: an upcast along an outer axis of
+            // several interleaves its lanes with the inner axes' (t = 1 first, then wider).
+            for t in 1..=steps.len() / real {
+                for s in 0..steps.len() {
+                    let lanes: Vec<usize> = (0..real).map(|j| s + j * t).collect();
+                    if lanes.iter().any(|&l| l >= steps.len() || used[l]) {
+                        continue;
+                    }
+                    let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
+                    if let Some(p) = pack_run(k, &an, &run, &defacc, &depth_at, w, gathers) {
+                        out.push(p);
+                        for l in lanes {
+                            used[l] = true;
+                        }
                     }
                 }
             }
@@ -411,6 +430,8 @@ fn pack_run(
     run: &[(usize, Reg, Reg)],
     defacc: &HashMap<Reg, usize>,
     depth_at: &[usize],
+    width: usize,
+    gathers: bool,
 ) -> Option<Pack> {
     let accs: Vec<Reg> = run.iter().map(|r| r.1).collect();
     let starts: Vec<usize> = accs
@@ -437,12 +458,23 @@ fn pack_run(
     let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
     // A gathered sum is no faster than the scalar steps.
     let expr = an.pack(&vals, 0);
-    (!matches!(expr, VExpr::Gather(_))).then_some(Pack {
+    let ok = !matches!(expr, VExpr::Gather(_)) && (gathers || !has_gather(&expr));
+    ok.then_some(Pack {
         accs,
+        width,
         expr,
         at,
         end,
     })
+}
+
+fn has_gather(e: &VExpr) -> bool {
+    match e {
+        VExpr::Gather(_) => true,
+        VExpr::Splat(_) | VExpr::Load { .. } => false,
+        VExpr::Binary(_, a, b) => has_gather(a) || has_gather(b),
+        VExpr::Neg(a) => has_gather(a),
+    }
 }
 
 #[cfg(test)]
@@ -452,9 +484,14 @@ mod tests {
     use crate::codegen::lower::{Effect, Lowered};
     use crate::kernel::KGraph;
 
-    /// `out[8i + j] = sum_r x[r * stride + j * lane] * y[r]` for j in 0..8, as an upcast of
-    /// 8 lowers it: one accumulator per j.
+    /// `out[8i + j] = sum_r x[64r + j * lane] * y[r]` for j in 0..8, as an upcast of 8
+    /// lowers it: one accumulator per j.
     fn kernel(lane: i64) -> LinearKernel {
+        kernel_of(lane, 8)
+    }
+
+    /// The same with `n` outputs per invocation.
+    fn kernel_of(lane: i64, n: i64) -> LinearKernel {
         let mut g = KGraph::new();
         let i = g.gidx(4);
         let r = g.range(16);
@@ -465,7 +502,7 @@ mod tests {
         let eight = g.int(8);
         let base = g.mul(i, eight);
         let mut effects = vec![];
-        for j in 0..8 {
+        for j in 0..n {
             let off = g.int(j * lane);
             let at = g.add(row, off);
             let x = g.load(1, DType::F32, at, yes);
@@ -523,5 +560,19 @@ mod tests {
         );
         // Without vector types nothing is packed.
         assert!(packs(&kernel(1), 1).is_empty());
+    }
+
+    #[test]
+    fn a_short_run_is_a_half_width_vector_with_a_spare_lane() {
+        // 11 outputs (an upcast of a whole axis of 11): 8 lanes, then 3 in a vector of 4.
+        let k = kernel_of(1, 11);
+        let p = packs(&k, 8);
+        let shape: Vec<(usize, usize)> = p.iter().map(|p| (p.width, p.accs.len())).collect();
+        assert_eq!(shape, [(8, 8), (4, 3)], "{k}");
+        let src = crate::codegen::c::render_c(&k);
+        assert!(src.contains("ld4(b1 + "), "{src}");
+        // Strided terms: no gathered half-width vector.
+        let p = packs(&kernel_of(3, 11), 8);
+        assert!(p.iter().all(|p| p.width == 8), "{p:?}");
     }
 }

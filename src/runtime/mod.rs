@@ -140,10 +140,17 @@ impl Default for Device {
     }
 }
 
-/// Host memory, 64-byte aligned, shared by the interpreter and the CPU backend.
+/// Readable bytes every host allocation has after its end: a C kernel's vector of a short run
+/// of outputs (three of four lanes, `codegen::vectorize`) loads one element past the last one
+/// it uses, and the last one may be a buffer's last element (the spare lane is discarded).
+pub const HOST_SLACK: usize = 64;
+
+/// Host memory, 64-byte aligned, shared by the interpreter and the CPU backend, with
+/// `HOST_SLACK` zeroed bytes after its `len`.
 pub struct HostMem {
     ptr: NonNull<u8>,
     layout: Layout,
+    len: usize,
 }
 
 // SAFETY: HostMem owns its allocation; concurrent access is coordinated by the runtime (kernels
@@ -154,14 +161,21 @@ unsafe impl Sync for HostMem {}
 
 impl HostMem {
     pub fn new(bytes: usize) -> Result<HostMem> {
-        let layout = match Layout::from_size_align(bytes.max(1), 64) {
-            Ok(l) => l,
-            Err(_) => bail!(Device, "cannot allocate {bytes} bytes"),
+        let layout = match bytes
+            .checked_add(HOST_SLACK)
+            .map(|n| Layout::from_size_align(n, 64))
+        {
+            Some(Ok(l)) => l,
+            _ => bail!(Device, "cannot allocate {bytes} bytes"),
         };
-        // SAFETY: layout has non-zero size.
+        // SAFETY: layout has non-zero size (the slack).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         match NonNull::new(ptr) {
-            Some(ptr) => Ok(HostMem { ptr, layout }),
+            Some(ptr) => Ok(HostMem {
+                ptr,
+                layout,
+                len: bytes,
+            }),
             None => bail!(Device, "out of memory allocating {bytes} bytes"),
         }
     }
@@ -169,7 +183,7 @@ impl HostMem {
         self.ptr.as_ptr()
     }
     pub fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -178,14 +192,14 @@ impl HostMem {
     /// No kernel may be writing this memory while the slice lives.
     pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes; the caller rules out concurrent writes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
     /// # Safety
     /// No other reference to this memory may be used while the slice lives.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes; the caller guarantees exclusivity.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
