@@ -137,15 +137,8 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     // scalar accumulators after its loop nest.
     let packs = vectorize::packs(k, d.vector_width());
     let vname = |p: &Pack| format!("vacc{}", p.accs[0]);
-    let dropped: std::collections::HashSet<usize> = packs
-        .iter()
-        .flat_map(|p| {
-            let own = p.accs.clone();
-            k.insts.iter().enumerate().filter_map(move |(i, inst)| {
-                matches!(inst, Inst::Acc { acc, .. } if own.contains(acc)).then_some(i)
-            })
-        })
-        .collect();
+    let dropped: std::collections::HashSet<usize> =
+        packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
         if let Some(p) = packs.iter().find(|p| p.at == i) {

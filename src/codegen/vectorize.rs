@@ -43,7 +43,9 @@ pub struct Pack {
     pub width: usize,
     /// What every iteration adds.
     pub expr: VExpr,
-    /// The instruction (the run's last `Acc`) in whose place the vector step is emitted.
+    /// The scalar steps (`Acc` instructions) the vector step replaces.
+    pub steps: Vec<usize>,
+    /// The last of them, in whose place the vector step is emitted.
     pub at: usize,
     /// The `EndLoop` closing the reduce's loop nest, after which the lanes are written back.
     pub end: usize,
@@ -102,7 +104,6 @@ enum Def {
 struct Analysis {
     defs: HashMap<Reg, Def>,
     ints: HashMap<Reg, Affine>,
-    consts: HashMap<Reg, f64>,
 }
 
 impl Analysis {
@@ -110,7 +111,6 @@ impl Analysis {
         let mut a = Analysis {
             defs: HashMap::new(),
             ints: HashMap::new(),
-            consts: HashMap::new(),
         };
         for inst in &k.insts {
             a.record(inst);
@@ -129,7 +129,6 @@ impl Analysis {
         match *inst {
             Inst::Const { dst, bits, dtype } => {
                 let v = f64::from_bits(bits);
-                self.consts.insert(dst, v);
                 if dtype == DType::I32 {
                     self.ints.insert(
                         dst,
@@ -234,7 +233,10 @@ impl Analysis {
         if depth > 8 {
             return gather();
         }
-        let defs: Vec<&Def> = lanes.iter().map(|r| &self.defs[r]).collect();
+        let defs: Vec<&Def> = lanes
+            .iter()
+            .map(|r| self.defs.get(r).unwrap_or(&Def::Other))
+            .collect();
         match defs[0] {
             Def::Load {
                 slot,
@@ -461,6 +463,7 @@ fn pack_run(
     let ok = !matches!(expr, VExpr::Gather(_)) && (gathers || !has_gather(&expr));
     ok.then_some(Pack {
         accs,
+        steps,
         width,
         expr,
         at,
