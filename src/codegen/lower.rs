@@ -17,7 +17,7 @@
 //! full (the amounts divide the axes), so barriers are reached by every invocation.
 
 use crate::dtype::DType;
-use crate::kernel::{st_index, unravel, AstNode, AstOp, KGraph, KOp, KernelAst, Ref};
+use crate::kernel::{st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref};
 use crate::ops::{BinaryOp, ReduceOp};
 use std::collections::HashMap;
 
@@ -136,7 +136,7 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
 }
 
 struct Ctx {
-    values: HashMap<(usize, Vec<Ref>, Ref), Ref>,
+    values: FastMap<(usize, Vec<Ref>, Ref), Ref>,
     /// Reduce loops are shared by every copy of a reduce (upcasting), so one loop nest
     /// accumulates all of them; likewise the loop combining a group's partial results.
     ranges: HashMap<usize, Vec<Ref>>,
@@ -220,7 +220,7 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
     };
     let yes = g.bool_const(true);
     let mut ctx = Ctx {
-        values: HashMap::new(),
+        values: FastMap::default(),
         ranges: HashMap::new(),
         combine: HashMap::new(),
         group,

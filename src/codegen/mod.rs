@@ -197,7 +197,11 @@ pub fn linear_kernel(ast: &KernelAst, target: &Target) -> LinearKernel {
 /// One kernel lowered with the actions `o`, linearized and named (`r_…` when it has a reduce
 /// loop, `E_…` when it is elementwise, then its output shape).
 pub fn linear_kernel_with(ast: &KernelAst, o: &lower::Opts) -> LinearKernel {
-    let lowered = lower::lower(ast, o);
+    linear_kernel_of(ast, &lower::lower(ast, o))
+}
+
+/// `linear_kernel_with` for a kernel already lowered.
+pub fn linear_kernel_of(ast: &KernelAst, lowered: &lower::Lowered) -> LinearKernel {
     let bufs = ast
         .bufs
         .iter()
@@ -207,7 +211,7 @@ pub fn linear_kernel_with(ast: &KernelAst, o: &lower::Opts) -> LinearKernel {
             writes: i == 0,
         })
         .collect();
-    let mut lk = linearize(&lowered, bufs, "");
+    let mut lk = linearize(lowered, bufs, "");
     let kind = if lk.insts.iter().any(|i| matches!(i, Inst::DefAcc { .. })) {
         "r"
     } else {

@@ -17,13 +17,23 @@
 
 use super::linearize::Inst;
 use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
+use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
 use crate::kernel::{AstOp, KernelAst};
 use crate::ops::BinaryOp;
 
-/// Outputs one CPU invocation may compute (accumulators beyond the register file spill to L1,
-/// which still beats re-streaming the reduce's inputs from memory).
-const MAX_UPCAST: usize = 36;
+/// Outputs one CPU invocation may compute: 72 lets a weight gradient keep 8 output channels of
+/// a 3x3 window (nine vectors, one gathered operand shared by all). The C compiler keeps the
+/// accumulators that fit in registers and spills the rest to L1, which still beats re-streaming
+/// the reduce's inputs.
+const MAX_UPCAST: usize = 72;
+/// Outputs one invocation may compute on software GPU adapters, and in `fold_indices`.
+const MAX_UPCAST_SOFT: usize = 36;
+/// Cycles from one add to the next on one accumulator (a floating-point add's latency).
+const ACC_LATENCY: f64 = 4.0;
+/// Choices the CPU upcast search extends per round: all of them (every combination of up to
+/// three axes is costed; 1 would be greedy).
+const CPU_BEAM: usize = usize::MAX;
 /// The upcast amounts the search tries on an axis they divide (largest first).
 const UPCASTS: [usize; 6] = [16, 9, 8, 4, 3, 2];
 /// Outputs one GPU invocation may compute (registers are scarcer per invocation).
@@ -44,9 +54,14 @@ const MAX_GROUP: usize = 256;
 const LAUNCH: f64 = 256.0;
 /// Loop iterations per invocation on software adapters (well below llvmpipe's 65,535).
 pub const SOFT_LOOP: usize = 16384;
-/// A CPU reduce this long into fewer than `CPU_FEW` outputs is split across the cores.
-const CPU_LONG: usize = 1 << 16;
-const CPU_FEW: usize = 8;
+/// A CPU reduce at least this long is split into parts of at most `CPU_PART` elements: an
+/// invocation of one long reduce streams its whole inputs (a weight gradient's reduce over the
+/// batch reads megabytes, from L3 or memory, once per invocation), while the invocations of one
+/// part share that part's inputs from L2; and a long serial sum is one chain of dependent adds
+/// where a split one runs as independent chains, on every core.
+const CPU_LONG: usize = 8192;
+/// The longest loop each part of a split CPU reduce keeps.
+const CPU_PART: usize = 2048;
 /// The longest reduce loop `fold_indices` unrolls whole.
 const FOLD_UNROLL: usize = 4;
 /// The share of the divisions per output an unroll must leave at most to be taken.
@@ -115,15 +130,21 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
     match t.kind {
         OptTarget::None => None,
         OptTarget::Cpu => {
-            if out >= CPU_FEW || rlen < CPU_LONG {
+            if rlen < CPU_LONG {
                 return None;
             }
-            // The fewest parts that give every core several of them.
+            // The fewest parts that bring each part's loop under `CPU_PART` and give every
+            // core several of them.
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let want = (4 * cores).div_ceil(out);
             candidates(&axes)
-                .filter(|&(_, p)| p >= want)
+                .filter(|&(_, p)| p >= want && rlen / p <= CPU_PART)
                 .min_by_key(|&(_, p)| p)
+                .or_else(|| {
+                    candidates(&axes)
+                        .filter(|&(_, p)| p >= want)
+                        .min_by_key(|&(_, p)| p.max(rlen / p))
+                })
         }
         OptTarget::SoftGpu => {
             if rlen <= SOFT_LOOP {
@@ -172,11 +193,14 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
         OptTarget::Cpu | OptTarget::SoftGpu => {
             // Upcast as far as loads shrink, leaving every core a few invocations.
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let o = best_upcast(ast, Opts::default(), MAX_UPCAST, 4 * cores, 1).0;
+            let base = Opts::default();
             if t.kind == OptTarget::Cpu {
+                let cost = |_: &Opts, l: &Lowered| cpu_cycles_per_output(ast, l);
+                let o = best_upcast(ast, base, MAX_UPCAST, 4 * cores, 1, &cost, CPU_BEAM).0;
                 fold_indices(ast, o, 4 * cores)
             } else {
-                o
+                let cost = |_: &Opts, l: &Lowered| loads_per_output(l);
+                best_upcast(ast, base, MAX_UPCAST_SOFT, 4 * cores, 1, &cost, 1).0
             }
         }
         OptTarget::Gpu => gpu_opts(ast, t),
@@ -211,7 +235,8 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     let min_inv = if work > GPU_BIG_WORK { GPU_PARALLEL } else { 1 };
     let max_up = MAX_UPCAST_GPU.min((t.max_shared / 4 / g.max(1)).max(1));
     if reduce.is_some() {
-        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g);
+        let cost = |_: &Opts, l: &Lowered| loads_per_output(l);
+        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g, &cost, 1);
         o = opts;
     } else if let Some(&last) = ast.root.shape.last() {
         // Four consecutive outputs per invocation: vector stores (and loads where the inputs
@@ -283,7 +308,7 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
         let mut v = vec![];
         for (axis, &n) in ast.root.shape.iter().enumerate() {
             let free = base.upcast.iter().all(|u| u.0 != axis);
-            if free && n > 1 && used * n <= MAX_UPCAST && out / (used * n) >= min_inv {
+            if free && n > 1 && used * n <= MAX_UPCAST_SOFT && out / (used * n) >= min_inv {
                 let mut c = o.clone();
                 c.upcast.push((axis, n));
                 v.push(c);
@@ -315,6 +340,105 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
     best.1
 }
 
+/// Estimated cycles per output of a CPU kernel's reduce loops as the C dialect renders them,
+/// with vector accumulators where `vectorize::packs` finds them. A core issues about two
+/// loads and two arithmetic operations (scalar or vector, a multiply-add fused) per cycle but
+/// one shuffle, and a gathered operand costs a shuffle per lane; a body takes as long as its
+/// busiest kind. A vector load replaces the scalar loads of its lanes (an identical vector
+/// load or gather in one loop body is made once). Every accumulator is a chain of dependent adds, so a body takes
+/// at least an add's latency however little it does. Bodies count by their trip counts.
+fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
+    use std::collections::{HashMap, HashSet};
+    #[derive(Default)]
+    struct Body {
+        weight: f64,
+        loads: f64,
+        arith: f64,
+        gathers: HashSet<Vec<u32>>,
+        vloads: HashSet<(u32, u32, i64)>,
+        shuffles: f64,
+    }
+    fn walk(e: &VExpr, b: &mut Body, lanes: usize) {
+        match e {
+            VExpr::Splat(_) => {}
+            VExpr::Load { slot, base, offset } => {
+                if b.vloads.insert((*slot, *base, *offset)) {
+                    b.loads += 1.0 - lanes as f64;
+                }
+            }
+            VExpr::Gather(regs) => {
+                if b.gathers.insert(regs.clone()) {
+                    b.shuffles += regs.len() as f64;
+                }
+            }
+            VExpr::Binary(_, x, y) => {
+                b.arith += 1.0;
+                walk(x, b, lanes);
+                walk(y, b, lanes);
+            }
+            VExpr::Neg(x) => {
+                b.arith += 1.0;
+                walk(x, b, lanes);
+            }
+        }
+    }
+    let k = super::linear_kernel_of(ast, l);
+    let packs = vectorize::packs(&k, super::c::VECTOR_LANES);
+    let packed: HashSet<usize> = packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
+    // The innermost loop body of every instruction inside one.
+    let mut bodies: Vec<Body> = vec![];
+    let mut body_of: HashMap<usize, usize> = HashMap::new();
+    let (mut mult, mut cur, mut stores) = (vec![1.0f64], None, 0.0f64);
+    for (i, inst) in k.insts.iter().enumerate() {
+        let m = *mult.last().unwrap_or(&1.0);
+        match inst {
+            Inst::Loop { size, .. } => {
+                mult.push(m * *size as f64);
+                bodies.push(Body {
+                    weight: m * *size as f64,
+                    ..Body::default()
+                });
+                cur = Some(bodies.len() - 1);
+            }
+            Inst::EndLoop => {
+                mult.pop();
+                cur = None;
+            }
+            Inst::Store { .. } => stores += m,
+            Inst::StoreVec { .. } => stores += 4.0 * m,
+            _ => {}
+        }
+        let Some(b) = cur else { continue };
+        body_of.insert(i, b);
+        match inst {
+            Inst::Load { .. } => bodies[b].loads += 1.0,
+            Inst::Acc { .. } if !packed.contains(&i) => bodies[b].arith += 1.0,
+            _ => {}
+        }
+    }
+    for p in &packs {
+        if let Some(&b) = body_of.get(&p.at) {
+            let body = &mut bodies[b];
+            // The accumulating add, fused into a multiply.
+            if !matches!(p.expr, VExpr::Binary(BinaryOp::Mul, ..)) {
+                body.arith += 1.0;
+            }
+            walk(&p.expr, body, p.accs.len());
+        }
+    }
+    let cycles: f64 = bodies
+        .iter()
+        .map(|b| {
+            let busiest = (b.loads.max(0.0) / 2.0)
+                .max(b.arith / 2.0)
+                .max(b.shuffles)
+                .max(if b.arith > 0.0 { ACC_LATENCY } else { 0.0 });
+            b.weight * busiest
+        })
+        .sum();
+    cycles / stores.max(1.0)
+}
+
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
 /// invocation, keeping at least `min_inv` invocations of `per_out` each) that need the fewest
 /// loads per output element. Only kernels with a reduce loop benefit; elementwise kernels are
@@ -325,6 +449,8 @@ fn best_upcast(
     max: usize,
     min_inv: usize,
     per_out: usize,
+    cost: &dyn Fn(&Opts, &Lowered) -> f64,
+    beam: usize,
 ) -> (Opts, Lowered) {
     let plain = lower(ast, &base);
     let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
@@ -342,7 +468,7 @@ fn best_upcast(
             // A whole short axis too (11, 13 in the tutorial's convolutions): a row of
             // outputs that reads a contiguous row of its input, which the C compiler turns into
             // vector loads and arithmetic without reordering any one output's sum.
-            let whole = (size <= 16 && !UPCASTS.contains(&size)).then_some(size);
+            let whole = (size > 1 && size <= 16 && !UPCASTS.contains(&size)).then_some(size);
             for amount in UPCASTS.into_iter().chain(whole) {
                 let total = used * amount;
                 if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
@@ -356,20 +482,38 @@ fn best_upcast(
         }
         v
     };
-    let mut best = (loads_per_output(&plain), plain, base);
+    let mut best = (cost(&base, &plain), plain, base.clone());
+    // Each round extends the `beam` cheapest choices of the last by one more axis; a choice
+    // replaces the best only where it is 5% cheaper (fewer upcasts otherwise).
+    let mut frontier = vec![base];
     for _round in 0..3 {
-        let mut improved = false;
-        for cand in options(&best.2) {
-            let l = lower(ast, &cand);
-            let cost = loads_per_output(&l);
-            if cost < best.0 * 0.95 {
-                best = (cost, l, cand);
-                improved = true;
+        let mut next: Vec<(f64, Opts)> = vec![];
+        let mut seen = std::collections::HashSet::new();
+        for f in &frontier {
+            for cand in options(f) {
+                let mut key = cand.upcast.clone();
+                key.sort();
+                if !seen.insert(key) {
+                    continue;
+                }
+                let l = lower(ast, &cand);
+                let c = cost(&cand, &l);
+                if c < best.0 * 0.95 {
+                    best = (c, l, cand.clone());
+                }
+                next.push((c, cand));
             }
         }
-        if !improved {
-            break;
+        if beam == 1 {
+            // Greedy: go on from the best only, while it improves.
+            if frontier.first() == Some(&best.2) {
+                break;
+            }
+            frontier = vec![best.2.clone()];
+            continue;
         }
+        next.sort_by(|a, b| a.0.total_cmp(&b.0));
+        frontier = next.into_iter().take(beam).map(|c| c.1).collect();
     }
     (best.2, best.1)
 }

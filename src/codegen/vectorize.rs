@@ -352,6 +352,13 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     }
     let an = Analysis::new(k);
     let mut out = vec![];
+    // The instructions reading each register.
+    let mut readers: HashMap<Reg, Vec<usize>> = HashMap::new();
+    for (i, inst) in k.insts.iter().enumerate() {
+        for r in reads(inst) {
+            readers.entry(r).or_default().push(i);
+        }
+    }
     // Depth of the loop nest before each instruction, and where each accumulator is defined.
     let mut depth_at = Vec::with_capacity(k.insts.len());
     let mut defacc: HashMap<Reg, usize> = HashMap::new();
@@ -406,14 +413,22 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             }
             // Lanes are the steps `s, s + t, s + 2t, …`: an upcast along an outer axis of
             // several interleaves its lanes with the inner axes' (t = 1 first, then wider).
-            for t in 1..=steps.len() / real {
+            // Gathered lanes go widest stride first: lanes along the outermost upcast axis
+            // gather one operand that every pack of the inner axes shares (built once).
+            let strides: Vec<usize> = if gathers {
+                (1..=steps.len() / real).rev().collect()
+            } else {
+                (1..=steps.len() / real).collect()
+            };
+            for t in strides {
                 for s in 0..steps.len() {
                     let lanes: Vec<usize> = (0..real).map(|j| s + j * t).collect();
                     if lanes.iter().any(|&l| l >= steps.len() || used[l]) {
                         continue;
                     }
                     let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
-                    if let Some(p) = pack_run(k, &an, &run, &defacc, &depth_at, w, gathers) {
+                    let ctx = (&an, &readers, &defacc, depth_at.as_slice());
+                    if let Some(p) = pack_run(k, ctx, &run, w, gathers) {
                         out.push(p);
                         for l in lanes {
                             used[l] = true;
@@ -426,12 +441,19 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     out
 }
 
+/// What `pack_run` consults: the analysis, each register's readers, each accumulator's
+/// definition, the loop depth before each instruction.
+type Ctx<'a> = (
+    &'a Analysis,
+    &'a HashMap<Reg, Vec<usize>>,
+    &'a HashMap<Reg, usize>,
+    &'a [usize],
+);
+
 fn pack_run(
     k: &LinearKernel,
-    an: &Analysis,
+    (an, readers, defacc, depth_at): Ctx,
     run: &[(usize, Reg, Reg)],
-    defacc: &HashMap<Reg, usize>,
-    depth_at: &[usize],
     width: usize,
     gathers: bool,
 ) -> Option<Pack> {
@@ -451,9 +473,12 @@ fn pack_run(
     // Nothing but its own step may read an accumulator inside the loop.
     let first = *starts.iter().min()?;
     let steps: Vec<usize> = run.iter().map(|r| r.0).collect();
-    let touched = (first..=end)
-        .filter(|i| !steps.contains(i))
-        .any(|i| reads(&k.insts[i]).iter().any(|r| accs.contains(r)));
+    let touched = accs.iter().any(|a| {
+        readers.get(a).is_some_and(|rs| {
+            rs.iter()
+                .any(|i| (first..=end).contains(i) && !steps.contains(i))
+        })
+    });
     if touched {
         return None;
     }

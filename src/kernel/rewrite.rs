@@ -220,6 +220,16 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
             {
                 return None;
             }
+            // A factor f every coefficient shares with d divides out: with S a multiple of f
+            // and r = k % f < f, (S + k) / d = (S / f + k / f) / (d / f). (An upcast lane's
+            // index g*u + lane through a reshape divides by a multiple of u.)
+            let f = ts.iter().fold(d, |f, t| gcd(f, t.1));
+            if f > 1 && !ts.is_empty() {
+                let scaled: Vec<(Ref, i64)> = ts.iter().map(|&(r, c)| (r, c / f)).collect();
+                let s = build_sum(g, &scaled, k / f);
+                let dd = g.int(d / f);
+                return Some(g.div(s, dd));
+            }
             // Split every coefficient c = q*d + r: the q parts leave the division exactly.
             let quot: Vec<(Ref, i64)> = ts
                 .iter()
@@ -266,6 +276,20 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 .filter(|t| t.1 % d != 0)
                 .map(|&(r, c)| (r, c % d))
                 .collect();
+            // As for a division: with S a multiple of f (which divides d) and r = k % f,
+            // (S + k) % d = f * ((S / f + k / f) % (d / f)) + r, for k already below d.
+            let km = k % d;
+            let f = kept.iter().fold(d, |f, t| gcd(f, t.1));
+            if f > 1 && !kept.is_empty() {
+                let scaled: Vec<(Ref, i64)> = kept.iter().map(|&(r, c)| (r, c / f)).collect();
+                let s = build_sum(g, &scaled, km / f);
+                let dd = g.int(d / f);
+                let m = g.modulo(s, dd);
+                let fk = g.int(f);
+                let hi = g.mul(m, fk);
+                let lo = g.int(km % f);
+                return Some(g.add(hi, lo));
+            }
             let changed =
                 kept.len() != ts.len() || kept.iter().zip(&ts).any(|(a, b)| a.1 != b.1) || k >= d;
             if !changed {
@@ -323,8 +347,9 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
     }
 }
 
-/// Undo an unravel: `x%a * k + (x/a) * a*k` is `x * k`, and `x%a * k + (x/a % b) * a*k` is
-/// `x % (a*b) * k` (x >= 0). Returns whether anything changed.
+/// Undo an unravel: `x%a * k + (x/a) * a*k` is `x * k` (also where x is itself `y/c` and
+/// `x/a` was folded to `y/(c*a)`), and `x%a * k + (x/a % b) * a*k` is `x % (a*b) * k`
+/// (x >= 0). Returns whether anything changed.
 fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
     let mut changed = false;
     'again: loop {
@@ -350,6 +375,17 @@ fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
                     // (x/a) * a*k
                     KOp::Binary(BinaryOp::Div)
                         if tn.src[0] == x && g.const_value(tn.src[1]) == Some(a) =>
+                    {
+                        Some(x)
+                    }
+                    // (y / (c*a)) * a*k with x = y/c: that is (x/a) * a*k (the rule
+                    // (y/c)/a -> y/(c*a) ran first), so with x%a it is x*k
+                    KOp::Binary(BinaryOp::Div)
+                        if matches!(g.node(x).op, KOp::Binary(BinaryOp::Div))
+                            && g.node(x).src[0] == tn.src[0]
+                            && g.const_value(g.node(x).src[1])
+                                .zip(g.const_value(tn.src[1]))
+                                .is_some_and(|(c, ca)| c > 0.0 && c * a == ca) =>
                     {
                         Some(x)
                     }
@@ -499,6 +535,14 @@ fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref
     None
 }
 
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,6 +590,62 @@ mod tests {
         assert_eq!(g.const_value(lt), Some(1.0));
     }
 
+    /// The value of an integer index expression with the global index `x` and the reduce
+    /// variable `r` set.
+    fn eval(g: &KGraph, n: Ref, x: i64, r: i64) -> i64 {
+        let node = g.node(n).clone();
+        match node.op {
+            KOp::Gidx => x,
+            KOp::Range { .. } => r,
+            KOp::Const(bits) => f64::from_bits(bits) as i64,
+            KOp::Binary(op) => {
+                let (a, b) = (eval(g, node.src[0], x, r), eval(g, node.src[1], x, r));
+                match op {
+                    BinaryOp::Add => a + b,
+                    BinaryOp::Mul => a * b,
+                    BinaryOp::Div => a / b,
+                    BinaryOp::Mod => a % b,
+                    _ => unreachable!("{op:?}"),
+                }
+            }
+            op => unreachable!("{op:?}"),
+        }
+    }
+
+    #[test]
+    fn a_factor_shared_with_the_divisor_divides_out() {
+        // An upcast lane of 3 through a reshape: (x*3 + lane) / 288 is x / 96 for every lane,
+        // so the three lanes load one element; (x*3 + lane) % 288 is (x % 96) * 3 + lane.
+        let mut g = KGraph::new();
+        let x = g.gidx(6144);
+        let (c3, c96, c288) = (g.int(3), g.int(96), g.int(288));
+        let x3 = g.mul(x, c3);
+        for lane in 0..3 {
+            let l = g.int(lane);
+            let e = g.add(x3, l);
+            assert_eq!(g.div(e, c288), g.div(x, c96), "lane {lane}");
+            let m = g.modulo(x, c96);
+            let m3 = g.mul(m, c3);
+            assert_eq!(g.modulo(e, c288), g.add(m3, l), "lane {lane}");
+        }
+        // Against brute force, with a reduce variable in the sum and constants past the factor.
+        let r = g.range(5);
+        for (cx, cr, k, d) in [(6, 4, 7, 8), (10, 15, 3, 20), (4, 8, 13, 12), (9, 6, 2, 27)] {
+            let (a, b, kk, dd) = (g.int(cx), g.int(cr), g.int(k), g.int(d));
+            let (xa, rb) = (g.mul(x, a), g.mul(r, b));
+            let s = g.add(xa, rb);
+            let e = g.add(s, kk);
+            let (q, m) = (g.div(e, dd), g.modulo(e, dd));
+            for xv in [0, 1, 5, 17, 100, 6143] {
+                for rv in 0..5 {
+                    let v = cx * xv + cr * rv + k;
+                    assert_eq!(eval(&g, q, xv, rv), v / d, "({cx}x+{cr}r+{k})/{d}");
+                    assert_eq!(eval(&g, m, xv, rv), v % d, "({cx}x+{cr}r+{k})%{d}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn unravel_then_linearize_is_the_identity() {
         let mut g = KGraph::new();
@@ -567,6 +667,28 @@ mod tests {
         let d3 = g.mul(d, three);
         let m3 = g.modulo(x, three);
         assert_eq!(g.add(d3, m3), m9);
+    }
+
+    #[test]
+    fn a_pooling_windows_position_recombines() {
+        // A 2x2 window's position through a pooling view: (v/52)*52 + (v/26 % 2)*26 +
+        // (v/2 % 13)*2 + v%2 == v (row pairs of 26, then column pairs), for v = x % 676.
+        let mut g = KGraph::new();
+        let x = g.gidx(676 * 128);
+        let (c2, c13, c26, c52, c676) = (g.int(2), g.int(13), g.int(26), g.int(52), g.int(676));
+        let v = g.modulo(x, c676);
+        let a = g.div(v, c52);
+        let a = g.mul(a, c52);
+        let b = g.div(v, c26);
+        let b = g.modulo(b, c2);
+        let b = g.mul(b, c26);
+        let c = g.div(v, c2);
+        let c = g.modulo(c, c13);
+        let c = g.mul(c, c2);
+        let d = g.modulo(v, c2);
+        let ab = g.add(a, b);
+        let abc = g.add(ab, c);
+        assert_eq!(g.add(abc, d), v);
     }
 
     #[test]
