@@ -9,11 +9,12 @@
 //!   another. Register blocking (upcast) only where parallelism stays high.
 //! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a reduce longer than
 //!   `SOFT_LOOP` is split (llvmpipe silently stops an invocation's loops at 65,535
-//!   iterations); CPU-style upcasting otherwise.
-//! - **CPU** (C, and the interpreter): upcasting to share loads across accumulators (the C
-//!   dialect keeps runs of them in vectors: `vectorize.rs`); a whole short axis upcast and a
-//!   short reduce loop unrolled where that folds most of the index divisions to constants; a
-//!   very long reduce into a handful of outputs is split so every core gets work.
+//!   iterations); upcasting to share loads across accumulators otherwise.
+//! - **CPU** (C, and the interpreter): the upcasts a cycle model of the C dialect's vector code
+//!   (`vectorize.rs`) finds cheapest, every combination of up to three axes tried; a whole
+//!   short axis upcast and a short reduce loop unrolled where that folds most of the index
+//!   divisions to constants; a long reduce split into parts whose inputs stay in L2 and whose
+//!   sums run as independent chains on every core.
 
 use super::linearize::Inst;
 use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
@@ -440,8 +441,8 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
 }
 
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
-/// invocation, keeping at least `min_inv` invocations of `per_out` each) that need the fewest
-/// loads per output element. Only kernels with a reduce loop benefit; elementwise kernels are
+/// invocation, keeping at least `min_inv` invocations of `per_out` each) that cost least per
+/// output by `cost` (loads per output, or the CPU's cycle model). Only kernels with a reduce loop benefit; elementwise kernels are
 /// lowered as they are.
 fn best_upcast(
     ast: &KernelAst,
