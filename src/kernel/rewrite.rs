@@ -675,20 +675,25 @@ mod tests {
         // (v/2 % 13)*2 + v%2 == v (row pairs of 26, then column pairs), for v = x % 676.
         let mut g = KGraph::new();
         let x = g.gidx(676 * 128);
-        let (c2, c13, c26, c52, c676) = (g.int(2), g.int(13), g.int(26), g.int(52), g.int(676));
+        let c676 = g.int(676);
         let v = g.modulo(x, c676);
-        let a = g.div(v, c52);
-        let a = g.mul(a, c52);
-        let b = g.div(v, c26);
-        let b = g.modulo(b, c2);
-        let b = g.mul(b, c26);
-        let c = g.div(v, c2);
-        let c = g.modulo(c, c13);
-        let c = g.mul(c, c2);
-        let d = g.modulo(v, c2);
-        let ab = g.add(a, b);
-        let abc = g.add(ab, c);
-        assert_eq!(g.add(abc, d), v);
+        // (v / div % m) * scale, the `% m` left out where m is 0.
+        let digit = |g: &mut KGraph, div: i64, m: i64, scale: i64| {
+            let d = g.int(div);
+            let mut t = g.div(v, d);
+            if m > 0 {
+                let mm = g.int(m);
+                t = g.modulo(t, mm);
+            }
+            let sc = g.int(scale);
+            g.mul(t, sc)
+        };
+        let mut sum = digit(&mut g, 52, 0, 52);
+        for (div, m, scale) in [(26, 2, 26), (2, 13, 2), (1, 2, 1)] {
+            let t = digit(&mut g, div, m, scale);
+            sum = g.add(sum, t);
+        }
+        assert_eq!(sum, v);
     }
 
     #[test]
