@@ -177,7 +177,7 @@ impl Renderer for CRenderer {
             BinaryOp::Mod if signed(dt) => format!("({b} != 0 && {b} != -1 ? {a} % {b} : 0)"),
             BinaryOp::Mod => format!("({b} != 0 ? {a} % {b} : 0)"),
             // fmaxf's NaN rule (a NaN operand gives the other) inline: GCC makes fmaxf a
-            // library call, which made max-pooling kernels 4x slower.
+            // library call, which made the max-pooling kernel 2x slower.
             BinaryOp::Max if f => format!("fmx({a}, {b})"),
             BinaryOp::Max => format!("({a} > {b} ? {a} : {b})"),
             BinaryOp::CmpLt => format!("({a} < {b})"),

@@ -196,12 +196,20 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let base = Opts::default();
             if t.kind == OptTarget::Cpu {
-                let cost = |_: &Opts, l: &Lowered| cpu_cycles_per_output(ast, l);
+                let cost = |l: &Lowered| cpu_cycles_per_output(ast, l);
                 let o = best_upcast(ast, base, MAX_UPCAST, 4 * cores, 1, &cost, CPU_BEAM).0;
                 fold_indices(ast, o, 4 * cores)
             } else {
-                let cost = |_: &Opts, l: &Lowered| loads_per_output(l);
-                best_upcast(ast, base, MAX_UPCAST_SOFT, 4 * cores, 1, &cost, 1).0
+                best_upcast(
+                    ast,
+                    base,
+                    MAX_UPCAST_SOFT,
+                    4 * cores,
+                    1,
+                    &loads_per_output,
+                    1,
+                )
+                .0
             }
         }
         OptTarget::Gpu => gpu_opts(ast, t),
@@ -236,8 +244,7 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     let min_inv = if work > GPU_BIG_WORK { GPU_PARALLEL } else { 1 };
     let max_up = MAX_UPCAST_GPU.min((t.max_shared / 4 / g.max(1)).max(1));
     if reduce.is_some() {
-        let cost = |_: &Opts, l: &Lowered| loads_per_output(l);
-        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g, &cost, 1);
+        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g, &loads_per_output, 1);
         o = opts;
     } else if let Some(&last) = ast.root.shape.last() {
         // Four consecutive outputs per invocation: vector stores (and loads where the inputs
@@ -343,11 +350,14 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 
 /// Estimated cycles per output of a CPU kernel's reduce loops as the C dialect renders them,
 /// with vector accumulators where `vectorize::packs` finds them. A core issues about two
-/// loads and two arithmetic operations (scalar or vector, a multiply-add fused) per cycle but
-/// one shuffle, and a gathered operand costs a shuffle per lane; a body takes as long as its
-/// busiest kind. A vector load replaces the scalar loads of its lanes (an identical vector
-/// load or gather in one loop body is made once). Every accumulator is a chain of dependent adds, so a body takes
-/// at least an add's latency however little it does. Bodies count by their trip counts.
+/// loads and two arithmetic operations (scalar or vector) per cycle but one shuffle, and a
+/// gathered operand costs a shuffle per lane; a body takes as long as its busiest kind. A
+/// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
+/// one loop body is made once). An accumulating add counts with its multiply as one operation,
+/// as an FMA would (the kernels compile without contraction, so this undercounts the
+/// arithmetic of every choice alike). Every accumulator is a chain of dependent adds, so a
+/// body takes at least an add's latency however little it does. Bodies count by their trip
+/// counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     use std::collections::{HashMap, HashSet};
     #[derive(Default)]
@@ -420,7 +430,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     for p in &packs {
         if let Some(&b) = body_of.get(&p.at) {
             let body = &mut bodies[b];
-            // The accumulating add, fused into a multiply.
+            // The accumulating add, counted with a multiply it follows (see above).
             if !matches!(p.expr, VExpr::Binary(BinaryOp::Mul, ..)) {
                 body.arith += 1.0;
             }
@@ -442,15 +452,15 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
 
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
 /// invocation, keeping at least `min_inv` invocations of `per_out` each) that cost least per
-/// output by `cost` (loads per output, or the CPU's cycle model). Only kernels with a reduce loop benefit; elementwise kernels are
-/// lowered as they are.
+/// output by `cost` (loads per output, or the CPU's cycle model). Only kernels with a reduce
+/// loop benefit; elementwise kernels are lowered as they are.
 fn best_upcast(
     ast: &KernelAst,
     base: Opts,
     max: usize,
     min_inv: usize,
     per_out: usize,
-    cost: &dyn Fn(&Opts, &Lowered) -> f64,
+    cost: &dyn Fn(&Lowered) -> f64,
     beam: usize,
 ) -> (Opts, Lowered) {
     let plain = lower(ast, &base);
@@ -483,7 +493,7 @@ fn best_upcast(
         }
         v
     };
-    let mut best = (cost(&base, &plain), plain, base.clone());
+    let mut best = (cost(&plain), plain, base.clone());
     // Each round extends the `beam` cheapest choices of the last by one more axis; a choice
     // replaces the best only where it is 5% cheaper (fewer upcasts otherwise).
     let mut frontier = vec![base];
@@ -498,7 +508,7 @@ fn best_upcast(
                     continue;
                 }
                 let l = lower(ast, &cand);
-                let c = cost(&cand, &l);
+                let c = cost(&l);
                 if c < best.0 * 0.95 {
                     best = (c, l, cand.clone());
                 }

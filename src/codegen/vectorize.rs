@@ -405,6 +405,7 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
         (half, half, false),
         (half, half.saturating_sub(1), false),
     ];
+    let ctx = (&an, &readers, &defacc, depth_at.as_slice());
     for steps in bodies {
         let mut used = vec![false; steps.len()];
         for (w, real, gathers) in passes {
@@ -427,7 +428,6 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
                         continue;
                     }
                     let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
-                    let ctx = (&an, &readers, &defacc, depth_at.as_slice());
                     if let Some(p) = pack_run(k, ctx, &run, w, gathers) {
                         out.push(p);
                         for l in lanes {
