@@ -17,6 +17,7 @@
 //! full (the amounts divide the axes), so barriers are reached by every invocation.
 
 use crate::dtype::DType;
+use crate::kernel::rewrite::simplify_given;
 use crate::kernel::{st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref};
 use crate::ops::{BinaryOp, ReduceOp};
 use std::collections::HashMap;
@@ -318,14 +319,16 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx
         AstOp::Load { slot, st } => {
             let (i, valid) = st_index(g, st, idx);
             let ok = g.and(gate, valid);
+            let i = simplify_given(g, i, ok);
             g.load(*slot, n.dtype, i, ok)
         }
         AstOp::Const(v) => g.konst(*v, n.dtype),
         AstOp::Iota => idx[0],
         AstOp::View(st) => {
             let (i, valid) = st_index(g, st, idx);
-            let inner = unravel(g, i, &n.src[0].shape);
             let ok = g.and(gate, valid);
+            let i = simplify_given(g, i, ok);
+            let inner = unravel(g, i, &n.src[0].shape);
             let v = lower_node(g, &n.src[0], &inner, ok, ctx);
             let z = g.konst(0.0, n.dtype);
             g.where_(valid, v, z)

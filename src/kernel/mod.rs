@@ -13,6 +13,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+/// Range ids from here up stand in for guarded index terms (`rewrite::simplify_given`).
+pub(crate) const GIVEN_IDS: u32 = 60;
+
 /// A node of a kernel's AST.
 #[derive(Debug)]
 pub struct AstNode {
@@ -324,7 +327,10 @@ impl KGraph {
     }
     pub fn range(&mut self, size: usize) -> Ref {
         let id = self.next_range;
-        assert!(id < 64, "a kernel has at most 64 reduce loops");
+        assert!(
+            id < GIVEN_IDS,
+            "a kernel has at most {GIVEN_IDS} reduce loops"
+        );
         self.next_range += 1;
         self.intern(Node {
             op: KOp::Range {

@@ -2,9 +2,10 @@
 //! (constant folding, identities, index arithmetic with value bounds, and folding a one-hot
 //! reduction into a direct load). A rule returns the node to use instead, or `None`.
 
-use super::{KGraph, KOp, Node, Ref};
+use super::{FastMap, KGraph, KOp, Node, Ref, GIVEN_IDS};
 use crate::dtype::DType;
 use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, BinaryOp, ReduceOp, UnaryOp};
+use crate::shape::INDEX;
 
 /// Value bounds of a node (integers and bools; floats get infinite bounds).
 pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
@@ -230,6 +231,9 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 let dd = g.int(d / f);
                 return Some(g.div(s, dd));
             }
+            if let Some((dd, hi, _)) = split_by_factor(g, &ts, k, d) {
+                return Some(g.div(hi, dd));
+            }
             // Split every coefficient c = q*d + r: the q parts leave the division exactly.
             let quot: Vec<(Ref, i64)> = ts
                 .iter()
@@ -289,6 +293,12 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 let hi = g.mul(m, fk);
                 let lo = g.int(km % f);
                 return Some(g.add(hi, lo));
+            }
+            if let Some((dd, hi, lo)) = split_by_factor(g, &kept, km, d) {
+                let m = g.modulo(hi, dd);
+                let f = g.int(d / g.const_value(dd)? as i64);
+                let m = g.mul(m, f);
+                return Some(g.add(m, lo));
             }
             let changed =
                 kept.len() != ts.len() || kept.iter().zip(&ts).any(|(a, b)| a.1 != b.1) || k >= d;
@@ -429,6 +439,144 @@ fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
     }
 }
 
+/// `idx` simplified where `valid` holds, for an access that `valid` guards. Each clause
+/// `x < c` of `valid` (x an index expression that can reach c) bounds x: x is replaced by
+/// a stand-in range of size c, the rules run on the rebuilt index with that bound, and x
+/// goes back in. Kept only where it leaves fewer divisions and modulos. (col2im's
+/// `(y*11 + x) / 121` with `x = (13r + i) % 14 < 11` is 0.)
+pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
+    let mut bounded = vec![];
+    clauses(g, valid, &mut bounded);
+    bounded.truncate((64 - GIVEN_IDS) as usize);
+    if bounded.is_empty() || has_reduce(g, idx) {
+        return idx;
+    }
+    let mut map = FastMap::default();
+    let mut temps = vec![];
+    for (i, &(x, c)) in bounded.iter().enumerate() {
+        let t = g.intern(Node {
+            op: KOp::Range {
+                id: GIVEN_IDS + i as u32,
+                size: c as u32,
+            },
+            dtype: INDEX,
+            src: vec![],
+        });
+        map.insert(x, t);
+        temps.push((t, x));
+    }
+    let mut out = replace(g, idx, &map, &mut FastMap::default());
+    for (t, x) in temps {
+        out = g.substitute(out, t, x);
+    }
+    if index_cost(g, out) < index_cost(g, idx) {
+        out
+    } else {
+        idx
+    }
+}
+
+/// The clauses `x < c` of a conjunction that bound an integer x below what it can reach.
+fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64)>) {
+    let n = g.node(v);
+    match n.op {
+        KOp::Binary(BinaryOp::And) if n.dtype == DType::Bool => {
+            let (a, b) = (n.src[0], n.src[1]);
+            clauses(g, a, out);
+            clauses(g, b, out);
+        }
+        KOp::Binary(BinaryOp::CmpLt) => {
+            let (x, c) = (n.src[0], n.src[1]);
+            let (Some(c), xb) = (g.const_value(c), g.bounds[x as usize]) else {
+                return;
+            };
+            let xn = g.node(x);
+            let opaque = matches!(xn.op, KOp::Range { .. } | KOp::Const(_));
+            let tightens = xn.dtype == INDEX && !opaque && xb.0 >= 0.0 && xb.1 >= c && c >= 1.0;
+            if tightens && !out.iter().any(|o| o.0 == x) {
+                out.push((x, c as i64));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn has_reduce(g: &KGraph, r: Ref) -> bool {
+    reachable(g, r)
+        .iter()
+        .any(|&n| matches!(g.node(n).op, KOp::Reduce(_)))
+}
+
+/// (divisions and modulos, nodes) of the expression `r`, each shared node once.
+fn index_cost(g: &KGraph, r: Ref) -> (usize, usize) {
+    let nodes = reachable(g, r);
+    let divs = nodes
+        .iter()
+        .filter(|&&n| matches!(g.node(n).op, KOp::Binary(BinaryOp::Div | BinaryOp::Mod)))
+        .count();
+    (divs, nodes.len())
+}
+
+/// The nodes `r` is computed from, itself included, each once.
+fn reachable(g: &KGraph, r: Ref) -> Vec<Ref> {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![r];
+    while let Some(r) = stack.pop() {
+        if seen.insert(r) {
+            stack.extend(&g.node(r).src);
+        }
+    }
+    seen.into_iter().collect()
+}
+
+/// Rebuild `r` with every key of `map` replaced by its value.
+fn replace(g: &mut KGraph, r: Ref, map: &FastMap<Ref, Ref>, memo: &mut FastMap<Ref, Ref>) -> Ref {
+    if let Some(&t) = map.get(&r).or_else(|| memo.get(&r)) {
+        return t;
+    }
+    let n = g.node(r).clone();
+    if n.src.is_empty() {
+        return r;
+    }
+    let src: Vec<Ref> = n.src.iter().map(|&s| replace(g, s, map, memo)).collect();
+    let out = if src == n.src {
+        r
+    } else {
+        g.make(n.op, n.dtype, src)
+    };
+    memo.insert(r, out);
+    out
+}
+/// For `Σ c*r + k` (non-negative terms) and a divisor `d`: a factor `f` of `d` such that the
+/// terms whose coefficient `f` does not divide, with `k % f`, stay in `[0, f)`. Then, with
+/// `S` the rest divided by `f` and `R` those terms, `(f*S + R) / d = S / (d/f)` and
+/// `(f*S + R) % d = f * (S % (d/f)) + R`. Returns `(d/f, S, R)`. (An index `42*y + x` with
+/// `x < 42`, divided by 588, is `y / 14`: the row of a (14, 42) reshape.)
+fn split_by_factor(g: &mut KGraph, ts: &[(Ref, i64)], k: i64, d: i64) -> Option<(Ref, Ref, Ref)> {
+    let mut factors: Vec<i64> = ts.iter().map(|t| gcd(d, t.1)).filter(|&f| f > 1).collect();
+    factors.sort_unstable_by(|a, b| b.cmp(a));
+    factors.dedup();
+    for f in factors {
+        let (mut hi, mut lo) = (vec![], vec![]);
+        let mut rmax = (k % f) as f64;
+        for &(r, c) in ts {
+            if c % f == 0 {
+                hi.push((r, c / f));
+            } else {
+                rmax += c as f64 * g.bounds[r as usize].1;
+                lo.push((r, c));
+            }
+        }
+        if hi.is_empty() || lo.is_empty() || rmax >= f as f64 {
+            continue;
+        }
+        let s = build_sum(g, &hi, k / f);
+        let r = build_sum(g, &lo, k % f);
+        return Some((g.int(d / f), s, r));
+    }
+    None
+}
+
 fn count_leaves(g: &KGraph, r: Ref) -> usize {
     let n = g.node(r);
     match n.op {
@@ -547,6 +695,7 @@ fn gcd(a: i64, b: i64) -> i64 {
 mod tests {
     use super::*;
     use crate::kernel::KGraph;
+    use std::collections::HashMap;
 
     #[test]
     fn constants_fold_and_identities_vanish() {
@@ -644,6 +793,129 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The value of an integer index expression with its leaves (global index, ranges) set.
+    fn value(g: &KGraph, n: Ref, env: &HashMap<Ref, i64>) -> i64 {
+        let node = g.node(n).clone();
+        match node.op {
+            KOp::Const(bits) => f64::from_bits(bits) as i64,
+            KOp::Binary(op) => {
+                let (a, b) = (value(g, node.src[0], env), value(g, node.src[1], env));
+                match op {
+                    BinaryOp::Add => a + b,
+                    BinaryOp::Mul => a * b,
+                    BinaryOp::Div => a / b,
+                    BinaryOp::Mod => a % b,
+                    BinaryOp::CmpLt => (a < b) as i64,
+                    BinaryOp::And => a & b,
+                    _ => unreachable!("{op:?}"),
+                }
+            }
+            _ => env[&n],
+        }
+    }
+
+    /// Every assignment of the leaves `vars` (each `(ref, size)`).
+    fn assignments(vars: &[(Ref, i64)]) -> Vec<HashMap<Ref, i64>> {
+        let mut out = vec![HashMap::new()];
+        for &(v, n) in vars {
+            out = out
+                .into_iter()
+                .flat_map(|e| {
+                    (0..n).map(move |x| {
+                        let mut e = e.clone();
+                        e.insert(v, x);
+                        e
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    #[test]
+    fn a_factor_of_some_terms_splits_the_division() {
+        // col2im's index: 42*(13a + y) + 13b + x, with 13b + x < 42, divided by 588 = 42*14 is
+        // (13a + y) / 14, the row of a (14, 42) reshape; its remainder keeps 13b + x.
+        let mut g = KGraph::new();
+        let (a, b) = (g.range(3), g.range(3));
+        let (y, x) = (g.range(13), g.range(13));
+        let (c546, c42, c13) = (g.int(546), g.int(42), g.int(13));
+        let t = [g.mul(a, c546), g.mul(y, c42), g.mul(b, c13)];
+        let s = g.add(t[0], t[1]);
+        let s = g.add(s, t[2]);
+        let e = g.add(s, x);
+        let c588 = g.int(588);
+        let q = g.div(e, c588);
+        let a13 = g.mul(a, c13);
+        let row = g.add(a13, y);
+        let c14 = g.int(14);
+        assert_eq!(q, g.div(row, c14));
+        // Against brute force, for divisors the factor splits and divisors it does not.
+        let vars = [(a, 3), (b, 3), (y, 13), (x, 13)];
+        for d in [588, 84, 1176, 210, 42, 26, 1000] {
+            let dd = g.int(d);
+            let (q, m) = (g.div(e, dd), g.modulo(e, dd));
+            let k = g.int(5);
+            let e5 = g.add(e, k);
+            let (q5, m5) = (g.div(e5, dd), g.modulo(e5, dd));
+            for env in assignments(&vars) {
+                let v = value(&g, e, &env);
+                assert_eq!(value(&g, q, &env), v / d, "/{d} at {env:?}");
+                assert_eq!(value(&g, m, &env), v % d, "%{d} at {env:?}");
+                assert_eq!(value(&g, q5, &env), (v + 5) / d, "(+5)/{d}");
+                assert_eq!(value(&g, m5, &env), (v + 5) % d, "(+5)%{d}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_guard_bounds_the_index_it_guards() {
+        // col2im's load: the window's position (13r + i) % 14 is valid below 11, so the
+        // flattened (11, 11) index, divided by 121 to find the channel, adds nothing.
+        let mut g = KGraph::new();
+        let (r, s) = (g.range(3), g.range(3));
+        let (i, j) = (g.range(13), g.range(13));
+        let ch = g.range(32);
+        let (c13, c14, c11, c121) = (g.int(13), g.int(14), g.int(11), g.int(121));
+        let pos = |g: &mut KGraph, r: Ref, i: Ref| {
+            let r13 = g.mul(r, c13);
+            let p = g.add(r13, i);
+            g.modulo(p, c14)
+        };
+        let (py, px) = (pos(&mut g, r, i), pos(&mut g, s, j));
+        let (vy, vx) = (g.lt(py, c11), g.lt(px, c11));
+        let valid = g.and(vy, vx);
+        let flat = g.mul(py, c11);
+        let flat = g.add(flat, px);
+        let chw = g.mul(ch, c121);
+        let e = g.add(chw, flat);
+        // (ch*121 + flat) / 121 % 32 and % 121: the channel and the position.
+        let q = g.div(e, c121);
+        let c32 = g.int(32);
+        let q = g.modulo(q, c32);
+        let m = g.modulo(e, c121);
+        let c3872 = g.int(3872);
+        let idx = g.mul(q, c3872);
+        let idx = g.add(idx, m);
+        let simple = simplify_given(&mut g, idx, valid);
+        assert_ne!(simple, idx);
+        assert!(index_cost(&g, simple).0 < index_cost(&g, idx).0);
+        let mut checked = 0;
+        for env in assignments(&[(r, 3), (s, 3), (i, 13), (j, 13), (ch, 32)]) {
+            if value(&g, valid, &env) == 1 {
+                assert_eq!(value(&g, simple, &env), value(&g, idx, &env), "at {env:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+        // Without a guard, or with one that bounds nothing, the index stays as it is.
+        let t = g.bool_const(true);
+        assert_eq!(simplify_given(&mut g, idx, t), idx);
+        let c100 = g.int(100);
+        let loose = g.lt(py, c100);
+        assert_eq!(simplify_given(&mut g, idx, loose), idx);
     }
 
     #[test]

@@ -184,13 +184,13 @@ impl Tensor {
             order.extend((0..nd).map(|d| (lead + 2 * d + 1) as isize));
             return x.permute(&order);
         }
-        // Overlapping or dilated windows: repeat the input so that row kk, column m of a
-        // (k, i+d) reshape is element (kk*d + m) mod i, then take columns o*s.
-        let e: Vec<usize> = (0..nd)
-            .map(|d| (k[d] * (i[d] + dilation[d])).div_ceil(i[d]))
-            .collect();
+        // Overlapping or dilated windows: repeat the input k times and zero pad it to k*(i+d),
+        // so that row kk, column m of a (k, i+d) reshape is element kk*d + m (the windows only
+        // read columns m <= i - 1 - kk*d, which lie in the repeats), then take columns o*s.
+        // Repeating k times, not ceil(k*(i+d)/i) times and shrinking, keeps the gradient's
+        // sum over the repeats at k terms (col2im: 3x3 terms per input, not 4x4).
         let mut reps = vec![1usize; lead];
-        reps.extend(&e);
+        reps.extend(k);
         let mut x = self.repeat(&reps)?;
         for d in 0..nd {
             x = fit(x, lead + d, k[d] * (i[d] + dilation[d]))?;
