@@ -18,32 +18,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let v27: i32 = (v10 * 128i);
     let v30: i32 = (v29 + v27);
     let v9: i32 = (lidx % 8i);
-    var acc37: f32 = 0.0f;
+    var acc39: f32 = 0.0f;
     for (var r19: i32 = 0i; r19 < 16i; r19++) {
       let v20: i32 = (r19 * 8i);
-      let v21: i32 = (v20 + v9);
-      let v31: i32 = (v30 + v21);
-      let v35: f32 = b1[v31];
-      acc37 = (acc37 + v35);
+      let v35: i32 = (v30 + v20);
+      let v36: i32 = (v35 + v9);
+      let v37: f32 = b1[v36];
+      acc39 = (acc39 + v37);
     }
-    s0[lidx] = acc37;
+    s0[lidx] = acc39;
     }
     workgroupBarrier();
     {
-    let v44: i32 = (wgid * 32i);
+    let v46: i32 = (wgid * 32i);
     let v10: i32 = (lidx / 8i);
-    let v45: i32 = (v44 + v10);
+    let v47: i32 = (v46 + v10);
     let v9: i32 = (lidx % 8i);
     let v15: i32 = (v9 * (-1i));
     let v16: i32 = (lidx + v15);
-    var acc41: f32 = 0.0f;
-    for (var r38: i32 = 0i; r38 < 8i; r38++) {
-      let v39: i32 = (v16 + r38);
-      let v40: f32 = s0[v39];
-      acc41 = (acc41 + v40);
+    var acc43: f32 = 0.0f;
+    for (var r40: i32 = 0i; r40 < 8i; r40++) {
+      let v41: i32 = (v16 + r40);
+      let v42: f32 = s0[v41];
+      acc43 = (acc43 + v42);
     }
     let v18: bool = (v9 == 0i);
-    if (v18) { b0[v45] = acc41; }
+    if (v18) { b0[v47] = acc43; }
     }
 }
 // r_3: 3 invocations, workgroups (1, 1, 1) of 64
