@@ -7,9 +7,10 @@
 //!   when that is not enough, split across workgroups, choosing by a simple time model: a
 //!   kernel takes its loop length times the waves of invocations the device runs one after
 //!   another. Register blocking (upcast) only where parallelism stays high.
-//! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a reduce longer than
-//!   `SOFT_LOOP` is split (llvmpipe silently stops an invocation's loops at 65,535
-//!   iterations); upcasting to share loads across accumulators otherwise.
+//! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a long reduce is split as
+//!   on the CPU (which also keeps loops far below the 65,535 iterations after which llvmpipe
+//!   silently stops an invocation's loops); upcasts chosen by the distinct loads and cache
+//!   lines per output of the reduce loop.
 //! - **CPU** (C, and the interpreter): the upcasts a cycle model of the C dialect's vector code
 //!   (`vectorize.rs`) finds cheapest, every combination of up to three axes tried; a whole
 //!   short axis upcast and a short reduce loop unrolled where that folds most of the index
@@ -57,8 +58,6 @@ pub const GPU_MAX_LOOP: usize = 2048;
 const MAX_GROUP: usize = 256;
 /// The cost of launching one more kernel, in loop iterations of the time model.
 const LAUNCH: f64 = 256.0;
-/// Loop iterations per invocation on software adapters (well below llvmpipe's 65,535).
-pub const SOFT_LOOP: usize = 16384;
 /// A CPU reduce at least this long is split into parts of at most `CPU_PART` elements: an
 /// invocation of one long reduce streams its whole inputs (a weight gradient's reduce over the
 /// batch reads megabytes, from L3 or memory, once per invocation), while the invocations of one
@@ -134,7 +133,9 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
     let rlen: usize = axes.iter().map(|a| a.1).product();
     match t.kind {
         OptTarget::None => None,
-        OptTarget::Cpu => {
+        // A software adapter runs its invocations on the CPU's cores, so its long reduces are
+        // split as the CPU's are (a weight gradient's few invocations leave cores idle).
+        OptTarget::Cpu | OptTarget::SoftGpu => {
             if rlen < CPU_LONG {
                 return None;
             }
@@ -150,16 +151,6 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
                         .filter(|&(_, p)| p >= want)
                         .min_by_key(|&(_, p)| p.max(rlen / p))
                 })
-        }
-        OptTarget::SoftGpu => {
-            if rlen <= SOFT_LOOP {
-                return None;
-            }
-            // The fewest parts that bring the loop under the bound (and the combine too).
-            candidates(&axes)
-                .filter(|&(_, p)| rlen / p <= SOFT_LOOP && p <= SOFT_LOOP)
-                .min_by_key(|&(_, p)| p)
-                .or_else(|| candidates(&axes).max_by_key(|&(_, p)| p.min(rlen / p)))
         }
         OptTarget::Gpu => {
             let aligned = aligned_reduce(ast).is_some();
