@@ -29,9 +29,10 @@ struct Frame {
 pub enum OptTarget {
     /// A GPU: many invocations in flight, short loops per invocation, cheap workgroup memory.
     Gpu,
-    /// A WebGPU adapter that runs on the CPU (lavapipe, SwiftShader): loops bounded as on a
-    /// GPU (llvmpipe stops an invocation's loops after 65,535 iterations), no barriers (they
-    /// are very expensive there), CPU-style register blocking.
+    /// A WebGPU adapter that runs on the CPU (lavapipe, SwiftShader): long reduces split as on
+    /// the CPU (which keeps loops far below the 65,535 iterations after which llvmpipe stops an
+    /// invocation's loops), no barriers (they are very expensive there), register blocking
+    /// costed by the loads each invocation gathers.
     SoftGpu,
     /// Compiled C (and the interpreter) on the host's cores.
     Cpu,
