@@ -21,7 +21,7 @@ use super::linearize::Inst;
 use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
 use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
-use crate::kernel::{AstOp, KOp, KernelAst};
+use crate::kernel::{AstOp, KOp, KernelAst, LOOP_BITS};
 use crate::ops::BinaryOp;
 
 /// Outputs one CPU invocation may compute: 72 lets a weight gradient keep 8 output channels of
@@ -465,7 +465,7 @@ fn best_upcast(
     beam: usize,
 ) -> (Opts, Lowered) {
     let plain = lower(ast, &base);
-    let has_loop = plain.graph.ranges.iter().any(|&r| r != 0);
+    let has_loop = plain.graph.ranges.iter().any(|&r| r & LOOP_BITS != 0);
     if !has_loop {
         return (base, plain);
     }

@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 /// Range ids from here up stand in for guarded index terms (`rewrite::simplify_given`).
 pub(crate) const GIVEN_IDS: u32 = 60;
+/// The bits of `KGraph::ranges` that are loops (not stand-ins).
+pub const LOOP_BITS: u64 = (1u64 << GIVEN_IDS) - 1;
 
 /// A node of a kernel's AST.
 #[derive(Debug)]

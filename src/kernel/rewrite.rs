@@ -1,6 +1,7 @@
 //! The rewrite engine: algebraic rules applied to every kernel-graph node as it is built
 //! (constant folding, identities, index arithmetic with value bounds, and folding a one-hot
-//! reduction into a direct load). A rule returns the node to use instead, or `None`.
+//! reduction into a direct load). A rule returns the node to use instead, or `None`. The
+//! lowering also asks for a guarded load's index under its guard (`simplify_given`).
 
 use super::{FastMap, KGraph, KOp, Node, Ref, GIVEN_IDS};
 use crate::dtype::DType;
