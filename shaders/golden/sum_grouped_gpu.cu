@@ -9,32 +9,32 @@ extern "C" __global__ void __launch_bounds__(256) r_3_64_1(float *__restrict__ b
     const int v27 = (v10 * 128);
     const int v30 = (v29 + v27);
     const int v9 = (lidx % 8);
-    float acc37 = 0.0f;
+    float acc39 = 0.0f;
     for (int r19 = 0; r19 < 16; r19++) {
       const int v20 = (r19 * 8);
-      const int v21 = (v20 + v9);
-      const int v31 = (v30 + v21);
-      const float v35 = b1[v31];
-      acc37 = acc37 + v35;
+      const int v35 = (v30 + v20);
+      const int v36 = (v35 + v9);
+      const float v37 = b1[v36];
+      acc39 = acc39 + v37;
     }
-    s0[lidx] = acc37;
+    s0[lidx] = acc39;
     }
     __syncthreads();
     {
-    const int v44 = (wgid * 32);
+    const int v46 = (wgid * 32);
     const int v10 = (lidx / 8);
-    const int v45 = (v44 + v10);
+    const int v47 = (v46 + v10);
     const int v9 = (lidx % 8);
     const int v15 = (v9 * (-1));
     const int v16 = (lidx + v15);
-    float acc41 = 0.0f;
-    for (int r38 = 0; r38 < 8; r38++) {
-      const int v39 = (v16 + r38);
-      const float v40 = s0[v39];
-      acc41 = acc41 + v40;
+    float acc43 = 0.0f;
+    for (int r40 = 0; r40 < 8; r40++) {
+      const int v41 = (v16 + r40);
+      const float v42 = s0[v41];
+      acc43 = acc43 + v42;
     }
     const bool v18 = (v9 == 0);
-    if (v18) { b0[v45] = acc41; }
+    if (v18) { b0[v47] = acc43; }
     }
 }
 // r_3: 3 threads, 1 blocks of 256
