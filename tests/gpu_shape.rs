@@ -158,6 +158,58 @@ fn cpu_kernels_share_their_loads() {
     })
 }
 
+/// Distinct loads inside reduce loops per output of a lowered kernel: on a software GPU
+/// adapter each is a gather of its own across the SIMD lanes of neighbouring invocations.
+fn gathers_per_output(l: &wgrad::codegen::lower::Lowered) -> f64 {
+    let g = &l.graph;
+    let loads = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| matches!(n.op, wgrad::kernel::KOp::Load(_)) && g.ranges[*i] != 0)
+        .count();
+    loads as f64 / l.stores().max(1) as f64
+}
+
+/// On a software GPU adapter (lavapipe, SwiftShader) the big kernels of the training step
+/// share their loads across the outputs of an invocation: conv2's forward and input gradient
+/// keep a row of 11 outputs for 8 channels, 19 loads per step of their reduce for 88 outputs
+/// (they kept 22 outputs for 23 loads, and ran 2x slower on lavapipe). Over the step the loads
+/// executed in loops fall to a fifth of the unoptimized kernels'.
+#[test]
+fn soft_gpu_kernels_share_their_gathers() {
+    Context::new().dev(Device::Interp).run(|| {
+        let (all, _params) = step(128, 1);
+        let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let target = Target::new(OptTarget::SoftGpu);
+        let (mut plain, mut tuned) = (0.0, 0.0);
+        for item in &items {
+            let ScheduleItem::Kernel { ast, .. } = item else {
+                continue;
+            };
+            let Plan::One(o) = default_plan(ast, &target) else {
+                continue;
+            };
+            let executed = |o: &wgrad::codegen::lower::Opts| {
+                let l = lower(ast, o);
+                let k = &compile_plan(ast, &Plan::One(o.clone())).unwrap().stages[0].kernel;
+                let per_out = gathers_per_output(&l);
+                let n = per_out * l.stores() as f64 * k.global_size as f64;
+                (per_out, n * k.loop_iterations().max(1) as f64, k.ops_per_item() * k.global_size as u64, k.name.clone())
+            };
+            let (per_out, n, ops, name) = executed(&o);
+            plain += executed(&Default::default()).1;
+            tuned += n;
+            if ops > 500_000_000 {
+                eprintln!("{name}: {per_out:.3} gathers per output and reduce step");
+                assert!(per_out <= 0.25, "{name}: {per_out:.3} gathers per output and reduce step");
+            }
+        }
+        eprintln!("gathers in loops: {plain:.3e} unoptimized, {tuned:.3e} with the software adapters' upcasts");
+        assert!(tuned < 0.2 * plain, "{tuned:.3e} gathers against {plain:.3e}");
+    })
+}
+
 /// The step's loss and updated parameters, computed with kernels shaped for `target`.
 fn run_step(dev: Device, target: OptTarget) -> Vec<Vec<f32>> {
     Context::new().dev(dev).opt_target(target).run(|| {
