@@ -16,7 +16,7 @@ mod common;
 mod model;
 
 use model::Model;
-use wgrad::codegen::lower::{loads_per_output, lower};
+use wgrad::codegen::lower::{gathers_per_output, loads_per_output, lower};
 use wgrad::codegen::{compile, compile_plan, default_plan, OptTarget, Plan, Target};
 use wgrad::nn::optim::{Adam, Optimizer};
 use wgrad::nn::state::get_parameters;
@@ -156,19 +156,6 @@ fn cpu_kernels_share_their_loads() {
         assert!(upcast >= 6, "only {upcast} kernels upcast");
         assert!(tuned < 0.5 * plain, "{tuned:.3e} loads against {plain:.3e}");
     })
-}
-
-/// Distinct loads inside reduce loops per output of a lowered kernel: on a software GPU
-/// adapter each is a gather of its own across the SIMD lanes of neighbouring invocations.
-fn gathers_per_output(l: &wgrad::codegen::lower::Lowered) -> f64 {
-    let g = &l.graph;
-    let loads = g
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, n)| matches!(n.op, wgrad::kernel::KOp::Load(_)) && g.ranges[*i] != 0)
-        .count();
-    loads as f64 / l.stores().max(1) as f64
 }
 
 /// On a software GPU adapter (lavapipe, SwiftShader) the big kernels of the training step

@@ -487,18 +487,6 @@ fn store_quad(g: &KGraph, effects: &[Effect], bufs: &[BufArg]) -> Option<[Ref; 4
     (effects.len() >= 4 && first.is_some()).then_some(vals)
 }
 
-/// Every node reachable from the stores.
-fn reachable(g: &KGraph, roots: &[Ref]) -> HashSet<Ref> {
-    let mut seen = HashSet::new();
-    let mut stack = roots.to_vec();
-    while let Some(r) = stack.pop() {
-        if seen.insert(r) {
-            stack.extend(g.node(r).src.iter().copied());
-        }
-    }
-    seen
-}
-
 pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
     let mut lin = Lin {
         g: &l.graph,
@@ -524,7 +512,7 @@ pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
                 Effect::Barrier => vec![],
             })
             .collect();
-        lin.needed = reachable(&l.graph, &roots);
+        lin.needed = l.graph.reachable(&roots);
         let mut skip = 0;
         for (ei, e) in phase.iter().enumerate() {
             if skip > 0 {

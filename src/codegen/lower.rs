@@ -281,6 +281,20 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
     }
 }
 
+/// Distinct loads inside reduce loops per output element, consecutive ones not merged: on a
+/// software GPU adapter each is a gather of its own across the SIMD lanes that run
+/// neighbouring invocations.
+pub fn gathers_per_output(l: &Lowered) -> f64 {
+    let g = &l.graph;
+    let loads = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| matches!(n.op, KOp::Load(_)) && g.ranges[*i] != 0)
+        .count();
+    loads as f64 / l.stores().max(1) as f64
+}
+
 /// Memory accesses inside reduce loops per output element, to compare upcast choices. Loads
 /// from one buffer whose indices differ only by a small constant (consecutive elements, as an
 /// upcast along a contiguous axis produces) count once: they share cache lines and vectorize.

@@ -18,10 +18,12 @@
 //!   sums run as independent chains on every core.
 
 use super::linearize::Inst;
-use super::lower::{aligned_reduce, check, loads_per_output, lower, Lowered, Opts};
+use super::lower::{
+    aligned_reduce, check, gathers_per_output, loads_per_output, lower, Lowered, Opts,
+};
 use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
-use crate::kernel::{AstOp, KOp, KernelAst, LOOP_BITS};
+use crate::kernel::{AstOp, KernelAst, LOOP_BITS};
 use crate::ops::BinaryOp;
 
 /// Outputs one CPU invocation may compute: 72 lets a weight gradient keep 8 output channels of
@@ -261,20 +263,12 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
 }
 
 /// The cost per output of a kernel on a software GPU adapter: its loads inside reduce loops,
-/// each distinct load once (every load of an invocation is a gather across the SIMD lanes that
-/// run neighbouring invocations, so consecutive elements in one invocation do not merge), plus
-/// twice the cache lines they touch (`loads_per_output`'s groups of 16 elements). The weight
+/// each distinct load once (`gathers_per_output`: consecutive elements in one invocation do
+/// not merge into a vector there), plus twice the cache lines they touch (`loads_per_output`'s groups of 16 elements). The weight
 /// follows lavapipe's timings of conv2's forward: 16 batches x 2 channels (18 gathers from 18
 /// lines) ran slower than 11 outputs x 2 batches (23 gathers from 3 lines).
 fn soft_gpu_cost(l: &Lowered) -> f64 {
-    let g = &l.graph;
-    let loads = g
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, n)| matches!(n.op, KOp::Load(_)) && g.ranges[*i] != 0)
-        .count();
-    loads as f64 / l.stores().max(1) as f64 + 2.0 * loads_per_output(l)
+    gathers_per_output(l) + 2.0 * loads_per_output(l)
 }
 
 /// Divisions and remainders one invocation computes per output it stores, loop bodies counted

@@ -401,6 +401,45 @@ impl KGraph {
             _ => false,
         }
     }
+    /// Every node `roots` are computed from, themselves included.
+    pub fn reachable(&self, roots: &[Ref]) -> std::collections::HashSet<Ref> {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = roots.to_vec();
+        while let Some(r) = stack.pop() {
+            if seen.insert(r) {
+                stack.extend(self.node(r).src.iter().copied());
+            }
+        }
+        seen
+    }
+    /// Rebuild `r` with every key of `map` replaced by its value (rules run again on the
+    /// rebuilt nodes). Unlike `substitute` the keys need not be ranges.
+    pub fn replace(&mut self, r: Ref, map: &FastMap<Ref, Ref>) -> Ref {
+        self.replace_rec(r, map, &mut FastMap::default())
+    }
+    fn replace_rec(
+        &mut self,
+        r: Ref,
+        map: &FastMap<Ref, Ref>,
+        memo: &mut FastMap<Ref, Ref>,
+    ) -> Ref {
+        if let Some(&t) = map.get(&r).or_else(|| memo.get(&r)) {
+            return t;
+        }
+        let n = self.node(r).clone();
+        let src: Vec<Ref> = n
+            .src
+            .iter()
+            .map(|&s| self.replace_rec(s, map, memo))
+            .collect();
+        let out = if src == n.src {
+            r
+        } else {
+            self.make(n.op, n.dtype, src)
+        };
+        memo.insert(r, out);
+        out
+    }
     /// Rebuild `r` with `from` replaced by `to` (rules run again on the rebuilt nodes).
     pub fn substitute(&mut self, r: Ref, from: Ref, to: Ref) -> Ref {
         let mut memo = HashMap::new();

@@ -232,7 +232,8 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 let dd = g.int(d / f);
                 return Some(g.div(s, dd));
             }
-            if let Some((dd, hi, _)) = split_by_factor(g, &ts, k, d) {
+            if let Some((f, hi, _)) = split_by_factor(g, &ts, k, d) {
+                let dd = g.int(d / f);
                 return Some(g.div(hi, dd));
             }
             // Split every coefficient c = q*d + r: the q parts leave the division exactly.
@@ -295,10 +296,10 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 let lo = g.int(km % f);
                 return Some(g.add(hi, lo));
             }
-            if let Some((dd, hi, lo)) = split_by_factor(g, &kept, km, d) {
+            if let Some((f, hi, lo)) = split_by_factor(g, &kept, km, d) {
+                let (dd, fk) = (g.int(d / f), g.int(f));
                 let m = g.modulo(hi, dd);
-                let f = g.int(d / g.const_value(dd)? as i64);
-                let m = g.mul(m, f);
+                let m = g.mul(m, fk);
                 return Some(g.add(m, lo));
             }
             let changed =
@@ -466,7 +467,7 @@ pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
         map.insert(x, t);
         temps.push((t, x));
     }
-    let mut out = replace(g, idx, &map, &mut FastMap::default());
+    let mut out = g.replace(idx, &map);
     for (t, x) in temps {
         out = g.substitute(out, t, x);
     }
@@ -503,14 +504,14 @@ fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64)>) {
 }
 
 fn has_reduce(g: &KGraph, r: Ref) -> bool {
-    reachable(g, r)
+    g.reachable(&[r])
         .iter()
         .any(|&n| matches!(g.node(n).op, KOp::Reduce(_)))
 }
 
 /// (divisions and modulos, nodes) of the expression `r`, each shared node once.
 fn index_cost(g: &KGraph, r: Ref) -> (usize, usize) {
-    let nodes = reachable(g, r);
+    let nodes = g.reachable(&[r]);
     let divs = nodes
         .iter()
         .filter(|&&n| matches!(g.node(n).op, KOp::Binary(BinaryOp::Div | BinaryOp::Mod)))
@@ -518,42 +519,12 @@ fn index_cost(g: &KGraph, r: Ref) -> (usize, usize) {
     (divs, nodes.len())
 }
 
-/// The nodes `r` is computed from, itself included, each once.
-fn reachable(g: &KGraph, r: Ref) -> Vec<Ref> {
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![r];
-    while let Some(r) = stack.pop() {
-        if seen.insert(r) {
-            stack.extend(&g.node(r).src);
-        }
-    }
-    seen.into_iter().collect()
-}
-
-/// Rebuild `r` with every key of `map` replaced by its value.
-fn replace(g: &mut KGraph, r: Ref, map: &FastMap<Ref, Ref>, memo: &mut FastMap<Ref, Ref>) -> Ref {
-    if let Some(&t) = map.get(&r).or_else(|| memo.get(&r)) {
-        return t;
-    }
-    let n = g.node(r).clone();
-    if n.src.is_empty() {
-        return r;
-    }
-    let src: Vec<Ref> = n.src.iter().map(|&s| replace(g, s, map, memo)).collect();
-    let out = if src == n.src {
-        r
-    } else {
-        g.make(n.op, n.dtype, src)
-    };
-    memo.insert(r, out);
-    out
-}
 /// For `Σ c*r + k` (non-negative terms) and a divisor `d`: a factor `f` of `d` such that the
 /// terms whose coefficient `f` does not divide, with `k % f`, stay in `[0, f)`. Then, with
 /// `S` the rest divided by `f` and `R` those terms, `(f*S + R) / d = S / (d/f)` and
-/// `(f*S + R) % d = f * (S % (d/f)) + R`. Returns `(d/f, S, R)`. (An index `42*y + x` with
+/// `(f*S + R) % d = f * (S % (d/f)) + R`. Returns `(f, S, R)`. (An index `42*y + x` with
 /// `x < 42`, divided by 588, is `y / 14`: the row of a (14, 42) reshape.)
-fn split_by_factor(g: &mut KGraph, ts: &[(Ref, i64)], k: i64, d: i64) -> Option<(Ref, Ref, Ref)> {
+fn split_by_factor(g: &mut KGraph, ts: &[(Ref, i64)], k: i64, d: i64) -> Option<(i64, Ref, Ref)> {
     let mut factors: Vec<i64> = ts.iter().map(|t| gcd(d, t.1)).filter(|&f| f > 1).collect();
     factors.sort_unstable_by(|a, b| b.cmp(a));
     factors.dedup();
@@ -573,7 +544,7 @@ fn split_by_factor(g: &mut KGraph, ts: &[(Ref, i64)], k: i64, d: i64) -> Option<
         }
         let s = build_sum(g, &hi, k / f);
         let r = build_sum(g, &lo, k % f);
-        return Some((g.int(d / f), s, r));
+        return Some((f, s, r));
     }
     None
 }
