@@ -149,6 +149,8 @@ async function endToEnd() {
   await page.waitForTimeout(1000); // the strip of test images comes in
   await page.screenshot({ path: join(SHOTS, "before.png") });
   const t0 = await train(page);
+  // The charts redraw at most four times a second, so the last steps reach them a frame later.
+  await waitFor(page, (n) => window.wgradDemo.chartPoints().loss >= n, 10, "the charts to draw the last step", STEPS);
   const r = await page.evaluate((t) => ({
     step: window.wgradDemo.step,
     losses: window.wgradDemo.losses,
