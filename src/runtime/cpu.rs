@@ -1,7 +1,8 @@
 //! The CPU backend: kernels rendered to C, compiled by the system C compiler (`cc`, or `$CC`)
-//! into a shared object, loaded with dlopen, and run over the global range split across all
-//! cores. Compiled objects are cached on disk by a hash of source and compiler command,
-//! written atomically (compile to a temporary name, then rename).
+//! into a shared object, loaded with dlopen, and run over the global range in chunks that the
+//! calling thread and a pool of worker threads (one per further core) claim in turn. Compiled
+//! objects are cached on disk by a hash of source and compiler command, written atomically
+//! (compile to a temporary name, then rename).
 
 use super::{
     cache_dir, host_copy_in, host_copy_out, stable_hash, temp_name, Backend, BoxFuture, Buffer,
@@ -12,7 +13,9 @@ use crate::error::{bail, Error, ErrorKind, Result};
 use crate::ops::ReduceOp;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, i32, i32);
 
@@ -139,11 +142,153 @@ fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
     Ok(so)
 }
 
-struct SendPtrs(Vec<*mut u8>);
-// SAFETY: the pointers refer to buffers that outlive the launch; threads write disjoint elements.
-unsafe impl Send for SendPtrs {}
-// SAFETY: see above.
-unsafe impl Sync for SendPtrs {}
+/// Chunks of a launch's range per thread, claimed in turn (see `launch`).
+const CHUNKS_PER_THREAD: usize = 8;
+
+/// One launch's range, run in chunks that threads claim in turn as they finish the last: on
+/// a shared machine one core is often slowed by another process, and an even split would wait
+/// for it.
+struct Job {
+    f: KernelFn,
+    ptrs: *const *mut u8,
+    n: usize,
+    chunks: usize,
+    next: AtomicUsize,
+}
+
+impl Job {
+    fn work(&self) {
+        loop {
+            let c = self.next.fetch_add(1, Ordering::Relaxed);
+            if c >= self.chunks {
+                return;
+            }
+            let (lo, hi) = (c * self.n / self.chunks, (c + 1) * self.n / self.chunks);
+            // SAFETY: the kernel indexes only within the buffers the scheduler sized for it,
+            // which outlive the launch; each chunk writes a disjoint range of output elements.
+            unsafe { (self.f)(self.ptrs, lo as i32, hi as i32) };
+        }
+    }
+}
+
+/// Worker threads kept for every launch (spawning threads per launch cost 60-100 µs here,
+/// a millisecond or two per training step). The launching thread works too; launches from
+/// several threads take turns.
+struct Pool {
+    workers: AtomicUsize,
+    /// Jobs published so far.
+    generation: AtomicU64,
+    /// Workers that have finished the current job.
+    left: AtomicUsize,
+    state: Mutex<PoolState>,
+    wake: Condvar,
+    done: Condvar,
+    turn: Mutex<()>,
+}
+
+struct PoolState {
+    /// The current `Job`, as an address (valid until every worker has left it).
+    job: usize,
+}
+
+/// How long a waiting thread spins before it sleeps: the kernels of a step follow each other
+/// within microseconds, and waking a sleeping thread takes tens of them.
+const SPIN: Duration = Duration::from_micros(100);
+
+/// Spin until `ready()` or `SPIN` has passed; whether it became ready.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() > SPIN {
+            return ready();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The pool for `threads` threads in all (created on first use).
+fn pool(threads: usize) -> &'static Pool {
+    static POOL: OnceLock<&'static Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let pool: &'static Pool = Box::leak(Box::new(Pool {
+            workers: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            left: AtomicUsize::new(0),
+            state: Mutex::new(PoolState { job: 0 }),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+            turn: Mutex::new(()),
+        }));
+        // Workers the system cannot create (out of memory) are left out; none sees a job
+        // before the count is set.
+        let spawned = (1..threads)
+            .filter(|i| {
+                std::thread::Builder::new()
+                    .name(format!("wgrad-cpu-{i}"))
+                    .spawn(move || pool.serve())
+                    .is_ok()
+            })
+            .count();
+        pool.workers.store(spawned, Ordering::Release);
+        pool
+    })
+}
+
+impl Pool {
+    /// Run `job` on every worker and the calling thread; returns when all have left it.
+    fn run(&self, job: &Job) {
+        let _turn = lock(&self.turn);
+        let workers = self.workers.load(Ordering::Acquire);
+        {
+            // Under the lock, so that a worker about to sleep sees it (or is woken).
+            let mut st = lock(&self.state);
+            st.job = job as *const Job as usize;
+            self.left.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        self.wake.notify_all();
+        job.work();
+        let all_left = || self.left.load(Ordering::Acquire) == workers;
+        if !spin_until(all_left) {
+            let mut st = lock(&self.state);
+            while !all_left() {
+                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+
+    /// A worker's loop: wait for a job, work on it, report.
+    fn serve(&self) {
+        let mut seen = 0;
+        loop {
+            let new = || self.generation.load(Ordering::Acquire) != seen;
+            let job = if spin_until(new) {
+                lock(&self.state).job
+            } else {
+                let mut st = lock(&self.state);
+                while !new() {
+                    st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                st.job
+            } as *const Job;
+            seen = self.generation.load(Ordering::Acquire);
+            // SAFETY: `run` keeps the job alive until every worker has reported leaving it.
+            unsafe { (*job).work() };
+            let _st = lock(&self.state);
+            self.left.fetch_add(1, Ordering::Release);
+            self.done.notify_one();
+        }
+    }
+}
 
 impl Backend for Cpu {
     fn device(&self) -> Device {
@@ -203,11 +348,10 @@ impl Backend for Cpu {
                 "cpu: cannot launch a program compiled for another backend"
             )
         };
-        let ptrs = SendPtrs(
-            bufs.iter()
-                .map(|b| b.host().map(|h| h.ptr()))
-                .collect::<Result<_>>()?,
-        );
+        let ptrs: Vec<*mut u8> = bufs
+            .iter()
+            .map(|b| b.host().map(|h| h.ptr()))
+            .collect::<Result<_>>()?;
         // A kernel with workgroups runs whole workgroups (C loops over their invocations).
         let n = if p.local_size > 1 {
             p.global_size / p.local_size
@@ -229,27 +373,62 @@ impl Backend for Cpu {
         let f = cp.func;
         if threads <= 1 {
             // SAFETY: the kernel indexes only within the buffers the scheduler sized for it.
-            unsafe { f(ptrs.0.as_ptr(), 0, n as i32) };
+            unsafe { f(ptrs.as_ptr(), 0, n as i32) };
             return Ok(());
         }
-        let chunk = n.div_ceil(threads);
-        std::thread::scope(|s| {
-            let ptrs = &ptrs;
-            for t in 1..threads {
-                let (lo, hi) = ((t * chunk).min(n), ((t + 1) * chunk).min(n));
-                // SAFETY: as above; each thread writes a disjoint range of output elements.
-                let job = move || unsafe { f(ptrs.0.as_ptr(), lo as i32, hi as i32) };
-                // A thread the system cannot create (out of memory) runs its share here.
-                if std::thread::Builder::new().spawn_scoped(s, job).is_err() {
-                    job();
-                }
-            }
-            // SAFETY: as above.
-            unsafe { f(ptrs.0.as_ptr(), 0, chunk.min(n) as i32) };
-        });
+        let job = Job {
+            f,
+            ptrs: ptrs.as_ptr(),
+            n,
+            chunks: n.min(threads * CHUNKS_PER_THREAD),
+            next: AtomicUsize::new(0),
+        };
+        pool(self.threads).run(&job);
         Ok(())
     }
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in kernel: adds 1 to each `u32` of its range of buffer 0.
+    unsafe extern "C" fn bump(bufs: *const *mut u8, lo: i32, hi: i32) {
+        // SAFETY: the test passes one buffer of at least `hi` u32s.
+        let out = unsafe { *bufs } as *mut u32;
+        for i in lo..hi {
+            // SAFETY: as above; chunks are disjoint.
+            unsafe { *out.add(i as usize) += 1 };
+        }
+    }
+
+    /// Every element of every launch runs exactly once, with launches from several threads at
+    /// once and ranges shorter than the chunks asked for.
+    #[test]
+    fn the_pool_runs_each_element_once() {
+        let threads = 4;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    let n = [1, 3, 17, 1000, 4099][t % 5];
+                    let mut data = vec![0u32; n];
+                    let ptrs = [data.as_mut_ptr() as *mut u8];
+                    for _ in 0..200 {
+                        let job = Job {
+                            f: bump,
+                            ptrs: ptrs.as_ptr(),
+                            n,
+                            chunks: n.min(2 * CHUNKS_PER_THREAD),
+                            next: AtomicUsize::new(0),
+                        };
+                        pool(3).run(&job);
+                    }
+                    assert!(data.iter().all(|&v| v == 200), "{n}: {data:?}");
+                });
+            }
+        });
     }
 }
