@@ -171,7 +171,7 @@ impl Job {
     }
 }
 
-/// Worker threads kept for every launch (spawning threads per launch cost 60-100 µs here,
+/// Worker threads kept for every launch (spawning threads per launch cost 56-100 µs here,
 /// a millisecond or two per training step). The launching thread works too; launches from
 /// several threads take turns.
 struct Pool {
@@ -180,15 +180,11 @@ struct Pool {
     generation: AtomicU64,
     /// Workers that have finished the current job.
     left: AtomicUsize,
-    state: Mutex<PoolState>,
+    /// The current `Job`, as an address (valid until every worker has left it).
+    job: Mutex<usize>,
     wake: Condvar,
     done: Condvar,
     turn: Mutex<()>,
-}
-
-struct PoolState {
-    /// The current `Job`, as an address (valid until every worker has left it).
-    job: usize,
 }
 
 /// How long a waiting thread spins before it sleeps: the kernels of a step follow each other
@@ -215,7 +211,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The pool for `threads` threads in all (created on first use).
+/// The pool for `threads` threads in all (created on first use, with the first caller's count).
 fn pool(threads: usize) -> &'static Pool {
     static POOL: OnceLock<&'static Pool> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -223,7 +219,7 @@ fn pool(threads: usize) -> &'static Pool {
             workers: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             left: AtomicUsize::new(0),
-            state: Mutex::new(PoolState { job: 0 }),
+            job: Mutex::new(0),
             wake: Condvar::new(),
             done: Condvar::new(),
             turn: Mutex::new(()),
@@ -250,8 +246,8 @@ impl Pool {
         let workers = self.workers.load(Ordering::Acquire);
         {
             // Under the lock, so that a worker about to sleep sees it (or is woken).
-            let mut st = lock(&self.state);
-            st.job = job as *const Job as usize;
+            let mut current = lock(&self.job);
+            *current = job as *const Job as usize;
             self.left.store(0, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Release);
         }
@@ -259,7 +255,7 @@ impl Pool {
         job.work();
         let all_left = || self.left.load(Ordering::Acquire) == workers;
         if !spin_until(all_left) {
-            let mut st = lock(&self.state);
+            let mut st = lock(&self.job);
             while !all_left() {
                 st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
             }
@@ -272,18 +268,18 @@ impl Pool {
         loop {
             let new = || self.generation.load(Ordering::Acquire) != seen;
             let job = if spin_until(new) {
-                lock(&self.state).job
+                *lock(&self.job)
             } else {
-                let mut st = lock(&self.state);
+                let mut st = lock(&self.job);
                 while !new() {
                     st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
-                st.job
+                *st
             } as *const Job;
             seen = self.generation.load(Ordering::Acquire);
             // SAFETY: `run` keeps the job alive until every worker has reported leaving it.
             unsafe { (*job).work() };
-            let _st = lock(&self.state);
+            let _st = lock(&self.job);
             self.left.fetch_add(1, Ordering::Release);
             self.done.notify_one();
         }
