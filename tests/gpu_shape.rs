@@ -26,18 +26,25 @@ use wgrad::{Context, CrossEntropyOpts, DType, Device, Tensor};
 /// One training step's tensors to realize (the loss and every update), not yet realized.
 fn step(bs: usize, seed: u64) -> (Vec<Tensor>, Vec<Tensor>) {
     Tensor::manual_seed(seed);
+    let x = Tensor::rand(&[bs, 1, 28, 28]).unwrap().realize().unwrap();
+    step_on(&x, seed)
+}
+
+/// The same on images `x` (`[bs, 1, 28, 28]`, any dtype the model casts from).
+fn step_on(x: &Tensor, seed: u64) -> (Vec<Tensor>, Vec<Tensor>) {
+    let bs = x.shape()[0];
+    Tensor::manual_seed(seed);
     let model = Model::new().unwrap();
     let params = get_parameters(&model);
     Tensor::realize_all(&params.iter().collect::<Vec<_>>()).unwrap();
     let mut opt = Adam::new(params.clone()).unwrap();
-    let x = Tensor::rand(&[bs, 1, 28, 28]).unwrap().realize().unwrap();
     let y = Tensor::randint(&[bs], 0, 10).unwrap().realize().unwrap();
     let mut all = Context::new()
         .training(true)
         .run(|| -> wgrad::Result<Vec<Tensor>> {
             opt.zero_grad();
             let loss = model
-                .forward(&x)?
+                .forward(x)?
                 .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
             loss.backward()?;
             let mut all = opt.schedule_step()?;
@@ -155,6 +162,41 @@ fn cpu_kernels_share_their_loads() {
         eprintln!("loads in loops: {plain:.3e} unoptimized, {tuned:.3e} with the CPU's upcasts; {upcast} kernels upcast");
         assert!(upcast >= 6, "only {upcast} kernels upcast");
         assert!(tuned < 0.5 * plain, "{tuned:.3e} loads against {plain:.3e}");
+    })
+}
+
+/// On the CPU a window's reduce (pooling and its gradient, a convolution over one input
+/// channel) keeps a row of outputs whose inputs it reads whole: max-pooling's forward and its
+/// tie count upcast the pooled width (13) with the window's inner loop unrolled (16 batches'
+/// windows at once ran 2.4x slower), and conv1's forward reads its u8 pixels as vectors (8
+/// channels of a row of 13; 8 channels of 8 batches, whose bytes were gathered, ran 2x slower).
+#[test]
+fn cpu_window_kernels_read_rows() {
+    Context::new().dev(Device::Interp).run(|| {
+        let pixels: Vec<u8> = (0..128 * 784).map(|i| (i * 37 % 251) as u8).collect();
+        let x = Tensor::from_raw(&pixels, DType::U8, &[128, 1, 28, 28]).unwrap();
+        let (all, _params) = step_on(&x, 1);
+        let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let target = Target::new(OptTarget::Cpu);
+        let (mut pools, mut convs) = (0, 0);
+        for item in &items {
+            let ScheduleItem::Kernel { ast, .. } = item else {
+                continue;
+            };
+            let plan = default_plan(ast, &target);
+            let Plan::One(o) = &plan else { continue };
+            if ast.root.shape == [128, 32, 13, 13, 1, 1] {
+                pools += 1;
+                assert!(o.upcast.contains(&(3, 13)) && o.unroll.is_some(), "{o:?}");
+            }
+            if ast.root.shape == [128, 1, 32, 26, 26, 1, 1, 1] {
+                convs += 1;
+                let k = &compile_plan(ast, &plan).unwrap().stages[0].kernel;
+                let c = wgrad::codegen::c::render_c(k);
+                assert!(c.contains("ldb8(b1 + "), "{o:?}\n{c}");
+            }
+        }
+        assert_eq!((pools, convs), (2, 1), "pooling kernels, conv1 forwards");
     })
 }
 

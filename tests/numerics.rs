@@ -304,3 +304,39 @@ fn vector_accumulators_match_the_interpreter_bit_for_bit() {
         assert!(bits(a) == bits(b), "{what} differs from the interpreter");
     }
 }
+
+/// An image's u8 pixels, cast to f32 by the first convolution, are read eight at a time and
+/// converted together (`ldb8` in the C dialect); the conversion is exact, so the forward still
+/// equals the interpreter's bit for bit.
+#[test]
+fn byte_vector_loads_match_the_interpreter_bit_for_bit() {
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "byte vector loads", "no C compiler");
+    }
+    let pixels: Vec<u8> = (0..8 * 784).map(|i| (i * 37 % 251) as u8).collect();
+    let run = |dev: Device| {
+        Context::new()
+            .dev(dev)
+            .run(|| {
+                let x = Tensor::from_raw(&pixels, DType::U8, &[8, 1, 28, 28])?;
+                let w = kernels::f32s(&[32, 1, 3, 3], 8, -0.5, 0.5)?;
+                let b = kernels::f32s(&[32], 9, -0.5, 0.5)?;
+                let y = x
+                    .cast(DType::F32)?
+                    .conv2d(&w, Some(&b), &Default::default())?;
+                y.relu()?.to_vec_f32()
+            })
+            .unwrap_or_else(|e| panic!("{dev}: {e}"))
+    };
+    let kernels = kernels::record(|| {
+        run(Device::Cpu);
+        Ok(())
+    });
+    let bytes = kernels
+        .iter()
+        .filter(|k| wgrad::codegen::c::render_c(k).contains("ldb8(b"))
+        .count();
+    assert_eq!(bytes, 1, "kernels reading bytes as vectors");
+    let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&run(Device::Cpu)) == bits(&run(Device::Interp)));
+}

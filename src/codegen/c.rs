@@ -34,6 +34,10 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
 static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
+typedef unsigned char v8b __attribute__((vector_size(8)));
+typedef unsigned char v4b __attribute__((vector_size(4)));
+static inline v8f ldb8(const unsigned char *p) { v8b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v8f); }
+static inline v4f ldb4(const unsigned char *p) { v4b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v4f); }
 static inline float fmx(float a, float b) { return (a > b || b != b) ? a : b; }
 static inline float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
@@ -200,8 +204,11 @@ impl Renderer for CRenderer {
     fn vec_ty(&self, width: usize) -> String {
         format!("v{width}f")
     }
-    fn vec_load(&self, slot: u32, idx: &str, width: usize) -> String {
-        format!("ld{width}(b{slot} + {idx})")
+    fn vec_load(&self, slot: u32, dt: DType, idx: &str, width: usize) -> String {
+        match dt {
+            DType::U8 => format!("ldb{width}(b{slot} + {idx})"),
+            _ => format!("ld{width}(b{slot} + {idx})"),
+        }
     }
     fn vec_gather(&self, lanes: &[String], width: usize) -> String {
         let mut l = lanes.to_vec();

@@ -18,7 +18,9 @@
 
 use crate::dtype::DType;
 use crate::kernel::rewrite::simplify_given;
-use crate::kernel::{st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref};
+use crate::kernel::{
+    st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref, LOOP_BITS,
+};
 use crate::ops::{BinaryOp, ReduceOp};
 use std::collections::HashMap;
 
@@ -295,15 +297,13 @@ pub fn gathers_per_output(l: &Lowered) -> f64 {
     loads as f64 / l.stores().max(1) as f64
 }
 
-/// Memory accesses inside reduce loops per output element, to compare upcast choices. Loads
-/// from one buffer whose indices differ only by a small constant (consecutive elements, as an
-/// upcast along a contiguous axis produces) count once: they share cache lines and vectorize.
-pub fn loads_per_output(l: &Lowered) -> f64 {
-    use std::collections::HashSet;
-    let g = &l.graph;
-    // (buffer slot, index terms without the constant, constant / 16)
-    type Key = (u32, Vec<(Ref, i64)>, i64);
-    let mut groups: HashSet<Key> = HashSet::new();
+/// A group of loads that share cache lines: (buffer slot, index terms without the constant,
+/// constant / 16).
+type LineKey = (u32, Vec<(Ref, i64)>, i64);
+
+/// The groups of loads inside reduce loops, each with the range bits its indices depend on.
+fn load_groups(g: &KGraph) -> HashMap<LineKey, u64> {
+    let mut groups: HashMap<LineKey, u64> = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let KOp::Load(slot) = n.op else { continue };
         if g.ranges[i] == 0 {
@@ -312,9 +312,38 @@ pub fn loads_per_output(l: &Lowered) -> f64 {
         let (mut ts, mut k) = (vec![], 0i64);
         crate::kernel::rewrite::terms(g, n.src[0], 1, &mut ts, &mut k);
         ts.sort();
-        groups.insert((slot, ts, k.div_euclid(16)));
+        *groups.entry((slot, ts, k.div_euclid(16))).or_default() |= g.ranges[i];
     }
-    groups.len() as f64 / l.stores().max(1) as f64
+    groups
+}
+
+/// Memory accesses inside reduce loops per output element, to compare upcast choices. Loads
+/// from one buffer whose indices differ only by a small constant (consecutive elements, as an
+/// upcast along a contiguous axis produces) count once: they share cache lines and vectorize.
+pub fn loads_per_output(l: &Lowered) -> f64 {
+    load_groups(&l.graph).len() as f64 / l.stores().max(1) as f64
+}
+
+/// Cache lines the reduce loops read per output element over all their trips: the groups of
+/// `loads_per_output`, each counted once per iteration of the loops its index depends on.
+pub fn lines_per_output(l: &Lowered) -> f64 {
+    let g = &l.graph;
+    let trips = |bits: u64| -> f64 {
+        g.nodes
+            .iter()
+            .filter_map(|n| match n.op {
+                KOp::Range { id, size } if bits & (1u64 << id) != 0 => Some(size as f64),
+                _ => None,
+            })
+            .product()
+    };
+    let lines: f64 = load_groups(g)
+        .values()
+        .map(|&b| b & LOOP_BITS)
+        .filter(|&b| b != 0)
+        .map(trips)
+        .sum();
+    lines / l.stores().max(1) as f64
 }
 
 fn combine(g: &mut KGraph, op: ReduceOp, a: Ref, b: Ref) -> Ref {

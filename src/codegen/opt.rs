@@ -12,17 +12,20 @@
 //!   silently stops an invocation's loops); upcasts chosen by the distinct loads and cache
 //!   lines per output of the reduce loop.
 //! - **CPU** (C, and the interpreter): the upcasts a cycle model of the C dialect's vector code
-//!   (`vectorize.rs`) finds cheapest, every combination of up to three axes tried; a whole
-//!   short axis upcast and a short reduce loop unrolled where that folds most of the index
-//!   divisions to constants; a long reduce split into parts whose inputs stay in L2 and whose
-//!   sums run as independent chains on every core.
+//!   (`vectorize.rs`) and of the cache lines read finds cheapest, every combination of up to
+//!   three axes tried, a window's short loop unrolled or not; a whole short axis upcast and a
+//!   short reduce loop unrolled where that folds most of the index divisions to constants; a
+//!   long reduce split into parts whose inputs stay in L2 and whose sums run as independent
+//!   chains on every core.
 
 use super::linearize::Inst;
 use super::lower::{
-    aligned_reduce, check, gathers_per_output, loads_per_output, lower, Lowered, Opts,
+    aligned_reduce, check, gathers_per_output, lines_per_output, loads_per_output, lower, Lowered,
+    Opts,
 };
 use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
+use crate::dtype::DType;
 use crate::kernel::{AstOp, KernelAst, LOOP_BITS};
 use crate::ops::BinaryOp;
 
@@ -31,6 +34,11 @@ use crate::ops::BinaryOp;
 /// accumulators that fit in registers and spills the rest to L1, which still beats re-streaming
 /// the reduce's inputs.
 const MAX_UPCAST: usize = 72;
+/// Outputs one CPU invocation may compute for a window's reduce (`WINDOW`): its accumulators
+/// live for a few iterations only. 104 lets conv1's forward keep a row of 13 outputs for 8
+/// channels, 2x faster than 8 channels of 8 batches, whose input bytes are gathered (the
+/// same 104 made conv2's forward, 288 iterations long, 1.3x slower).
+const MAX_UPCAST_WINDOW: usize = 104;
 /// Outputs one invocation may compute on software GPU adapters: 88 lets a convolution keep a
 /// row of 11 outputs for 8 channels (19 loads per step of its reduce for 88 outputs; on
 /// lavapipe 2x faster than 22 outputs).
@@ -74,6 +82,13 @@ const FOLD_UNROLL: usize = 4;
 const FOLD_GAIN: f64 = 0.5;
 /// Divisions per output below which `fold_indices` tries nothing.
 const FOLD_MIN: f64 = 4.0;
+/// The longest reduce the CPU search also tries with a loop unrolled (`window_unrolls`).
+const WINDOW: usize = 16;
+/// Cycles the CPU cost adds per cache line a kernel's reduce loops read for one output
+/// (`lines_per_output`): small, so that it decides between choices the cycle model finds
+/// alike (rows read whole against many rows far apart: a max-pooling window's 16 batches at
+/// once run 2.4x slower than a row of 13 outputs).
+const LINE_CYCLES: f64 = 0.25;
 
 /// The kernel's reduce: (its output elements, its reduce axes with their sizes).
 fn reduce_of(ast: &KernelAst) -> Option<(usize, Vec<(usize, usize)>)> {
@@ -194,7 +209,18 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
             let base = Opts::default();
             if t.kind == OptTarget::Cpu {
                 let cost = |l: &Lowered| cpu_cycles_per_output(ast, l);
-                let o = best_upcast(ast, base, MAX_UPCAST, 4 * cores, 1, &cost, CPU_BEAM).0;
+                let window = reduce_of(ast)
+                    .is_some_and(|(_, axes)| axes.iter().map(|a| a.1).product::<usize>() <= WINDOW);
+                let max = if window {
+                    MAX_UPCAST_WINDOW
+                } else {
+                    MAX_UPCAST
+                };
+                let o = window_unrolls(ast, base)
+                    .into_iter()
+                    .map(|b| best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM))
+                    .min_by(|a, b| cost(&a.1).total_cmp(&cost(&b.1)))
+                    .map_or_else(Opts::default, |c| c.0);
                 fold_indices(ast, o, 4 * cores)
             } else {
                 best_upcast(ast, base, MAX_UPCAST_SOFT, 4 * cores, 1, &soft_gpu_cost, 1).0
@@ -202,6 +228,28 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
         }
         OptTarget::Gpu => gpu_opts(ast, t),
     }
+}
+
+/// The bases a CPU upcast search starts from: none, and for a window's reduce (at most
+/// `WINDOW` elements: pooling and its gradient, a few loads and operations per output, where
+/// the order they read memory in decides the time) each short loop of it unrolled, so that a
+/// row of outputs can read its input rows whole (max-pooling's forward through a ReLU: a row
+/// of 13 outputs with the window's inner loop unrolled reads two rows of 26 inputs, 2.4x faster
+/// than 16 batches' windows at once).
+fn window_unrolls(ast: &KernelAst, base: Opts) -> Vec<Opts> {
+    let mut v = vec![base.clone()];
+    if let (Some((_, axes)), Some(_)) = (reduce_of(ast), aligned_reduce(ast)) {
+        if axes.iter().map(|a| a.1).product::<usize>() <= WINDOW {
+            for &(r, size) in axes.iter().filter(|a| a.1 > 1 && a.1 <= FOLD_UNROLL) {
+                let mut c = base.clone();
+                c.unroll = Some((r, size));
+                if check(ast, &c).is_ok() {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// Lower a kernel with the target's default actions.
@@ -350,11 +398,11 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 /// loads and two arithmetic operations (scalar or vector) per cycle but one shuffle, and a
 /// gathered operand costs a shuffle per lane; a body takes as long as its busiest kind. A
 /// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
-/// one loop body is made once). An accumulating add counts with its multiply as one operation,
-/// as an FMA would (the kernels compile without contraction, so this undercounts the
-/// arithmetic of every choice alike). Every accumulator is a chain of dependent adds, so a
-/// body takes at least an add's latency however little it does. Bodies count by their trip
-/// counts.
+/// one loop body is made once), and each cache line the loops read adds `LINE_CYCLES`. An
+/// accumulating add counts with its multiply as one operation, as an FMA would (the kernels
+/// compile without contraction, so this undercounts the arithmetic of every choice alike).
+/// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
+/// however little it does. Bodies count by their trip counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     use std::collections::{HashMap, HashSet};
     #[derive(Default)]
@@ -369,9 +417,18 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     fn walk(e: &VExpr, b: &mut Body, lanes: usize) {
         match e {
             VExpr::Splat(_) => {}
-            VExpr::Load { slot, base, offset } => {
+            VExpr::Load {
+                slot,
+                dtype,
+                base,
+                offset,
+            } => {
                 if b.vloads.insert((*slot, *base, *offset)) {
                     b.loads += 1.0 - lanes as f64;
+                    // u8 lanes widen to f32 (the scalar casts it replaces are not counted).
+                    if *dtype != DType::F32 {
+                        b.arith += 1.0;
+                    }
                 }
             }
             VExpr::Gather(regs) => {
@@ -444,7 +501,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
             b.weight * busiest
         })
         .sum();
-    cycles / stores.max(1.0)
+    cycles / stores.max(1.0) + LINE_CYCLES * lines_per_output(l)
 }
 
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
@@ -477,7 +534,9 @@ fn best_upcast(
             // outputs that reads a contiguous row of its input, which the C compiler turns into
             // vector loads and arithmetic without reordering any one output's sum.
             let whole = (size > 1 && size <= 16 && !UPCASTS.contains(&size)).then_some(size);
-            for amount in UPCASTS.into_iter().chain(whole) {
+            // And a row of a longer axis (13 of conv1's 26): a vector and a leftover.
+            let rows = (9..=16).filter(move |d| size % d == 0 && d < &size && !UPCASTS.contains(d));
+            for amount in UPCASTS.into_iter().chain(whole).chain(rows) {
                 let total = used * amount;
                 if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
                     let mut c = chosen.clone();

@@ -73,8 +73,9 @@ pub trait Renderer {
     fn vec_ty(&self, width: usize) -> String {
         format!("float{width}")
     }
-    /// `width` consecutive f32 elements of buffer `slot` from `idx` (any alignment).
-    fn vec_load(&self, slot: u32, idx: &str, width: usize) -> String {
+    /// `width` consecutive elements of buffer `slot` from `idx` (any alignment) as f32 lanes:
+    /// f32 elements, or u8 ones converted (`dt`; a dialect with vector types renders both).
+    fn vec_load(&self, slot: u32, _dt: DType, idx: &str, width: usize) -> String {
         format!("{}(b{slot} + {idx})", self.vec_ty(width))
     }
     /// A vector of `width` lanes, these first and zeros after them.
@@ -111,9 +112,17 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
 fn vexpr(e: &VExpr, w: usize, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
     match e {
         VExpr::Splat(r) => name(names, *r),
-        VExpr::Load { slot, base, offset } => {
-            d.vec_load(*slot, &lane_index(&name(names, *base), *offset as usize), w)
-        }
+        VExpr::Load {
+            slot,
+            dtype,
+            base,
+            offset,
+        } => d.vec_load(
+            *slot,
+            *dtype,
+            &lane_index(&name(names, *base), *offset as usize),
+            w,
+        ),
         VExpr::Gather(lanes) => {
             let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
             d.vec_gather(&l, w)

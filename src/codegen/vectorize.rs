@@ -22,9 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 pub enum VExpr {
     /// The same scalar in every lane.
     Splat(Reg),
-    /// The pack's `width` consecutive elements of a buffer from `base + offset`.
+    /// The pack's `width` consecutive elements of a buffer from `base + offset`, of `dtype`
+    /// (f32, or u8 converted to f32 lane by lane, exactly as a scalar cast does).
     Load {
         slot: u32,
+        dtype: DType,
         base: Reg,
         offset: i64,
     },
@@ -89,9 +91,10 @@ impl Affine {
 #[derive(Clone, Debug)]
 enum Def {
     /// An ungated f32 load at `index`, which is register `reg` plus `offset` (a `LoadVec`
-    /// lane included).
+    /// lane included), or a u8 load cast to f32 (`dtype` U8: an image's pixels).
     Load {
         slot: u32,
+        dtype: DType,
         index: Affine,
         reg: Reg,
         offset: i64,
@@ -104,6 +107,8 @@ enum Def {
 struct Analysis {
     defs: HashMap<Reg, Def>,
     ints: HashMap<Reg, Affine>,
+    /// Ungated u8 loads: (slot, index register).
+    bytes: HashMap<Reg, (u32, Reg)>,
 }
 
 impl Analysis {
@@ -111,6 +116,7 @@ impl Analysis {
         let mut a = Analysis {
             defs: HashMap::new(),
             ints: HashMap::new(),
+            bytes: HashMap::new(),
         };
         for inst in &k.insts {
             a.record(inst);
@@ -190,6 +196,36 @@ impl Analysis {
                     dst,
                     Def::Load {
                         slot,
+                        dtype: DType::F32,
+                        index,
+                        reg: idx,
+                        offset: 0,
+                    },
+                );
+            }
+            Inst::Load {
+                dst,
+                slot,
+                dtype: DType::U8,
+                idx,
+                gate: None,
+            } => {
+                self.bytes.insert(dst, (slot, idx));
+                self.defs.insert(dst, Def::Other);
+            }
+            Inst::Cast {
+                dst,
+                from: DType::U8,
+                to: DType::F32,
+                a,
+            } if self.bytes.contains_key(&a) => {
+                let (slot, idx) = self.bytes[&a];
+                let index = self.int(idx);
+                self.defs.insert(
+                    dst,
+                    Def::Load {
+                        slot,
+                        dtype: DType::U8,
                         index,
                         reg: idx,
                         offset: 0,
@@ -208,6 +244,7 @@ impl Analysis {
                     let offset = j as i64;
                     let def = Def::Load {
                         slot,
+                        dtype: DType::F32,
                         index,
                         reg: idx,
                         offset,
@@ -240,6 +277,7 @@ impl Analysis {
         match defs[0] {
             Def::Load {
                 slot,
+                dtype,
                 index,
                 reg,
                 offset,
@@ -254,8 +292,13 @@ impl Analysis {
                     return gather();
                 }
                 // Lane 0's own index register: defined before, and in scope at, every step.
-                let (slot, base, offset) = (*slot, *reg, *offset);
-                VExpr::Load { slot, base, offset }
+                let (slot, dtype, base, offset) = (*slot, *dtype, *reg, *offset);
+                VExpr::Load {
+                    slot,
+                    dtype,
+                    base,
+                    offset,
+                }
             }
             Def::Binary(op, _, _) => {
                 let same = defs
@@ -520,6 +563,11 @@ mod tests {
 
     /// The same with `n` outputs per invocation.
     fn kernel_of(lane: i64, n: i64) -> LinearKernel {
+        kernel_with(lane, n, DType::F32)
+    }
+
+    /// The same with `x` of `xdt` (u8: cast to f32 after the load, as an image's pixels are).
+    fn kernel_with(lane: i64, n: i64, xdt: DType) -> LinearKernel {
         let mut g = KGraph::new();
         let i = g.gidx(4);
         let r = g.range(16);
@@ -533,7 +581,10 @@ mod tests {
         for j in 0..n {
             let off = g.int(j * lane);
             let at = g.add(row, off);
-            let x = g.load(1, DType::F32, at, yes);
+            let mut x = g.load(1, xdt, at, yes);
+            if xdt != DType::F32 {
+                x = g.cast(x, DType::F32);
+            }
             let p = g.mul(x, y);
             let s = g.reduce(ReduceOp::Sum, p, &[r]);
             let oj = g.int(j);
@@ -552,11 +603,13 @@ mod tests {
             local_size: 1,
             shared: vec![],
         };
-        let buf = |writes| BufArg {
-            dtype: DType::F32,
-            writes,
-        };
-        linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
+        let buf = |dtype, writes| BufArg { dtype, writes };
+        let bufs = vec![
+            buf(DType::F32, true),
+            buf(xdt, false),
+            buf(DType::F32, false),
+        ];
+        linearize(&l, bufs, "k")
     }
 
     #[test]
@@ -602,5 +655,36 @@ mod tests {
         // Strided terms: no gathered half-width vector.
         let p = packs(&kernel_of(3, 11), 8);
         assert!(p.iter().all(|p| p.width == 8), "{p:?}");
+    }
+
+    #[test]
+    fn contiguous_bytes_cast_to_f32_are_one_vector_load() {
+        // u8 pixels: the cast lanes pack as one load of 8 bytes converted together.
+        let k = kernel_with(1, 8, DType::U8);
+        let p = packs(&k, 8);
+        assert_eq!(p.len(), 1, "{k}");
+        let VExpr::Binary(BinaryOp::Mul, a, _) = &p[0].expr else {
+            panic!("{:?}", p[0].expr)
+        };
+        assert!(
+            matches!(
+                **a,
+                VExpr::Load {
+                    slot: 1,
+                    dtype: DType::U8,
+                    ..
+                }
+            ),
+            "{a:?}"
+        );
+        let src = crate::codegen::c::render_c(&k);
+        assert!(src.contains("ldb8(b1 + "), "{src}");
+        // Strided bytes are gathered lane by lane, each cast as a scalar.
+        let p = packs(&kernel_with(3, 8, DType::U8), 8);
+        assert!(
+            matches!(&p[0].expr, VExpr::Binary(_, a, _) if matches!(**a, VExpr::Gather(_))),
+            "{:?}",
+            p[0].expr
+        );
     }
 }
