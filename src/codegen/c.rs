@@ -38,6 +38,11 @@ typedef unsigned char v8b __attribute__((vector_size(8)));
 typedef unsigned char v4b __attribute__((vector_size(4)));
 static inline v8f ldb8(const unsigned char *p) { v8b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v8f); }
 static inline v4f ldb4(const unsigned char *p) { v4b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v4f); }
+#ifdef __AVX__
+#define PIN(v) __asm__("" : "+x"(v))
+#else
+#define PIN(v) ((void)0)
+#endif
 static inline float fmx(float a, float b) { return (a > b || b != b) ? a : b; }
 static inline float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
@@ -209,6 +214,9 @@ impl Renderer for CRenderer {
             DType::U8 => format!("ldb{width}(b{slot} + {idx})"),
             _ => format!("ld{width}(b{slot} + {idx})"),
         }
+    }
+    fn vec_pin(&self, name: &str) -> Option<String> {
+        Some(format!("PIN({name});"))
     }
     fn vec_gather(&self, lanes: &[String], width: usize) -> String {
         let mut l = lanes.to_vec();

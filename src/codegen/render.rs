@@ -78,6 +78,11 @@ pub trait Renderer {
     fn vec_load(&self, slot: u32, _dt: DType, idx: &str, width: usize) -> String {
         format!("{}(b{slot} + {idx})", self.vec_ty(width))
     }
+    /// A statement that keeps vector `name` in a register (an empty asm that claims to change
+    /// it), where a compiler would otherwise reload it from memory at every use.
+    fn vec_pin(&self, _name: &str) -> Option<String> {
+        None
+    }
     /// A vector of `width` lanes, these first and zeros after them.
     fn vec_gather(&self, lanes: &[String], width: usize) -> String {
         let zero = self.constant(0.0, DType::F32);
@@ -108,8 +113,42 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
     names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
 }
 
-/// A vector expression of `width` lanes, spelled.
-fn vexpr(e: &VExpr, w: usize, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
+/// A vector load as the packs of a loop body share it: (slot, dtype, base, offset, width).
+type VLoadKey = (u32, DType, Reg, i64, usize);
+
+fn vload_key(e: &VExpr, w: usize) -> Option<VLoadKey> {
+    match *e {
+        VExpr::Load {
+            slot,
+            dtype,
+            base,
+            offset,
+        } => Some((slot, dtype, base, offset, w)),
+        _ => None,
+    }
+}
+
+/// Every vector load of `e`, outermost first.
+fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
+    match e {
+        VExpr::Binary(_, a, b) => {
+            vloads(a, w, out);
+            vloads(b, w, out);
+        }
+        VExpr::Neg(a) => vloads(a, w, out),
+        _ => out.extend(vload_key(e, w)),
+    }
+}
+
+/// A vector expression of `width` lanes, spelled; a load named in `shared` by its name.
+fn vexpr(
+    e: &VExpr,
+    w: usize,
+    names: &HashMap<Reg, String>,
+    shared: &HashMap<VLoadKey, (String, usize)>,
+    d: &dyn Renderer,
+) -> String {
+    let rec = |e: &VExpr| vexpr(e, w, names, shared, d);
     match e {
         VExpr::Splat(r) => name(names, *r),
         VExpr::Load {
@@ -117,23 +156,21 @@ fn vexpr(e: &VExpr, w: usize, names: &HashMap<Reg, String>, d: &dyn Renderer) ->
             dtype,
             base,
             offset,
-        } => d.vec_load(
-            *slot,
-            *dtype,
-            &lane_index(&name(names, *base), *offset as usize),
-            w,
-        ),
+        } => match vload_key(e, w).and_then(|k| shared.get(&k)) {
+            Some((n, _)) => n.clone(),
+            None => d.vec_load(
+                *slot,
+                *dtype,
+                &lane_index(&name(names, *base), *offset as usize),
+                w,
+            ),
+        },
         VExpr::Gather(lanes) => {
             let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
             d.vec_gather(&l, w)
         }
-        VExpr::Binary(op, a, b) => d.binary(
-            *op,
-            DType::F32,
-            &vexpr(a, w, names, d),
-            &vexpr(b, w, names, d),
-        ),
-        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &vexpr(a, w, names, d)),
+        VExpr::Binary(op, a, b) => d.binary(*op, DType::F32, &rec(a), &rec(b)),
+        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &rec(a)),
     }
 }
 
@@ -148,10 +185,45 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let vname = |p: &Pack| format!("vacc{}", p.accs[0]);
     let dropped: std::collections::HashSet<usize> =
         packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
+    // A vector load that several packs read is made once, into a named vector the dialect may
+    // pin to a register (GCC otherwise folds it into every multiply as a memory operand, and
+    // the loads, not the arithmetic, bound a convolution's loop). Names live in their loop body.
+    let mut uses: HashMap<VLoadKey, usize> = HashMap::new();
+    for p in &packs {
+        let mut ks = vec![];
+        vloads(&p.expr, p.width, &mut ks);
+        for k in ks {
+            *uses.entry(k).or_default() += 1;
+        }
+    }
+    let mut shared: HashMap<VLoadKey, (String, usize)> = HashMap::new();
+    let mut named = 0usize;
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
         if let Some(p) = packs.iter().find(|p| p.at == i) {
-            let e = vexpr(&p.expr, p.width, &names, d);
+            let mut ks = vec![];
+            vloads(&p.expr, p.width, &mut ks);
+            for key in ks {
+                if uses[&key] < 2 || shared.contains_key(&key) {
+                    continue;
+                }
+                let n = format!("vl{named}");
+                named += 1;
+                let (slot, dtype, base, offset, w) = key;
+                let load = VExpr::Load {
+                    slot,
+                    dtype,
+                    base,
+                    offset,
+                };
+                let e = vexpr(&load, w, &names, &shared, d);
+                let _ = writeln!(out, "{pad}{}", d.var(&d.vec_ty(w), &n, &e));
+                if let Some(pin) = d.vec_pin(&n) {
+                    let _ = writeln!(out, "{pad}{pin}");
+                }
+                shared.insert(key, (n, depth));
+            }
+            let e = vexpr(&p.expr, p.width, &names, &shared, d);
             let v = vname(p);
             let _ = writeln!(out, "{pad}{v} = {v} + {e};");
             continue;
@@ -310,6 +382,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             }
             Inst::EndLoop => {
                 depth -= 1;
+                shared.retain(|_, (_, at)| *at <= depth);
                 let pad = "  ".repeat(depth);
                 let _ = writeln!(out, "{pad}}}");
                 for p in packs.iter().filter(|p| p.end == i) {

@@ -687,4 +687,60 @@ mod tests {
             p[0].expr
         );
     }
+
+    /// `out[16i + 8c + j] = sum_r x[64r + j] * y[2r + c]` for c in 0..2, j in 0..8: two packs
+    /// that read the same eight elements of x.
+    fn two_channels() -> LinearKernel {
+        let mut g = KGraph::new();
+        let i = g.gidx(4);
+        let r = g.range(16);
+        let yes = g.bool_const(true);
+        let (stride, two, sixteen) = (g.int(64), g.int(2), g.int(16));
+        let row = g.mul(r, stride);
+        let yrow = g.mul(r, two);
+        let base = g.mul(i, sixteen);
+        let mut effects = vec![];
+        for c in 0..2 {
+            let ci = g.int(c);
+            let yat = g.add(yrow, ci);
+            let y = g.load(2, DType::F32, yat, yes);
+            for j in 0..8 {
+                let off = g.int(j);
+                let at = g.add(row, off);
+                let x = g.load(1, DType::F32, at, yes);
+                let p = g.mul(x, y);
+                let s = g.reduce(ReduceOp::Sum, p, &[r]);
+                let o = g.int(8 * c + j);
+                let idx = g.add(base, o);
+                effects.push(Effect::Store {
+                    slot: 0,
+                    idx,
+                    val: s,
+                    gate: None,
+                });
+            }
+        }
+        let l = Lowered {
+            graph: g,
+            effects,
+            global_size: 4,
+            local_size: 1,
+            shared: vec![],
+        };
+        let buf = |writes| BufArg {
+            dtype: DType::F32,
+            writes,
+        };
+        linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
+    }
+
+    #[test]
+    fn a_vector_load_two_packs_read_is_made_once_and_pinned() {
+        let k = two_channels();
+        assert_eq!(packs(&k, 8).len(), 2, "{k}");
+        let src = crate::codegen::c::render_c(&k);
+        assert_eq!(src.matches("ld8(b1 + ").count(), 1, "{src}");
+        assert!(src.contains("PIN(vl0);"), "{src}");
+        assert_eq!(src.matches("(vl0 * ").count(), 2, "{src}");
+    }
 }
