@@ -209,9 +209,7 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
             let base = Opts::default();
             if t.kind == OptTarget::Cpu {
                 let cost = |l: &Lowered| cpu_cycles_per_output(ast, l);
-                let window = reduce_of(ast)
-                    .is_some_and(|(_, axes)| axes.iter().map(|a| a.1).product::<usize>() <= WINDOW);
-                let max = if window {
+                let max = if is_window(ast) {
                     MAX_UPCAST_WINDOW
                 } else {
                     MAX_UPCAST
@@ -238,18 +236,22 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
 /// than 16 batches' windows at once).
 fn window_unrolls(ast: &KernelAst, base: Opts) -> Vec<Opts> {
     let mut v = vec![base.clone()];
-    if let (Some((_, axes)), Some(_)) = (reduce_of(ast), aligned_reduce(ast)) {
-        if axes.iter().map(|a| a.1).product::<usize>() <= WINDOW {
-            for &(r, size) in axes.iter().filter(|a| a.1 > 1 && a.1 <= FOLD_UNROLL) {
-                let mut c = base.clone();
-                c.unroll = Some((r, size));
-                if check(ast, &c).is_ok() {
-                    v.push(c);
-                }
+    if let (Some((_, axes)), Some(_), true) = (reduce_of(ast), aligned_reduce(ast), is_window(ast))
+    {
+        for &(r, size) in axes.iter().filter(|a| a.1 > 1 && a.1 <= FOLD_UNROLL) {
+            let mut c = base.clone();
+            c.unroll = Some((r, size));
+            if check(ast, &c).is_ok() {
+                v.push(c);
             }
         }
     }
     v
+}
+
+/// Whether the kernel's reduce is a window's: at most `WINDOW` elements.
+fn is_window(ast: &KernelAst) -> bool {
+    reduce_of(ast).is_some_and(|(_, axes)| axes.iter().map(|a| a.1).product::<usize>() <= WINDOW)
 }
 
 /// Lower a kernel with the target's default actions.

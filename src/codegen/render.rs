@@ -116,28 +116,33 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
 /// A vector load as the packs of a loop body share it: (slot, dtype, base, offset, width).
 type VLoadKey = (u32, DType, Reg, i64, usize);
 
-fn vload_key(e: &VExpr, w: usize) -> Option<VLoadKey> {
+/// Every vector load of `e`, outermost first.
+fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
     match *e {
+        VExpr::Binary(_, ref a, ref b) => {
+            vloads(a, w, out);
+            vloads(b, w, out);
+        }
+        VExpr::Neg(ref a) => vloads(a, w, out),
         VExpr::Load {
             slot,
             dtype,
             base,
             offset,
-        } => Some((slot, dtype, base, offset, w)),
-        _ => None,
+        } => out.push((slot, dtype, base, offset, w)),
+        VExpr::Splat(_) | VExpr::Gather(_) => {}
     }
 }
 
-/// Every vector load of `e`, outermost first.
-fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
-    match e {
-        VExpr::Binary(_, a, b) => {
-            vloads(a, w, out);
-            vloads(b, w, out);
-        }
-        VExpr::Neg(a) => vloads(a, w, out),
-        _ => out.extend(vload_key(e, w)),
-    }
+/// A vector load, spelled.
+fn vec_load(key: VLoadKey, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
+    let (slot, dtype, base, offset, w) = key;
+    d.vec_load(
+        slot,
+        dtype,
+        &lane_index(&name(names, base), offset as usize),
+        w,
+    )
 }
 
 /// A vector expression of `width` lanes, spelled; a load named in `shared` by its name.
@@ -156,15 +161,13 @@ fn vexpr(
             dtype,
             base,
             offset,
-        } => match vload_key(e, w).and_then(|k| shared.get(&k)) {
-            Some((n, _)) => n.clone(),
-            None => d.vec_load(
-                *slot,
-                *dtype,
-                &lane_index(&name(names, *base), *offset as usize),
-                w,
-            ),
-        },
+        } => {
+            let key = (*slot, *dtype, *base, *offset, w);
+            match shared.get(&key) {
+                Some((n, _)) => n.clone(),
+                None => vec_load(key, names, d),
+            }
+        }
         VExpr::Gather(lanes) => {
             let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
             d.vec_gather(&l, w)
@@ -188,36 +191,32 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     // A vector load that several packs read is made once, into a named vector the dialect may
     // pin to a register (GCC otherwise folds it into every multiply as a memory operand, and
     // the loads, not the arithmetic, bound a convolution's loop). Names live in their loop body.
+    let loads: Vec<Vec<VLoadKey>> = packs
+        .iter()
+        .map(|p| {
+            let mut ks = vec![];
+            vloads(&p.expr, p.width, &mut ks);
+            ks
+        })
+        .collect();
     let mut uses: HashMap<VLoadKey, usize> = HashMap::new();
-    for p in &packs {
-        let mut ks = vec![];
-        vloads(&p.expr, p.width, &mut ks);
-        for k in ks {
-            *uses.entry(k).or_default() += 1;
-        }
+    for &k in loads.iter().flatten() {
+        *uses.entry(k).or_default() += 1;
     }
     let mut shared: HashMap<VLoadKey, (String, usize)> = HashMap::new();
     let mut named = 0usize;
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
-        if let Some(p) = packs.iter().find(|p| p.at == i) {
-            let mut ks = vec![];
-            vloads(&p.expr, p.width, &mut ks);
-            for key in ks {
+        if let Some(pi) = packs.iter().position(|p| p.at == i) {
+            let p = &packs[pi];
+            for &key in &loads[pi] {
                 if uses[&key] < 2 || shared.contains_key(&key) {
                     continue;
                 }
                 let n = format!("vl{named}");
                 named += 1;
-                let (slot, dtype, base, offset, w) = key;
-                let load = VExpr::Load {
-                    slot,
-                    dtype,
-                    base,
-                    offset,
-                };
-                let e = vexpr(&load, w, &names, &shared, d);
-                let _ = writeln!(out, "{pad}{}", d.var(&d.vec_ty(w), &n, &e));
+                let e = vec_load(key, &names, d);
+                let _ = writeln!(out, "{pad}{}", d.var(&d.vec_ty(key.4), &n, &e));
                 if let Some(pin) = d.vec_pin(&n) {
                     let _ = writeln!(out, "{pad}{pin}");
                 }

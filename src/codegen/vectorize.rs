@@ -596,6 +596,12 @@ mod tests {
                 gate: None,
             });
         }
+        linearized(g, effects, xdt)
+    }
+
+    /// The kernel of `g` and `effects` over 4 invocations: writes f32 buffer 0, reads buffer 1
+    /// of `xdt` and f32 buffer 2.
+    fn linearized(g: KGraph, effects: Vec<Effect>, xdt: DType) -> LinearKernel {
         let l = Lowered {
             graph: g,
             effects,
@@ -720,18 +726,7 @@ mod tests {
                 });
             }
         }
-        let l = Lowered {
-            graph: g,
-            effects,
-            global_size: 4,
-            local_size: 1,
-            shared: vec![],
-        };
-        let buf = |writes| BufArg {
-            dtype: DType::F32,
-            writes,
-        };
-        linearize(&l, vec![buf(true), buf(false), buf(false)], "k")
+        linearized(g, effects, DType::F32)
     }
 
     #[test]
