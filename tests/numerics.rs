@@ -340,3 +340,27 @@ fn byte_vector_loads_match_the_interpreter_bit_for_bit() {
     let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert!(bits(&run(Device::Cpu)) == bits(&run(Device::Interp)));
 }
+
+/// A reduce step that adds a product is one fused multiply-add (rounded once) on the
+/// interpreter and the CPU alike: `1 * -1 + (1 + e)(1 - e)` is `-e²` fused, where the product
+/// rounded first (to 1) gives 0. A GPU driver may or may not fuse WGSL's `fma`.
+#[test]
+fn a_sum_of_products_is_fused_multiply_adds() {
+    let e = 2f32.powi(-13);
+    let fused = -(e * e);
+    for dev in common::devices() {
+        let got = Context::new()
+            .dev(dev)
+            .run(|| {
+                let a = Tensor::from_slice(&[1.0f32, 1.0 + e], &[2])?;
+                let b = Tensor::from_slice(&[-1.0f32, 1.0 - e], &[2])?;
+                a.mul(&b)?.sum((), false)?.to_vec_f32()
+            })
+            .unwrap_or_else(|err| panic!("{dev}: {err}"));
+        if [Device::Interp, Device::Cpu].contains(&dev) {
+            assert_eq!(got, vec![fused], "{dev}");
+        } else {
+            assert!(got == vec![fused] || got == vec![0.0], "{dev}: {got:?}");
+        }
+    }
+}

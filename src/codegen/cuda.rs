@@ -141,6 +141,9 @@ impl CudaRenderer {
 }
 
 impl Renderer for CudaRenderer {
+    fn fma(&self, a: &str, b: &str, c: &str) -> String {
+        format!("fmaf({a}, {b}, {c})")
+    }
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
             DType::F32 | DType::F16 => "float",

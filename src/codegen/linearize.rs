@@ -80,11 +80,16 @@ pub enum Inst {
         size: u32,
     },
     EndLoop,
+    /// One step of a reduce: `acc = acc (op) val`. Where `val` is an f32 product summed into an
+    /// f32 accumulator, `fused` holds its factors and the step is one fused multiply-add
+    /// (`acc + a * b` rounded once), on every backend and in the interpreter alike: a
+    /// convolution's or matmul's inner step is then one instruction where the hardware has it.
     Acc {
         acc: Reg,
         op: ReduceOp,
         dtype: DType,
         val: Reg,
+        fused: Option<(Reg, Reg)>,
     },
     /// A store into a global buffer, skipped where `gate` is false.
     Store {
@@ -432,11 +437,17 @@ impl Lin<'_> {
             let n = self.g.node(m).clone();
             let KOp::Reduce(op) = n.op else { continue };
             self.emit(n.src[0]);
+            let v = self.g.node(n.src[0]);
+            let product = op == ReduceOp::Sum
+                && n.dtype == DType::F32
+                && v.dtype == DType::F32
+                && v.op == KOp::Binary(BinaryOp::Mul);
             self.out.push(Inst::Acc {
                 acc: m,
                 op,
                 dtype: n.dtype,
                 val: n.src[0],
+                fused: product.then(|| (v.src[0], v.src[1])),
             });
         }
         for _ in ranges {

@@ -401,8 +401,8 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 /// gathered operand costs a shuffle per lane; a body takes as long as its busiest kind. A
 /// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
 /// one loop body is made once), and each cache line the loops read adds `LINE_CYCLES`. An
-/// accumulating add counts with its multiply as one operation, as an FMA would (the kernels
-/// compile without contraction, so this undercounts the arithmetic of every choice alike).
+/// accumulating add counts with its multiply as one operation: it is one fused multiply-add
+/// (`Inst::Acc::fused`).
 /// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
 /// however little it does. Bodies count by their trip counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {

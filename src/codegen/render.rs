@@ -90,6 +90,14 @@ pub trait Renderer {
         l.resize(width, zero);
         format!("{}({})", self.vec_ty(width), l.join(", "))
     }
+    /// `a * b + c` rounded once (a fused multiply-add), for f32 operands.
+    fn fma(&self, a: &str, b: &str, c: &str) -> String {
+        format!("fma({a}, {b}, {c})")
+    }
+    /// `a * b + c` lane by lane, each lane rounded once, for vectors of `width` f32 lanes.
+    fn vec_fma(&self, a: &str, b: &str, c: &str, _width: usize) -> String {
+        self.fma(a, b, c)
+    }
     /// One step of a reduce loop, `acc = acc (op) val` (WGSL overrides it: u8 sums wrap, bool
     /// sums are `||`).
     fn acc(&self, op: ReduceOp, dt: DType, acc: &str, val: &str) -> String {
@@ -222,9 +230,19 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 }
                 shared.insert(key, (n, depth));
             }
-            let e = vexpr(&p.expr, p.width, &names, &shared, d);
             let v = vname(p);
-            let _ = writeln!(out, "{pad}{v} = {v} + {e};");
+            let step = match &p.expr {
+                VExpr::Binary(BinaryOp::Mul, x, y) if p.fused => {
+                    // A function's operands are vectors: a scalar is broadcast.
+                    let operand = |e: &VExpr| match e {
+                        VExpr::Splat(r) => d.vec_gather(&vec![name(&names, *r); p.width], p.width),
+                        e => vexpr(e, p.width, &names, &shared, d),
+                    };
+                    d.vec_fma(&operand(x), &operand(y), &v, p.width)
+                }
+                e => format!("{v} + {}", vexpr(e, p.width, &names, &shared, d)),
+            };
+            let _ = writeln!(out, "{pad}{v} = {step};");
             continue;
         }
         if dropped.contains(&i) {
@@ -393,9 +411,18 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             }
             Inst::Acc {
                 acc,
+                fused: Some((x, y)),
+                ..
+            } => {
+                let a = format!("acc{acc}");
+                format!("{a} = {};", d.fma(&name(&names, *x), &name(&names, *y), &a))
+            }
+            Inst::Acc {
+                acc,
                 op,
                 dtype,
                 val,
+                fused: None,
             } => d.acc(*op, *dtype, &format!("acc{acc}"), &name(&names, *val)),
             Inst::Store {
                 slot,

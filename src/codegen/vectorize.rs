@@ -45,6 +45,9 @@ pub struct Pack {
     pub width: usize,
     /// What every iteration adds.
     pub expr: VExpr,
+    /// Whether the steps are fused multiply-adds (`Inst::Acc::fused`): `expr` is then the
+    /// product, and the vector step is one fused multiply-add per lane too.
+    pub fused: bool,
     /// The scalar steps (`Acc` instructions) the vector step replaces.
     pub steps: Vec<usize>,
     /// The last of them, in whose place the vector step is emitted.
@@ -377,7 +380,9 @@ fn reads(inst: &Inst) -> Vec<Reg> {
         Inst::Binary { a, b, .. } => vec![*a, *b],
         Inst::Where { c, a, b, .. } => vec![*c, *a, *b],
         Inst::Load { idx, gate, .. } => std::iter::once(*idx).chain(*gate).collect(),
-        Inst::Acc { val, .. } => vec![*val],
+        Inst::Acc { val, fused, .. } => std::iter::once(*val)
+            .chain(fused.iter().flat_map(|&(a, b)| [a, b]))
+            .collect(),
         Inst::Store { idx, val, gate, .. } => [*idx, *val].into_iter().chain(*gate).collect(),
         Inst::LoadShared { idx, .. } | Inst::LoadVec { idx, .. } => vec![*idx],
         Inst::StoreShared { idx, val, .. } => vec![*idx, *val],
@@ -429,6 +434,7 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
                 op: ReduceOp::Sum,
                 dtype: DType::F32,
                 val,
+                ..
             } => {
                 if let Some(c) = cur.as_mut() {
                     c.push((i, *acc, *val));
@@ -528,12 +534,23 @@ fn pack_run(
     let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
     // A gathered sum is no faster than the scalar steps.
     let expr = an.pack(&vals, 0);
-    let ok = !matches!(expr, VExpr::Gather(_)) && (gathers || !has_gather(&expr));
+    let fused: Vec<bool> = steps
+        .iter()
+        .map(|&i| matches!(k.insts[i], Inst::Acc { fused: Some(_), .. }))
+        .collect();
+    // Fused steps stay fused as a vector: the sum of a gathered or broadcast product would
+    // round it first.
+    let as_steps = !fused[0] || matches!(expr, VExpr::Binary(BinaryOp::Mul, ..));
+    let ok = !matches!(expr, VExpr::Gather(_))
+        && (gathers || !has_gather(&expr))
+        && fused.iter().all(|&f| f == fused[0])
+        && as_steps;
     ok.then_some(Pack {
         accs,
         steps,
         width,
         expr,
+        fused: fused[0],
         at,
         end,
     })
@@ -736,6 +753,7 @@ mod tests {
         let src = crate::codegen::c::render_c(&k);
         assert_eq!(src.matches("ld8(b1 + ").count(), 1, "{src}");
         assert!(src.contains("PIN(vl0);"), "{src}");
-        assert_eq!(src.matches("(vl0 * ").count(), 2, "{src}");
+        // Each pack steps as one fused multiply-add of the shared load and its broadcast y.
+        assert_eq!(src.matches("= fma8(vl0, ((v8f){").count(), 2, "{src}");
     }
 }

@@ -295,9 +295,22 @@ fn block(
             }
             Inst::Acc {
                 acc,
+                val: _,
+                fused: Some((x, y)),
+                ..
+            } => {
+                // Registers hold f32 values exactly; `mul_add` rounds once, as an FMA does.
+                for l in 0..n {
+                    let (a, x, y) = (regs[r(*acc) + l], regs[r(*x) + l], regs[r(*y) + l]);
+                    regs[r(*acc) + l] = (x as f32).mul_add(y as f32, a as f32) as f64;
+                }
+            }
+            Inst::Acc {
+                acc,
                 op,
                 dtype,
                 val,
+                fused: None,
             } => {
                 let dt = compute_dtype(*dtype);
                 for l in 0..n {
