@@ -200,6 +200,50 @@ fn cpu_window_kernels_read_rows() {
     })
 }
 
+/// The outputs a CPU invocation keeps grow with the machine's vector registers: conv2's weight
+/// gradient (the first kernel of its split reduce) keeps 8 output channels of a 3x3 window
+/// (72 outputs, nine vector multiply-adds per gather of the output gradient's 8 channels) with
+/// 16 registers, and 8 output channels of 16 input channels (128, sixteen per gather) with
+/// AVX-512's 32.
+#[test]
+fn cpu_upcasts_grow_with_vector_registers() {
+    Context::new().dev(Device::Interp).run(|| {
+        let (all, _params) = step(128, 1);
+        let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let outputs = |registers: usize| -> Vec<usize> {
+            let target = Target {
+                registers,
+                ..Target::new(OptTarget::Cpu)
+            };
+            items
+                .iter()
+                .filter_map(|item| match item {
+                    ScheduleItem::Kernel { ast, .. }
+                        if ast.root.shape == [1, 1, 64, 1, 1, 32, 3, 3] =>
+                    {
+                        let plan = default_plan(ast, &target);
+                        let Plan::Split { first, .. } = &plan else {
+                            return None;
+                        };
+                        Some(first.opts()[0].upcast.iter().map(|u| u.1).product())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            outputs(16),
+            vec![72],
+            "conv2's weight gradient, 16 registers"
+        );
+        assert_eq!(
+            outputs(32),
+            vec![128],
+            "conv2's weight gradient, 32 registers"
+        );
+    })
+}
+
 /// On a software GPU adapter (lavapipe, SwiftShader) the big kernels of the training step
 /// share their loads across the outputs of an invocation: conv2's forward and input gradient
 /// keep a row of 11 outputs for 8 channels, 19 loads per step of their reduce for 88 outputs

@@ -52,6 +52,9 @@ pub struct Target {
     pub max_local: usize,
     /// Bytes of workgroup memory per workgroup the device allows.
     pub max_shared: usize,
+    /// Vector registers the CPU has for accumulators (16; 32 with AVX-512), which bounds the
+    /// outputs one CPU invocation keeps (`opt.rs`).
+    pub registers: usize,
 }
 
 impl Target {
@@ -61,6 +64,7 @@ impl Target {
             kind,
             max_local: 256,
             max_shared: 16384,
+            registers: 16,
         }
     }
 }

@@ -8,7 +8,8 @@ use super::{
     cache_dir, host_copy_in, host_copy_out, stable_hash, temp_name, Backend, BoxFuture, Buffer,
     Device, HostMem, Mem, Program, ProgramImpl,
 };
-use crate::codegen::{c::CRenderer, render::render, Inst, LinearKernel};
+use crate::codegen::{c::CRenderer, render::render, Inst, LinearKernel, Target};
+use crate::context::OptTarget;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::ops::ReduceOp;
 use std::path::PathBuf;
@@ -82,6 +83,16 @@ fn flags(k: &LinearKernel) -> Vec<&'static str> {
         .any(|i| matches!(i, Inst::Acc { op: ReduceOp::Sum, dtype, .. } if dtype.is_float()));
     let extra = if float_sum { SUM_FLAGS } else { &[] };
     FLAGS.iter().chain(extra).copied().collect()
+}
+
+/// The vector registers of this machine, which `-march=native` compiles for: 32 with AVX-512
+/// (its VL extension gives 256-bit vectors the upper 16 too), 16 otherwise.
+fn vector_registers() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512vl") {
+        return 32;
+    }
+    16
 }
 
 /// Whether a C compiler can be run.
@@ -291,6 +302,14 @@ impl Pool {
 impl Backend for Cpu {
     fn device(&self) -> Device {
         self.device
+    }
+    fn target(&self) -> Target {
+        Target {
+            kind: OptTarget::Cpu,
+            max_local: 1024,
+            max_shared: 1 << 20,
+            registers: vector_registers(),
+        }
     }
     fn max_buffers(&self) -> usize {
         usize::MAX

@@ -438,6 +438,7 @@ impl Backend for Cuda {
             kind: OptTarget::Gpu,
             max_local: 1024,
             max_shared: 48 << 10,
+            ..Target::new(OptTarget::Gpu)
         }
     }
 

@@ -347,6 +347,7 @@ pub trait Backend: Send + Sync {
             kind: OptTarget::Cpu,
             max_local: 1024,
             max_shared: 1 << 20,
+            ..Target::new(OptTarget::Cpu)
         }
     }
     /// The largest buffer this device can allocate and bind, in bytes (checked before a

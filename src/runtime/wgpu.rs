@@ -768,6 +768,7 @@ impl Backend for Wgpu {
                 max_local: (g.limits.max_compute_invocations_per_workgroup as usize)
                     .min(g.limits.max_compute_workgroup_size_x as usize),
                 max_shared: g.limits.max_compute_workgroup_storage_size as usize,
+                ..Target::new(OptTarget::Gpu)
             },
             Err(_) => Target::new(OptTarget::Gpu),
         }
