@@ -333,10 +333,14 @@ impl Tensor {
             return Ok(self.zeros_like());
         }
         // Drawn on one device and split like `self`, so the mask is the one the same draw
-        // gives an unsharded tensor.
+        // gives an unsharded tensor. The mask is its own buffer (one byte an element, as
+        // tinygrad's `contiguous` mask): the backward reads it where it would otherwise run the
+        // random generator again inside the input gradient's reduce, scalar code there (the
+        // elementwise kernel that draws it vectorizes).
         let keep = self
             .placed_like(Tensor::rand_on(&self.shape(), self.device())?)?
-            .ge(p)?;
+            .ge(p)?
+            .contiguous();
         keep.where_(&self.mul(1.0 / (1.0 - p))?, 0.0)
     }
 
