@@ -9,6 +9,11 @@
 //! (provably: every term of the index has a coefficient divisible by 4) become one vector
 //! access, `LoadVec` / `StoreVec`: an upcast along a contiguous axis produces them. Renderers
 //! with vector types use them (WGSL `vec4`); the others spell four scalar accesses.
+//!
+//! A reduce step that adds an f32 product to an f32 sum is a fused multiply-add (`Acc` with
+//! `fused`: rounded once), in the interpreter and in every dialect, as a matmul's or a
+//! convolution's inner step is in PyTorch's and cuBLAS's kernels; every other multiply and add
+//! rounds on its own.
 
 use super::lower::{Effect, Lowered};
 use crate::dtype::DType;
