@@ -364,3 +364,50 @@ fn a_sum_of_products_is_fused_multiply_adds() {
         }
     }
 }
+
+/// Max-pooling through a ReLU, forward and backward, as the tutorial's CNN runs it: the CPU's
+/// window kernels keep a row of outputs in vectors (every other input column loaded at once,
+/// the ReLU and the max as lane-wise selects, the tie count as masks summed), and give the
+/// interpreter's values bit for bit, ties (many inputs at exactly 0.5, and ReLU's zeros)
+/// included.
+#[test]
+fn vector_pooling_matches_the_interpreter_bit_for_bit() {
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "vector pooling", "no C compiler");
+    }
+    let data: Vec<f32> = (0..8 * 32 * 26 * 26)
+        .map(|i| match i % 5 {
+            0 | 1 => 0.5,
+            _ => ((i * 7919 % 1000) as f32 / 500.0) - 1.0,
+        })
+        .collect();
+    let run = |dev: Device| {
+        Context::new()
+            .dev(dev)
+            .run(|| {
+                let x = Tensor::from_slice(&data, &[8, 32, 26, 26])?;
+                x.set_requires_grad(true);
+                let b = kernels::f32s(&[32, 1, 1], 3, -0.5, 0.5)?;
+                let y = x.add(&b)?.relu()?.max_pool2d((2, 2), None)?;
+                let w = kernels::f32s(&[8, 32, 13, 13], 4, -1.0, 1.0)?;
+                y.mul(&w)?.sum((), false)?.backward()?;
+                let mut out = y.to_vec_f32()?;
+                out.extend(x.grad().expect("gradient").to_vec_f32()?);
+                Ok::<_, wgrad::Error>(out)
+            })
+            .unwrap_or_else(|e| panic!("{dev}: {e}"))
+    };
+    let kernels = kernels::record(|| {
+        run(Device::Cpu);
+        Ok(())
+    });
+    let c: Vec<String> = kernels.iter().map(wgrad::codegen::c::render_c).collect();
+    for helper in ["lds8(b", "vmx8(", "msk8("] {
+        assert!(
+            c.iter().any(|s| s.contains(helper)),
+            "no kernel uses {helper}"
+        );
+    }
+    let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&run(Device::Cpu)) == bits(&run(Device::Interp)));
+}

@@ -427,9 +427,12 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
                 dtype,
                 base,
                 offset,
+                stride,
             } => {
                 if b.vloads.insert((*slot, *base, *offset)) {
-                    b.loads += 1.0 - lanes as f64;
+                    // A strided load is two vector loads and a shuffle of their halves.
+                    b.loads += *stride as f64 - lanes as f64;
+                    b.shuffles += (*stride - 1) as f64;
                     // u8 lanes widen to f32 (the scalar casts it replaces are not counted).
                     if *dtype != DType::F32 {
                         b.arith += 1.0;
@@ -441,15 +444,13 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
                     b.shuffles += regs.len() as f64;
                 }
             }
-            VExpr::Binary(_, x, y) => {
-                b.arith += 1.0;
-                walk(x, b, lanes);
-                walk(y, b, lanes);
-            }
-            VExpr::Neg(x) => {
-                b.arith += 1.0;
-                walk(x, b, lanes);
-            }
+            VExpr::Binary(..) | VExpr::Neg(_) => b.arith += 1.0,
+            // Not counted, as the scalar comparisons, selects and casts they replace are not:
+            // the cost follows the loads and the multiply-adds.
+            VExpr::Cmp(..) | VExpr::Select(..) | VExpr::Mask(_) => {}
+        }
+        for c in e.children() {
+            walk(c, b, lanes);
         }
     }
     let k = super::linear_kernel_of(ast, l);

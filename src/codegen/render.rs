@@ -75,8 +75,23 @@ pub trait Renderer {
     }
     /// `width` consecutive elements of buffer `slot` from `idx` (any alignment) as f32 lanes:
     /// f32 elements, or u8 ones converted (`dt`; a dialect with vector types renders both).
-    fn vec_load(&self, slot: u32, _dt: DType, idx: &str, width: usize) -> String {
+    /// With `stride` 2, the even elements of `2 * width` from `idx` (the last one read is one
+    /// past the last lane's).
+    fn vec_load(&self, slot: u32, _dt: DType, idx: &str, width: usize, _stride: i64) -> String {
         format!("{}(b{slot} + {idx})", self.vec_ty(width))
+    }
+    /// The lane-wise max of two f32 vectors, each lane as `binary(Max)` computes one (NaN
+    /// included).
+    fn vec_max(&self, a: &str, b: &str, width: usize) -> String {
+        format!("vmx{width}({a}, {b})")
+    }
+    /// Per lane, `a` where mask `m` (a comparison of vectors) holds, else `b`.
+    fn vec_select(&self, m: &str, a: &str, b: &str, width: usize) -> String {
+        format!("sel{width}({m}, {a}, {b})")
+    }
+    /// Mask `m` as f32 lanes, 1 or 0.
+    fn vec_mask(&self, m: &str, width: usize) -> String {
+        format!("msk{width}({m})")
     }
     /// A statement that keeps vector `name` in a register (an empty asm that claims to change
     /// it), where a compiler would otherwise reload it from memory at every use.
@@ -121,35 +136,36 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
     names.get(&r).cloned().unwrap_or_else(|| format!("v{r}"))
 }
 
-/// A vector load as the packs of a loop body share it: (slot, dtype, base, offset, width).
-type VLoadKey = (u32, DType, Reg, i64, usize);
+/// A vector load as the packs of a loop body share it: (slot, dtype, base, offset, width,
+/// stride).
+type VLoadKey = (u32, DType, Reg, i64, usize, i64);
 
 /// Every vector load of `e`, outermost first.
 fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
-    match *e {
-        VExpr::Binary(_, ref a, ref b) => {
-            vloads(a, w, out);
-            vloads(b, w, out);
-        }
-        VExpr::Neg(ref a) => vloads(a, w, out),
-        VExpr::Load {
-            slot,
-            dtype,
-            base,
-            offset,
-        } => out.push((slot, dtype, base, offset, w)),
-        VExpr::Splat(_) | VExpr::Gather(_) => {}
+    if let VExpr::Load {
+        slot,
+        dtype,
+        base,
+        offset,
+        stride,
+    } = *e
+    {
+        out.push((slot, dtype, base, offset, w, stride));
+    }
+    for c in e.children() {
+        vloads(c, w, out);
     }
 }
 
 /// A vector load, spelled.
 fn vec_load(key: VLoadKey, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
-    let (slot, dtype, base, offset, w) = key;
+    let (slot, dtype, base, offset, w, stride) = key;
     d.vec_load(
         slot,
         dtype,
         &lane_index(&name(names, base), offset as usize),
         w,
+        stride,
     )
 }
 
@@ -162,6 +178,11 @@ fn vexpr(
     d: &dyn Renderer,
 ) -> String {
     let rec = |e: &VExpr| vexpr(e, w, names, shared, d);
+    // The operand of a function of vectors: a scalar is broadcast.
+    let vec = |e: &VExpr| match e {
+        VExpr::Splat(r) => d.vec_gather(&vec![name(names, *r); w], w),
+        e => rec(e),
+    };
     match e {
         VExpr::Splat(r) => name(names, *r),
         VExpr::Load {
@@ -169,8 +190,9 @@ fn vexpr(
             dtype,
             base,
             offset,
+            stride,
         } => {
-            let key = (*slot, *dtype, *base, *offset, w);
+            let key = (*slot, *dtype, *base, *offset, w, *stride);
             match shared.get(&key) {
                 Some((n, _)) => n.clone(),
                 None => vec_load(key, names, d),
@@ -180,8 +202,12 @@ fn vexpr(
             let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
             d.vec_gather(&l, w)
         }
+        VExpr::Binary(BinaryOp::Max, a, b) => d.vec_max(&vec(a), &vec(b), w),
         VExpr::Binary(op, a, b) => d.binary(*op, DType::F32, &rec(a), &rec(b)),
         VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &rec(a)),
+        VExpr::Cmp(op, a, b) => d.binary(*op, DType::F32, &vec(a), &vec(b)),
+        VExpr::Select(m, a, b) => d.vec_select(&rec(m), &vec(a), &vec(b), w),
+        VExpr::Mask(m) => d.vec_mask(&rec(m), w),
     }
 }
 
@@ -231,16 +257,17 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 shared.insert(key, (n, depth));
             }
             let v = vname(p);
-            let step = match &p.expr {
-                VExpr::Binary(BinaryOp::Mul, x, y) if p.fused => {
-                    // A function's operands are vectors: a scalar is broadcast.
-                    let operand = |e: &VExpr| match e {
-                        VExpr::Splat(r) => d.vec_gather(&vec![name(&names, *r); p.width], p.width),
-                        e => vexpr(e, p.width, &names, &shared, d),
-                    };
+            // A function's operands are vectors: a scalar is broadcast.
+            let operand = |e: &VExpr| match e {
+                VExpr::Splat(r) => d.vec_gather(&vec![name(&names, *r); p.width], p.width),
+                e => vexpr(e, p.width, &names, &shared, d),
+            };
+            let step = match (&p.expr, p.op) {
+                (VExpr::Binary(BinaryOp::Mul, x, y), _) if p.fused => {
                     d.vec_fma(&operand(x), &operand(y), &v, p.width)
                 }
-                e => format!("{v} + {}", vexpr(e, p.width, &names, &shared, d)),
+                (e, ReduceOp::Max) => d.vec_max(&v, &operand(e), p.width),
+                (e, ReduceOp::Sum) => format!("{v} + {}", operand(e)),
             };
             let _ = writeln!(out, "{pad}{v} = {step};");
             continue;
@@ -385,7 +412,8 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                     &d.constant(op.identity(*dtype), *dtype),
                 );
                 if let Some(p) = packs.iter().find(|p| p.accs[0] == *dst) {
-                    let init = d.vec_gather(&[], p.width);
+                    let ident = d.constant(op.identity(*dtype), *dtype);
+                    let init = d.vec_gather(&vec![ident; p.width], p.width);
                     let ty = d.vec_ty(p.width);
                     let _ = write!(s, "\n{pad}{}", d.var(&ty, &vname(p), &init));
                 }

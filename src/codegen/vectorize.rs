@@ -3,10 +3,14 @@
 //! expression over its own elements. Where a run of `width` such accumulators sums one
 //! expression over consecutive elements of a buffer (an upcast along an axis that is
 //! contiguous in an operand), the loop keeps them in one vector and computes the expression
-//! once as a vector: contiguous loads become one vector load, a value shared by every lane is
-//! broadcast, and anything else is gathered lane by lane. After the loop nest the lanes are
-//! written back into the scalar accumulators. Every lane still sums its own terms in the same
-//! order, so the results are bit-identical to the scalar kernel (the interpreter's).
+//! once as a vector: contiguous loads become one vector load (every other element, a pooling
+//! window's columns, two loads and a shuffle), a value shared by every lane is broadcast, and
+//! anything else is gathered lane by lane. Sums and maxes pack; the expression may add,
+//! multiply, divide, take maxima, compare, select and turn comparisons into 1.0 or 0.0 (a
+//! ReLU inside a max-pool, and its tie count), each lane as the scalar code computes it. After
+//! the loop nest the lanes are written back into the scalar accumulators. Every lane still
+//! sums its own terms in the same order, so the results are bit-identical to the scalar kernel
+//! (the interpreter's).
 //!
 //! This is found on the linear instructions (`linearize.rs`), not in the lowering, so the
 //! interpreter and the other dialects run the kernel as it is; the scalar instructions a vector
@@ -22,18 +26,40 @@ use std::collections::{BTreeMap, HashMap};
 pub enum VExpr {
     /// The same scalar in every lane.
     Splat(Reg),
-    /// The pack's `width` consecutive elements of a buffer from `base + offset`, of `dtype`
-    /// (f32, or u8 converted to f32 lane by lane, exactly as a scalar cast does).
+    /// The pack's `width` elements of a buffer from `base + offset`, `stride` apart (1, or 2
+    /// for f32: a pooling window's columns), of `dtype` (f32, or u8 converted to f32 lane by
+    /// lane, exactly as a scalar cast does).
     Load {
         slot: u32,
         dtype: DType,
         base: Reg,
         offset: i64,
+        stride: i64,
     },
     /// One scalar per lane (0 in spare lanes).
     Gather(Vec<Reg>),
+    /// Add, Mul, Div or Max (with the scalar max's NaN rule) of f32 lanes.
     Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
     Neg(Box<VExpr>),
+    /// A comparison of f32 lanes (`CmpLt`, `CmpEq`, `CmpNe`): a mask, read only by `Select`
+    /// and `Mask`.
+    Cmp(BinaryOp, Box<VExpr>, Box<VExpr>),
+    /// Per lane, the second operand where the mask (the first) holds, else the third.
+    Select(Box<VExpr>, Box<VExpr>, Box<VExpr>),
+    /// A mask as f32 lanes: 1 where it holds, 0 elsewhere (a bool cast to f32).
+    Mask(Box<VExpr>),
+}
+
+impl VExpr {
+    /// The operands of this expression.
+    pub fn children(&self) -> Vec<&VExpr> {
+        match self {
+            VExpr::Splat(_) | VExpr::Load { .. } | VExpr::Gather(_) => vec![],
+            VExpr::Binary(_, a, b) | VExpr::Cmp(_, a, b) => vec![a, b],
+            VExpr::Neg(a) | VExpr::Mask(a) => vec![a],
+            VExpr::Select(m, a, b) => vec![m, a, b],
+        }
+    }
 }
 
 /// A run of accumulators computed as one vector.
@@ -45,6 +71,8 @@ pub struct Pack {
     pub width: usize,
     /// What every iteration adds.
     pub expr: VExpr,
+    /// The reduce: a sum, or a max (with the scalar max's NaN rule).
+    pub op: ReduceOp,
     /// Whether the steps are fused multiply-adds (`Inst::Acc::fused`): `expr` is then the
     /// product, and the vector step is one fused multiply-add per lane too.
     pub fused: bool,
@@ -103,6 +131,12 @@ enum Def {
         offset: i64,
     },
     Binary(BinaryOp, Reg, Reg),
+    /// A comparison of f32 registers.
+    Cmp(BinaryOp, Reg, Reg),
+    /// An f32 `where`: (condition, then, else).
+    Where(Reg, Reg, Reg),
+    /// A bool cast to f32.
+    FromBool(Reg),
     Neg(Reg),
     Other,
 }
@@ -172,10 +206,10 @@ impl Analysis {
                         self.ints.insert(dst, aff);
                     }
                 }
-                let def = if dtype == DType::F32 && !op.is_cmp() {
-                    Def::Binary(op, a, b)
-                } else {
-                    Def::Other
+                let def = match (dtype, op.is_cmp()) {
+                    (DType::F32, false) => Def::Binary(op, a, b),
+                    (DType::F32, true) => Def::Cmp(op, a, b),
+                    _ => Def::Other,
                 };
                 self.defs.insert(dst, def);
             }
@@ -186,6 +220,23 @@ impl Analysis {
                 a,
             } => {
                 self.defs.insert(dst, Def::Neg(a));
+            }
+            Inst::Where {
+                dst,
+                dtype: DType::F32,
+                c,
+                a,
+                b,
+            } => {
+                self.defs.insert(dst, Def::Where(c, a, b));
+            }
+            Inst::Cast {
+                dst,
+                from: DType::Bool,
+                to: DType::F32,
+                a,
+            } => {
+                self.defs.insert(dst, Def::FromBool(a));
             }
             Inst::Load {
                 dst,
@@ -285,13 +336,23 @@ impl Analysis {
                 reg,
                 offset,
             } => {
-                let contiguous = defs.iter().enumerate().all(|(j, d)| match d {
+                // Lanes one element apart, or (f32) two: a window's columns.
+                let stride = match defs[1] {
+                    Def::Load { index: i, .. } => i.konst - index.konst,
+                    _ => 0,
+                };
+                let strided = stride == 1 || (stride == 2 && *dtype == DType::F32);
+                let regular = defs.iter().enumerate().all(|(j, d)| match d {
                     Def::Load {
                         slot: s, index: i, ..
-                    } => s == slot && i.terms == index.terms && i.konst == index.konst + j as i64,
+                    } => {
+                        s == slot
+                            && i.terms == index.terms
+                            && i.konst == index.konst + j as i64 * stride
+                    }
                     _ => false,
                 });
-                if !contiguous {
+                if !strided || !regular {
                     return gather();
                 }
                 // Lane 0's own index register: defined before, and in scope at, every step.
@@ -301,13 +362,18 @@ impl Analysis {
                     dtype,
                     base,
                     offset,
+                    stride,
                 }
             }
             Def::Binary(op, _, _) => {
                 let same = defs
                     .iter()
                     .all(|d| matches!(d, Def::Binary(o, _, _) if o == op));
-                if !same || !matches!(op, BinaryOp::Add | BinaryOp::Mul | BinaryOp::Div) {
+                let lanewise = matches!(
+                    op,
+                    BinaryOp::Add | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max
+                );
+                if !same || !lanewise {
                     return gather();
                 }
                 let side = |first: bool| -> Vec<Reg> {
@@ -348,8 +414,66 @@ impl Analysis {
                     e => VExpr::Neg(Box::new(e)),
                 }
             }
-            Def::Other => gather(),
+            Def::Where(..) => {
+                let parts: Option<Vec<(Reg, Reg, Reg)>> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::Where(c, a, b) => Some((*c, *a, *b)),
+                        _ => None,
+                    })
+                    .collect();
+                let Some(parts) = parts else { return gather() };
+                let side = |f: fn(&(Reg, Reg, Reg)) -> Reg| parts.iter().map(f).collect::<Vec<_>>();
+                let (Some(m), a, b) = (
+                    self.pack_mask(&side(|p| p.0), depth + 1),
+                    self.pack(&side(|p| p.1), depth + 1),
+                    self.pack(&side(|p| p.2), depth + 1),
+                ) else {
+                    return gather();
+                };
+                if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
+                    return gather();
+                }
+                VExpr::Select(Box::new(m), Box::new(a), Box::new(b))
+            }
+            Def::FromBool(_) => {
+                let inner: Option<Vec<Reg>> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::FromBool(a) => Some(*a),
+                        _ => None,
+                    })
+                    .collect();
+                match inner.and_then(|i| self.pack_mask(&i, depth + 1)) {
+                    Some(m) => VExpr::Mask(Box::new(m)),
+                    None => gather(),
+                }
+            }
+            Def::Cmp(..) | Def::Other => gather(),
         }
+    }
+
+    /// The mask whose lane `j` is bool `lanes[j]`, where every lane is one comparison of f32
+    /// operands that pack (not both gathered).
+    fn pack_mask(&self, lanes: &[Reg], depth: u32) -> Option<VExpr> {
+        let mut parts = vec![];
+        let mut op = None;
+        for r in lanes {
+            let Some(Def::Cmp(o, a, b)) = self.defs.get(r) else {
+                return None;
+            };
+            if op.is_some_and(|p| p != *o) {
+                return None;
+            }
+            op = Some(*o);
+            parts.push((*a, *b));
+        }
+        let a = self.pack(&parts.iter().map(|p| p.0).collect::<Vec<_>>(), depth);
+        let b = self.pack(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), depth);
+        if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
+            return None;
+        }
+        Some(VExpr::Cmp(op?, Box::new(a), Box::new(b)))
     }
 }
 
@@ -391,7 +515,7 @@ fn reads(inst: &Inst) -> Vec<Reg> {
     }
 }
 
-/// The packs of `k` for vectors of `width` (and `width / 2`) f32 lanes: runs of f32 sum
+/// The packs of `k` for vectors of `width` (and `width / 2`) f32 lanes: runs of f32 sum or max
 /// accumulators stepped in one innermost loop body whose steps are one vector expression (not
 /// a mere gather).
 pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
@@ -422,7 +546,8 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             _ => {}
         }
     }
-    // The f32 sum steps of each innermost loop body, in order: (instruction, acc, value).
+    // The f32 sum and max steps of each innermost loop body, in order: (instruction, acc,
+    // value).
     let mut bodies: Vec<Vec<(usize, Reg, Reg)>> = vec![];
     let mut cur: Option<Vec<(usize, Reg, Reg)>> = None;
     for (i, inst) in k.insts.iter().enumerate() {
@@ -431,7 +556,6 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             Inst::EndLoop => bodies.extend(cur.take()),
             Inst::Acc {
                 acc,
-                op: ReduceOp::Sum,
                 dtype: DType::F32,
                 val,
                 ..
@@ -534,35 +658,33 @@ fn pack_run(
     let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
     // A gathered sum is no faster than the scalar steps.
     let expr = an.pack(&vals, 0);
-    let fused: Vec<bool> = steps
-        .iter()
-        .map(|&i| matches!(k.insts[i], Inst::Acc { fused: Some(_), .. }))
-        .collect();
+    // Every step of one kind: sums or maxes, fused multiply-adds or not.
+    let kind = |i: usize| match k.insts[i] {
+        Inst::Acc { op, fused, .. } => Some((op, fused.is_some())),
+        _ => None,
+    };
+    let (op, fused) = kind(steps[0])?;
+    if steps.iter().any(|&i| kind(i) != Some((op, fused))) {
+        return None;
+    }
     // Fused steps stay fused as a vector: the sum of a gathered or broadcast product would
     // round it first.
-    let as_steps = !fused[0] || matches!(expr, VExpr::Binary(BinaryOp::Mul, ..));
-    let ok = !matches!(expr, VExpr::Gather(_))
-        && (gathers || !has_gather(&expr))
-        && fused.iter().all(|&f| f == fused[0])
-        && as_steps;
+    let as_steps = !fused || matches!(expr, VExpr::Binary(BinaryOp::Mul, ..));
+    let ok = !matches!(expr, VExpr::Gather(_)) && (gathers || !has_gather(&expr)) && as_steps;
     ok.then_some(Pack {
         accs,
         steps,
         width,
         expr,
-        fused: fused[0],
+        op,
+        fused,
         at,
         end,
     })
 }
 
 fn has_gather(e: &VExpr) -> bool {
-    match e {
-        VExpr::Gather(_) => true,
-        VExpr::Splat(_) | VExpr::Load { .. } => false,
-        VExpr::Binary(_, a, b) => has_gather(a) || has_gather(b),
-        VExpr::Neg(a) => has_gather(a),
-    }
+    matches!(e, VExpr::Gather(_)) || e.children().into_iter().any(has_gather)
 }
 
 #[cfg(test)]
