@@ -48,13 +48,19 @@ static inline v4f fma4(v4f a, v4f b, v4f c) { return __builtin_ia32_vfmaddps(a, 
 static inline v8f fma8(v8f a, v8f b, v8f c) { for (int i = 0; i < 8; i++) c[i] = fmaf(a[i], b[i], c[i]); return c; }
 static inline v4f fma4(v4f a, v4f b, v4f c) { for (int i = 0; i < 4; i++) c[i] = fmaf(a[i], b[i], c[i]); return c; }
 #endif
-/* Every other element (a pooling window's columns), from two vector loads. */
-static inline v8f lds8(const float *p) { return __builtin_shufflevector(ld8(p), ld8(p + 8), 0, 2, 4, 6, 8, 10, 12, 14); }
-static inline v4f lds4(const float *p) { return __builtin_shufflevector(ld4(p), ld4(p + 4), 0, 2, 4, 6); }
-/* Comparisons of float vectors give int vectors of all-ones or zero lanes: selects by bits,
-   1.0f or 0.0f from a mask, and fmx lane by lane. */
 typedef int v8i __attribute__((vector_size(32)));
 typedef int v4i __attribute__((vector_size(16)));
+/* Every other element (a pooling window's columns), from two vector loads (GCC before 12 has
+   only its own spelling of the shuffle). */
+#if defined(__clang__) || __GNUC__ >= 12
+static inline v8f lds8(const float *p) { return __builtin_shufflevector(ld8(p), ld8(p + 8), 0, 2, 4, 6, 8, 10, 12, 14); }
+static inline v4f lds4(const float *p) { return __builtin_shufflevector(ld4(p), ld4(p + 4), 0, 2, 4, 6); }
+#else
+static inline v8f lds8(const float *p) { return __builtin_shuffle(ld8(p), ld8(p + 8), (v8i){0, 2, 4, 6, 8, 10, 12, 14}); }
+static inline v4f lds4(const float *p) { return __builtin_shuffle(ld4(p), ld4(p + 4), (v4i){0, 2, 4, 6}); }
+#endif
+/* Comparisons of float vectors give int vectors of all-ones or zero lanes: selects by bits,
+   1.0f or 0.0f from a mask, and fmx lane by lane. */
 static inline v8f sel8(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
 static inline v4f sel4(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
 static inline v8f msk8(v8i m) { return __builtin_convertvector(-m, v8f); }
