@@ -405,7 +405,7 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 /// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
 /// one loop body is made once), and each cache line the loops read adds `LINE_CYCLES`. An
 /// accumulating add counts with its multiply as one operation: it is one fused multiply-add
-/// (`Inst::Acc::fused`).
+/// (`Inst::Acc::fused`); a max step counts as one operation, as the scalar one does.
 /// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
 /// however little it does. Bodies count by their trip counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
@@ -416,7 +416,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
         loads: f64,
         arith: f64,
         gathers: HashSet<Vec<u32>>,
-        vloads: HashSet<(u32, u32, i64)>,
+        vloads: HashSet<(u32, u32, i64, i64)>,
         shuffles: f64,
     }
     fn walk(e: &VExpr, b: &mut Body, lanes: usize) {
@@ -429,7 +429,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
                 offset,
                 stride,
             } => {
-                if b.vloads.insert((*slot, *base, *offset)) {
+                if b.vloads.insert((*slot, *base, *offset, *stride)) {
                     // A strided load is two vector loads and a shuffle of their halves.
                     b.loads += *stride as f64 - lanes as f64;
                     b.shuffles += (*stride - 1) as f64;

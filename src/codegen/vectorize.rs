@@ -569,8 +569,9 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     }
     // Full vectors of contiguous terms first, then full ones with gathered operands, then
     // half-width vectors of what is left: four lanes, or three and a spare one whose loads
-    // read up to one element past the last real lane's (into the slack every host buffer
-    // has: `runtime::HOST_SLACK`), so the short rows of an upcast (11 = 8 + 3) are vectors too.
+    // read up to one element past the last real lane's (three for every other element; into
+    // the slack every host buffer has: `runtime::HOST_SLACK`), so the short rows of an upcast
+    // (11 = 8 + 3) are vectors too.
     let half = width / 2;
     let passes = [
         (width, width, false),

@@ -57,8 +57,8 @@ const FLAGS: &[&str] = &[
     "-fno-math-errno",
     "-fno-trapping-math",
     // GCC contracts `a * b + c` into an FMA by default (GNU C). The interpreter and WGSL round
-    // the product first, and a value a kernel recomputes in two places can then differ from
-    // itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for [0.5, 0.5] (x³ - max(x³), contracted,
+    // a product on its own (outside a fused reduce step), and a value a kernel recomputes in
+    // two places can then differ from itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for [0.5, 0.5] (x³ - max(x³), contracted,
     // is x³'s rounding error, about 6e4, not 0). Found by tests/differential.rs. The fused
     // multiply-adds the IR asks for (a reduce step adding a product: `Inst::Acc::fused`) are
     // written out as such, so every backend fuses the same operations.

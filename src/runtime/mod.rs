@@ -142,7 +142,8 @@ impl Default for Device {
 
 /// Readable bytes every host allocation has after its end: a C kernel's vector of a short run
 /// of outputs (three of four lanes, `codegen::vectorize`) loads one element past the last one
-/// it uses, and the last one may be a buffer's last element (the spare lane is discarded).
+/// it uses, three when it loads every other element, and the last one may be a buffer's last
+/// element (the spare lane is discarded).
 pub const HOST_SLACK: usize = 64;
 
 /// Host memory, 64-byte aligned, shared by the interpreter and the CPU backend, with
