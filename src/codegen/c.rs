@@ -244,6 +244,15 @@ impl Renderer for CRenderer {
     fn vec_fma(&self, a: &str, b: &str, c: &str, width: usize) -> String {
         format!("fma{width}({a}, {b}, {c})")
     }
+    fn vec_max(&self, a: &str, b: &str, width: usize) -> String {
+        format!("vmx{width}({a}, {b})")
+    }
+    fn vec_select(&self, m: &str, a: &str, b: &str, width: usize) -> String {
+        format!("sel{width}({m}, {a}, {b})")
+    }
+    fn vec_mask(&self, m: &str, width: usize) -> String {
+        format!("msk{width}({m})")
+    }
     fn vec_load(&self, slot: u32, dt: DType, idx: &str, width: usize, stride: i64) -> String {
         match (dt, stride) {
             (DType::U8, _) => format!("ldb{width}(b{slot} + {idx})"),

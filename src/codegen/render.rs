@@ -82,16 +82,16 @@ pub trait Renderer {
     }
     /// The lane-wise max of two f32 vectors, each lane as `binary(Max)` computes one (NaN
     /// included).
-    fn vec_max(&self, a: &str, b: &str, width: usize) -> String {
-        format!("vmx{width}({a}, {b})")
+    fn vec_max(&self, a: &str, b: &str, _width: usize) -> String {
+        format!("max({a}, {b})")
     }
     /// Per lane, `a` where mask `m` (a comparison of vectors) holds, else `b`.
-    fn vec_select(&self, m: &str, a: &str, b: &str, width: usize) -> String {
-        format!("sel{width}({m}, {a}, {b})")
+    fn vec_select(&self, m: &str, a: &str, b: &str, _width: usize) -> String {
+        format!("select({b}, {a}, {m})")
     }
     /// Mask `m` as f32 lanes, 1 or 0.
     fn vec_mask(&self, m: &str, width: usize) -> String {
-        format!("msk{width}({m})")
+        format!("{}({m})", self.vec_ty(width))
     }
     /// A statement that keeps vector `name` in a register (an empty asm that claims to change
     /// it), where a compiler would otherwise reload it from memory at every use.
@@ -178,11 +178,7 @@ fn vexpr(
     d: &dyn Renderer,
 ) -> String {
     let rec = |e: &VExpr| vexpr(e, w, names, shared, d);
-    // The operand of a function of vectors: a scalar is broadcast.
-    let vec = |e: &VExpr| match e {
-        VExpr::Splat(r) => d.vec_gather(&vec![name(names, *r); w], w),
-        e => rec(e),
-    };
+    let vec = |e: &VExpr| vec_operand(e, w, names, shared, d);
     match e {
         VExpr::Splat(r) => name(names, *r),
         VExpr::Load {
@@ -208,6 +204,20 @@ fn vexpr(
         VExpr::Cmp(op, a, b) => d.binary(*op, DType::F32, &vec(a), &vec(b)),
         VExpr::Select(m, a, b) => d.vec_select(&rec(m), &vec(a), &vec(b), w),
         VExpr::Mask(m) => d.vec_mask(&rec(m), w),
+    }
+}
+
+/// `vexpr` as the operand of a function of vectors: a scalar is broadcast.
+fn vec_operand(
+    e: &VExpr,
+    w: usize,
+    names: &HashMap<Reg, String>,
+    shared: &HashMap<VLoadKey, (String, usize)>,
+    d: &dyn Renderer,
+) -> String {
+    match e {
+        VExpr::Splat(r) => d.vec_gather(&vec![name(names, *r); w], w),
+        e => vexpr(e, w, names, shared, d),
     }
 }
 
@@ -257,11 +267,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 shared.insert(key, (n, depth));
             }
             let v = vname(p);
-            // A function's operands are vectors: a scalar is broadcast.
-            let operand = |e: &VExpr| match e {
-                VExpr::Splat(r) => d.vec_gather(&vec![name(&names, *r); p.width], p.width),
-                e => vexpr(e, p.width, &names, &shared, d),
-            };
+            let operand = |e: &VExpr| vec_operand(e, p.width, &names, &shared, d);
             let step = match (&p.expr, p.op) {
                 (VExpr::Binary(BinaryOp::Mul, x, y), _) if p.fused => {
                     d.vec_fma(&operand(x), &operand(y), &v, p.width)

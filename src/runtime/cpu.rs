@@ -9,7 +9,6 @@ use super::{
     Device, HostMem, Mem, Program, ProgramImpl,
 };
 use crate::codegen::{c::CRenderer, render::render, Inst, LinearKernel, Target};
-use crate::context::OptTarget;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::ops::ReduceOp;
 use std::path::PathBuf;
@@ -58,10 +57,11 @@ const FLAGS: &[&str] = &[
     "-fno-trapping-math",
     // GCC contracts `a * b + c` into an FMA by default (GNU C). The interpreter and WGSL round
     // a product on its own (outside a fused reduce step), and a value a kernel recomputes in
-    // two places can then differ from itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for [0.5, 0.5] (x³ - max(x³), contracted,
-    // is x³'s rounding error, about 6e4, not 0). Found by tests/differential.rs. The fused
-    // multiply-adds the IR asks for (a reduce step adding a product: `Inst::Acc::fused`) are
-    // written out as such, so every backend fuses the same operations.
+    // two places can then differ from itself: softmax of x³ at x ≈ 1e4 gave [0, 1] for
+    // [0.5, 0.5] (x³ - max(x³), contracted, is x³'s rounding error, about 6e4, not 0). Found by
+    // tests/differential.rs. The fused multiply-adds the IR asks for (a reduce step adding a
+    // product: `Inst::Acc::fused`) are written out as such, so every backend fuses the same
+    // operations.
     "-ffp-contract=off",
 ];
 
@@ -305,10 +305,8 @@ impl Backend for Cpu {
     }
     fn target(&self) -> Target {
         Target {
-            kind: OptTarget::Cpu,
-            max_local: 1024,
-            max_shared: 1 << 20,
             registers: vector_registers(),
+            ..super::host_target()
         }
     }
     fn max_buffers(&self) -> usize {

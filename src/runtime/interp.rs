@@ -295,7 +295,6 @@ fn block(
             }
             Inst::Acc {
                 acc,
-                val: _,
                 fused: Some((x, y)),
                 ..
             } => {

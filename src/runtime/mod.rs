@@ -333,6 +333,17 @@ pub trait Graph: Send + Sync {
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What a backend provides. Every method that can fail returns an error, never panics.
+/// The optimizer target of a backend that runs kernels on the host's cores (the interpreter,
+/// the CPU backend): no limit on workgroups worth the name, 16 vector registers.
+pub(crate) fn host_target() -> Target {
+    Target {
+        kind: OptTarget::Cpu,
+        max_local: 1024,
+        max_shared: 1 << 20,
+        ..Target::new(OptTarget::Cpu)
+    }
+}
+
 pub trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The most buffers one kernel may bind (the renderer's limit).
@@ -344,12 +355,7 @@ pub trait Backend: Send + Sync {
     }
     /// What kernels for this device are shaped for, with its limits.
     fn target(&self) -> Target {
-        Target {
-            kind: OptTarget::Cpu,
-            max_local: 1024,
-            max_shared: 1 << 20,
-            ..Target::new(OptTarget::Cpu)
-        }
+        host_target()
     }
     /// The largest buffer this device can allocate and bind, in bytes (checked before a
     /// schedule runs, so a tensor that cannot fit is an error before anything is allocated).
