@@ -1,4 +1,4 @@
-// Types of the wgrad package: the engine's classes and functions (generated from src/web.rs by
+// Types of the wgrad package: the engine's classes and functions (generated from src/web/ by
 // wasm-bindgen) and the JavaScript layer of js/wgrad.js.
 
 import {
@@ -124,3 +124,15 @@ export interface MnistOptions {
 export const datasets: {
   mnist(options: MnistOptions): Promise<MnistData>;
 };
+
+// Tensor methods written in JavaScript (js/wgrad.js).
+declare module "../pkg/web/wgrad.js" {
+  interface Tensor {
+    /** `x.sequential([f, g])` is `g(f(x))`: apply functions (layers' `forward`s) in order. */
+    sequential(fns: ((x: Tensor) => Tensor)[]): Tensor;
+  }
+  namespace Tensor {
+    /** The bytes at `url` as a 1-D "uint8" tensor, gunzipped first with `{ gunzip: true }`. */
+    function fromUrl(url: string | URL, options?: { gunzip?: boolean }): Promise<Tensor>;
+  }
+}

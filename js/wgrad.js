@@ -74,6 +74,34 @@ for (const cls of Object.values(raw)) {
   if (typeof cls === "function" && typeof cls.prototype?.free === "function") guardReceivers(cls);
 }
 
+// ------------------------------------------------------------------------------ Tensor in JS
+
+/** `x.sequential([f, g])` is `g(f(x))`: apply functions (layers' `forward`s) in order. */
+raw.Tensor.prototype.sequential = function sequential(fns) {
+  if (!Array.isArray(fns)) throw new Error(`sequential: expected an array of functions, got ${describe(fns)}`);
+  return fns.reduce((x, f, i) => {
+    if (typeof f !== "function") throw new Error(`sequential: element ${i} is ${describe(f)}, not a function`);
+    return f(x);
+  }, this);
+};
+
+/**
+ * The bytes at `url` as a 1-D "uint8" tensor, gunzipped first with `{ gunzip: true }`
+ * (tinygrad's `from_url`).
+ */
+raw.Tensor.fromUrl = async function fromUrl(url, options = {}) {
+  const op = "fromUrl";
+  if (typeof url !== "string" && !(url instanceof URL)) throw new Error(`${op}: url must be a string, got ${describe(url)}`);
+  if (options === null || typeof options !== "object") throw new Error(`${op}: options must be an object, got ${describe(options)}`);
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${op}: ${url}: HTTP ${res.status}`);
+  const buf = options.gunzip
+    ? await new Response(res.body.pipeThrough(new DecompressionStream("gzip"))).arrayBuffer()
+    : await res.arrayBuffer();
+  if (buf.byteLength === 0) throw new Error(`${op}: ${url} is empty (tensors cannot be empty)`);
+  return new raw.Tensor(new Uint8Array(buf), [buf.byteLength], "uint8");
+};
+
 let ready = null;
 
 /**

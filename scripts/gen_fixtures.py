@@ -214,7 +214,8 @@ def self_check(c, inputs, fn):
         (out * torch.tensor(c["upstream"], dtype=out.dtype).reshape(out.shape)).sum().backward()
         for t, g in zip(tins, c["grads"]):
             if g is not None:
-                b = bad(t.grad.double().numpy(), g, 1e-4, 1e-3)
+                gr = t.grad if t.grad is not None else torch.zeros_like(t)
+                b = bad(gr.double().numpy(), g, 1e-4, 1e-3)
                 if b > 0:
                     print(f"warning: {c['name']}: float32 grad exceeds tolerance by {b:.3g}")
 
@@ -625,6 +626,310 @@ case("bce_near_01", "binary_crossentropy", [I(f32([1e-6, 0.999999, 0.5, 1e-3])),
 case("bce_saturated", "binary_crossentropy",
      [I(f32([0, 1, 0, 1]), grad=False), I(f32([1, 0, 0, 1]), grad=False)],
      lambda a, b: F.binary_cross_entropy(a, b, reduction="none"), {"reduction": "none"})
+
+# ----------------------------------------------------------------------------- breadth
+# The ops that port models from tinygrad and PyTorch (after the cases above, so that their random
+# draws stay as they were).
+def un(name, op, fn, x, args=None, atol=None):
+    case(name, op, [I(x)], fn, args, atol)
+
+
+un("erf", "erf", torch.erf, uni(S, -3, 3))
+un("gelu_erf", "gelu_erf", lambda x: F.gelu(x), uni(S, -3, 3))
+un("quick_gelu", "quick_gelu", lambda x: x * torch.sigmoid(1.702 * x), uni(S, -4, 4))
+un("log10", "log10", torch.log10, uni(S, 0.2, 40.0))
+un("asin", "asin", torch.asin, uni(S, -0.95, 0.95))
+un("acos", "acos", torch.acos, uni(S, -0.95, 0.95))
+un("atan", "atan", torch.atan, uni(S, -6, 6))
+un("atan_small", "atan", torch.atan, uni(S, -0.6, 0.6))
+un("sinh", "sinh", torch.sinh, uni(S, -3, 3))
+un("cosh", "cosh", torch.cosh, uni(S, -3, 3))
+un("asinh", "asinh", torch.asinh, uni(S, -5, 5))
+un("acosh", "acosh", torch.acosh, uni(S, 1.1, 6.0))
+un("atanh", "atanh", torch.atanh, uni(S, -0.9, 0.9))
+un("selu", "selu", F.selu, away(S, -3, 3, [0]))
+un("celu", "celu", lambda x: F.celu(x, 1.5), away(S, -3, 3, [0]), {"alpha": 1.5})
+un("logsigmoid", "logsigmoid", F.logsigmoid, uni(S, -6, 6))
+un("softsign", "softsign", F.softsign, uni(S, -4, 4))
+un("float_i32", "float", lambda t: t.to(torch.float64), ints(S, -9, 9))
+un("int_f32", "int", lambda t: t.to(torch.int32), away(S, -5, 5, list(range(-5, 6)), 0.05))
+un("bool_f32", "bool", lambda t: t.to(torch.bool), f32([[0, 1.5, -2, 0], [3, 0, 0, 1], [0, 0, 0, 0.5]]))
+un("erf_ext", "erf", torch.erf, f32([-1e4, -5, -1, 0, 0.5, 2, 5, 1e4]))
+un("atan_ext", "atan", torch.atan, f32([-1e4, -10, -1, -0.4142, 0, 0.4142, 1, 10, 1e4]))
+case("copysign", "copysign", [I(uni(S)), I(away(S, -2, 2, [0]), grad=False)], torch.copysign)
+case("copysign_scalar", "copysign", [I(uni(S))], lambda t: torch.copysign(t, torch.tensor(-2.0, dtype=t.dtype)),
+     {"scalar": -2.0})
+case("logaddexp", "logaddexp", [I(uni(S, -5, 5)), I(uni(S, -5, 5))], torch.logaddexp)
+case("logaddexp_ext", "logaddexp", [I(f32([-1e4, 100, 0, -50])), I(f32([-1e4, -100, 0, 60]))], torch.logaddexp)
+case("lerp", "lerp", [I(uni(S)), I(uni(S)), I(uni(S, 0, 1))], torch.lerp)
+case("lerp_scalar", "lerp", [I(uni(S)), I(uni(S))], lambda a, b: torch.lerp(a, b, 0.25), {"scalar": 0.25})
+case("clamp_min", "clamp", [I(away(S, -2, 2, [-0.5]))], lambda t: torch.clamp(t, min=-0.5), {"min": -0.5})
+case("clamp_max", "clamp", [I(away(S, -2, 2, [0.5]))], lambda t: torch.clamp(t, max=0.5), {"max": 0.5})
+MOD_A = f32([[-7, 7, -7, 7], [-7.5, 7.5, 0, 5], [3, -3, -1, 1]])
+MOD_B = f32([[3, -3, -3, 3], [2, 2, 3, -5], [1.5, 1.5, 4, -4]])
+case("mod", "mod_", [I(MOD_A), I(MOD_B)], torch.remainder)
+case("mod_i32", "mod_", [I(np.int32(MOD_A[0:1])), I(np.int32(MOD_B[0:1]))], torch.remainder)
+case("mod_scalar", "mod_", [I(uni(S, -5, 5))], lambda t: torch.remainder(t, 1.5), {"scalar": 1.5})
+case("fmod", "fmod", [I(MOD_A), I(MOD_B)], torch.fmod)
+case("fmod_i32", "fmod", [I(np.int32(MOD_A[0:1])), I(np.int32(MOD_B[0:1]))], torch.fmod)
+SPECIAL = f32([[np.nan, np.inf, -np.inf, 0], [1, -2, np.nan, 3e38], [-0.0, 5, np.inf, -1]])
+
+
+def special(name, op, fn, args=None):
+    # Built by hand: the case builder's inputs are finite by design.
+    assert name not in names, name
+    names.add(name)
+    out = fn(torch.tensor(SPECIAL))
+    cases.append({"name": name, "op": op, "args": args or {},
+                  "inputs": [{"shape": list(SPECIAL.shape), "dtype": "f32",
+                              "data": [v if np.isfinite(v) else ("nan" if np.isnan(v) else ("inf" if v > 0 else "-inf"))
+                                       for v in SPECIAL.reshape(-1).tolist()], "grad": False}],
+                  "output": {"shape": list(out.shape), "dtype": "bool", "data": [bool(v) for v in out.reshape(-1)]},
+                  "grads": [None]})
+
+
+special("isnan", "isnan", torch.isnan)
+special("isinf", "isinf", torch.isinf)
+special("isinf_pos", "isinf", torch.isposinf, {"detect_positive": True, "detect_negative": False})
+special("isinf_neg", "isinf", torch.isneginf, {"detect_positive": False, "detect_negative": True})
+special("isfinite", "isfinite", torch.isfinite)
+ICA = f32([[1.0, 1.0 + 2e-5, 100.0, 0.0], [1e-9, 5.0, -3.0, 2.0]])
+ICB = f32([[1.0, 1.0, 100.001, 1e-9], [0.0, 5.0 + 1e-4, -3.0, 2.1]])
+case("isclose", "isclose", [I(ICA, grad=False), I(ICB, grad=False)], torch.isclose)
+case("isclose_tol", "isclose", [I(ICA, grad=False), I(ICB, grad=False)],
+     lambda a, b: torch.isclose(a, b, rtol=1e-3, atol=1e-6), {"rtol": 1e-3, "atol": 1e-6})
+case("allclose_no", "allclose", [I(ICA, grad=False), I(ICB, grad=False)],
+     lambda a, b: torch.tensor(torch.allclose(a, b)))
+case("allclose_yes", "allclose", [I(ICA, grad=False), I(ICA + f32(1e-7), grad=False)],
+     lambda a, b: torch.tensor(torch.allclose(a, b)))
+
+case("bitwise_not_i32", "bitwise_not", [I(ints(S, -9, 9))], lambda t: torch.bitwise_not(t))
+case("bitwise_not_u8", "bitwise_not", [I(rng.integers(0, 256, size=S).astype(np.uint8))], torch.bitwise_not)
+case("const_like", "const_like", [I(ints(S, -9, 9))], lambda t: torch.full_like(t, 3), {"value": 3.0})
+un("layernorm", "layernorm", lambda t: F.layer_norm(t, (4,), eps=1e-5), uni(S3))
+un("layernorm_2axes", "layernorm", lambda t: F.layer_norm(t, (3, 4), eps=1e-3), uni(S3), {"axes": [1, 2], "eps": 1e-3})
+BN_X = uni((2, 3, 2, 2))
+case("batchnorm", "batchnorm", [I(BN_X), I(uni((3,))), I(uni((3,))), I(uni((3,)), grad=False),
+                                I(uni((3,), 0.5, 2.0), grad=False)],
+     lambda x, w, b, m, s: (x - m.reshape(1, 3, 1, 1)) * w.reshape(1, 3, 1, 1) * s.reshape(1, 3, 1, 1)
+     + b.reshape(1, 3, 1, 1))
+
+
+def ns(x, steps, params, eps=1e-7):
+    if x.shape[-2] > x.shape[-1]:
+        return ns(x.transpose(-2, -1), steps, params, eps).transpose(-2, -1)
+    g = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+        gram = g @ g.transpose(-2, -1)
+        power, poly = gram, None
+        for i, p in enumerate(params[1:]):
+            if i > 0:
+                power = gram @ power
+            poly = power * p if poly is None else poly + power * p
+        g = g * params[0] + (poly @ g if poly is not None else 0)
+    return g
+
+
+case("newton_schulz", "newton_schulz", [I(uni((3, 4)))], lambda t: ns(t, 3, [3.4445, -4.7750, 2.0315]),
+     {"steps": 3, "params": [3.4445, -4.7750, 2.0315]}, 1e-4)
+case("newton_schulz_tall", "newton_schulz", [I(uni((2, 5, 3)))], lambda t: ns(t, 2, [2.0, -1.5, 0.5]),
+     {"steps": 2, "params": [2.0, -1.5, 0.5]}, 1e-4)
+
+# Reductions and scans.
+PZ = uni(S3, 0.5, 1.5)
+red("prod_axis1", "prod", lambda t, d, k: torch.prod(t, d[0], keepdim=k), PZ, [1], False)
+red("prod_axis2_keep", "prod", lambda t, d, k: torch.prod(t, d[0], keepdim=k), PZ, [2], True)
+red("prod_all", "prod", lambda t, d, k: torch.prod(t), uni((2, 3), 0.5, 1.5), None, False)
+PZ0 = f32([[1.5, 0, 2, -1], [0, 3, 0, 2], [1, 2, 3, 0.5]])
+red("prod_zeros", "prod", lambda t, d, k: torch.prod(t, d[0], keepdim=k), PZ0, [1], False)
+case("prod_i32", "prod", [I(ints(S, -3, 4))], lambda t: torch.prod(t, 1).to(torch.int32),
+     {"axes": [1], "keepdim": False})
+BO = rng.random((3, 4)) < 0.3
+BO[0] = True
+BO[1] = False
+case("any_axis1", "any", [I(BO)], lambda t: torch.any(t, 1), {"axes": [1], "keepdim": False})
+case("all_axis1", "all", [I(BO)], lambda t: torch.all(t, 1), {"axes": [1], "keepdim": False})
+case("any_f32_all", "any", [I(f32([[0, 0], [0, 0.5]]), grad=False)], lambda t: torch.any(t), {"axes": None})
+case("all_f32_axis0", "all", [I(f32([[1, 0], [2, 3]]), grad=False)], lambda t: torch.all(t, 0, keepdim=True),
+     {"axes": [0], "keepdim": True})
+for piece in (0, 1):
+    case(f"var_mean_{piece}", "var_mean", [I(uni(S3))], lambda t, p=piece: torch.var_mean(t, 1, correction=1)[p],
+         {"axes": [1], "keepdim": False, "correction": 1.0, "piece": piece}, 1e-5)
+    case(f"std_mean_{piece}", "std_mean", [I(uni(S3))],
+         lambda t, p=piece: torch.std_mean(t, (0, 2), correction=0, keepdim=True)[p],
+         {"axes": [0, 2], "keepdim": True, "correction": 0.0, "piece": piece}, 1e-5)
+un("normalize", "normalize", lambda t: F.normalize(t, 2.0, 1), uni(S3))
+un("normalize_p1_last", "normalize", lambda t: F.normalize(t, 1.0, -1), uni(S3), {"p": 1.0, "axis": -1})
+un("softmin", "softmin", lambda t: F.softmin(t, -1), uni(S3))
+un("cumsum", "cumsum", lambda t: torch.cumsum(t, 0), uni(S3))
+un("cumsum_axis2", "cumsum", lambda t: torch.cumsum(t, 2), uni(S3), {"axis": 2})
+un("cumsum_long", "cumsum", lambda t: torch.cumsum(t, 1), uni((2, 600)), {"axis": 1}, 1e-4)
+case("cumsum_i32", "cumsum", [I(ints((2, 5), -9, 9))], lambda t: torch.cumsum(t, 1).to(torch.int32), {"axis": 1})
+case("cumsum_bool", "cumsum", [I(BO)], lambda t: torch.cumsum(t, 1).to(torch.int32), {"axis": -1})
+un("cumprod", "cumprod", lambda t: torch.cumprod(t, 1), uni(S3, 0.5, 1.5), {"axis": 1})
+un("cumprod_zero", "cumprod", lambda t: torch.cumprod(t, 1), PZ0, {"axis": 1})
+for piece in (0, 1):
+    case(f"cummax_{piece}", "cummax", [I(distinct(S3))], lambda t, p=piece: torch.cummax(t, 2)[p],
+         {"axis": 2, "piece": piece})
+    case(f"cummin_{piece}", "cummin", [I(distinct(S3))], lambda t, p=piece: torch.cummin(t, 0)[p],
+         {"axis": 0, "piece": piece})
+un("logcumsumexp", "logcumsumexp", lambda t: torch.logcumsumexp(t, 1), uni(S3, -5, 5), {"axis": 1})
+un("logcumsumexp_ext", "logcumsumexp", lambda t: torch.logcumsumexp(t, 1), LSE, {"axis": 1})
+
+# Sorting: values (with gradients) and indices; ties keep their order (PyTorch's stable sort).
+SRT = f32([[3, 1, 2, 1, 5, 0.5], [2, 2, 2, 1, 3, 3], [-1, 4, 0, 4, -2, 7]])
+for piece in (0, 1):
+    case(f"sort_{piece}", "sort", [I(SRT)], lambda t, p=piece: torch.sort(t, stable=True, dim=-1)[p].to(
+        torch.int32 if p else t.dtype), {"piece": piece})
+    case(f"sort_desc_axis0_{piece}", "sort", [I(SRT)],
+         lambda t, p=piece: torch.sort(t, stable=True, dim=0, descending=True)[p].to(torch.int32 if p else t.dtype),
+         {"axis": 0, "descending": True, "piece": piece})
+    # torch.topk does not keep ties in order: the reference is the stable sort's first k.
+    case(f"topk_{piece}", "topk", [I(SRT)],
+         lambda t, p=piece: torch.sort(t, stable=True, dim=-1, descending=True)[p][:, :3].to(
+             torch.int32 if p else t.dtype), {"k": 3, "piece": piece})
+    case(f"topk_smallest_{piece}", "topk", [I(SRT)],
+         lambda t, p=piece: torch.sort(t, stable=True, dim=0)[p][:2].to(torch.int32 if p else t.dtype),
+         {"k": 2, "axis": 0, "largest": False, "piece": piece})
+case("argsort", "argsort", [I(distinct(S3))], lambda t: torch.argsort(t, 1).to(torch.int32), {"axis": 1})
+case("argsort_i32_desc", "argsort", [I(ints((2, 7), 0, 3))],
+     lambda t: torch.sort(t, stable=True, dim=-1, descending=True)[1].to(torch.int32), {"descending": True})
+
+# Masks and indexing.
+un("tril", "tril", torch.tril, uni((3, 5)))
+un("tril_k1", "tril", lambda t: torch.tril(t, 1), uni(S3), {"diagonal": 1})
+un("triu_km1", "triu", lambda t: torch.triu(t, -1), uni((4, 3)), {"diagonal": -1})
+case("triu_bool", "triu", [I(np.ones((3, 3), dtype=bool))], torch.triu)
+case("one_hot", "one_hot", [I(np.array([[0, 3], [2, 1]], dtype=np.int32))],
+     lambda t: F.one_hot(t.long(), 4).to(torch.int32), {"num_classes": 4})
+case("masked_fill", "masked_fill", [I(uni(S)), I(rng.random((1, 4)) < 0.5)],
+     lambda x, m: x.masked_fill(m, -2.5), {"scalar": -2.5})
+
+
+def getitem(name, shape, index, tensors=(), fn=None):
+    """`x[index]`: index entries as the fixture stores them ("T" takes the next tensor)."""
+    ts = iter(tensors)
+
+    def py(e):
+        if e is None:
+            return None
+        if e == "...":
+            return Ellipsis
+        if e == "T":
+            return "T"
+        if isinstance(e, str):
+            parts = [int(p) if p.strip() else None for p in e.split(":")]
+            return slice(*parts)
+        return e
+
+    entries = [py(e) for e in index]
+
+    def f(x, *idx):
+        # PyTorch slices only step forward: a backward slice is an index_select first.
+        d, key = 0, []
+        for e in entries:
+            if isinstance(e, slice) and e.step is not None and e.step < 0:
+                x = x.index_select(d, torch.tensor(list(range(*e.indices(x.shape[d])))))
+                e = slice(None)
+            key.append(e)
+            d += e is not None
+        it = iter(idx)
+        return x[tuple(next(it).long() if e == "T" else e for e in key)]
+
+    ins = [I(uni(shape))] + [I(np.asarray(t, dtype=np.int32)) for t in tensors]
+    case(name, "get", ins, fn or f, {"index": index})
+
+
+getitem("get_int", (3, 4), [1])
+getitem("get_neg_int", (3, 4, 2), [-1, 2])
+getitem("get_slice", (5, 4), ["1:4", "::2"])
+getitem("get_neg_step", (5, 4), ["::-1", "3:0:-2"])
+getitem("get_neg_step_clamp", (6,), ["10:-10:-3"])
+getitem("get_newaxis_ellipsis", (2, 3, 4), [None, "...", 1, None])
+getitem("get_ellipsis_mid", (2, 3, 4, 5), [0, "...", "1:"])
+getitem("get_tensor", (5, 3), ["T"], [[4, 0, -1, 2]])
+getitem("get_tensor_axis1", (3, 5, 2), [":", "T"], [[[1, 4], [0, -2]]])
+getitem("get_tensors_adjacent", (4, 5, 3), [":", "T", "T"], [[2, 0, 4], [[1], [2]]])
+getitem("get_tensors_apart", (4, 5, 3), ["T", ":", "T"], [[3, 1], [0, 2]])
+getitem("get_list_and_slice", (4, 5), [[3, 1, 1], "1:4"])
+getitem("get_tensor_int_slice", (3, 4, 5), ["T", 1, "::-2"], [[2, 0]])
+SCI = np.array([[0, 1, 2, 0], [2, 2, 1, 0]], dtype=np.int32)
+case("scatter", "scatter", [I(uni((3, 5))), I(np.array([[0, 1, 2, 0], [2, 0, 1, 1]], dtype=np.int32)), I(uni((2, 4)))],
+     lambda x, i, s: x.scatter(0, i.long(), s), {"axis": 0})
+case("scatter_axis1_scalar", "scatter", [I(uni((3, 5))), I(np.array([[1, 4], [0, 0], [3, 2]], dtype=np.int32))],
+     lambda x, i: x.scatter(1, i.long(), 1.5), {"axis": 1, "scalar": 1.5})
+case("scatter_add", "scatter", [I(uni((3, 4))), I(SCI), I(uni((2, 4)))],
+     lambda x, i, s: x.scatter_add(0, i.long(), s), {"axis": 0, "reduce": "add"})
+for red_ in ["sum", "prod", "mean", "amax", "amin"]:
+    for inc in (True, False):
+        src = distinct((2, 4)) if red_ in ("amax", "amin") else uni((2, 4), 0.5, 1.5)
+        case(f"scatter_reduce_{red_}_{'self' if inc else 'noself'}", "scatter_reduce",
+             [I(distinct((3, 4)) + f32(0.013) if red_ in ("amax", "amin") else uni((3, 4), 0.5, 1.5)), I(SCI), I(src)],
+             lambda x, i, s, r=red_, c=inc: x.scatter_reduce(0, i.long(), s, r, include_self=c),
+             {"axis": 0, "reduce": red_, "include_self": inc}, 1e-5)
+
+# Movement and creation.
+un("roll", "roll", lambda t: torch.roll(t, (1, -2), (0, 2)), uni(S3), {"shifts": [1, -2], "axes": [0, 2]})
+un("roll_flat", "roll", lambda t: torch.roll(t, 5), uni(S), {"shifts": [5]})
+un("repeat_interleave", "repeat_interleave", lambda t: torch.repeat_interleave(t, 2, 1), uni((2, 3)),
+   {"repeats": 2, "axis": 1})
+un("repeat_interleave_flat", "repeat_interleave", lambda t: torch.repeat_interleave(t, 3), uni((2, 2)),
+   {"repeats": 3})
+un("unflatten", "unflatten", lambda t: t.unflatten(1, (2, -1)), uni((3, 8)), {"axis": 1, "shape": [2, -1]})
+un("flatten_range", "flatten", lambda t: t.flatten(1, 2), uni((2, 3, 4, 2)), {"start_dim": 1, "end_dim": 2})
+un("diag", "diag", torch.diag, uni((4,)))
+un("diagonal", "diagonal", lambda t: torch.diagonal(t), uni((3, 4)))
+un("diagonal_off", "diagonal", lambda t: torch.diagonal(t, 1, 0, 2), uni((3, 2, 4)), {"offset": 1, "dim2": 2})
+un("diagonal_neg", "diagonal", lambda t: torch.diagonal(t, -1, -2, -1), uni((2, 4, 3)),
+   {"offset": -1, "dim1": -2, "dim2": -1})
+un("view", "view", lambda t: t.view(3, 8), uni(S3), {"shape": [3, 8]})
+un("pad_to", "pad_to", lambda t: F.pad(t, (0, 2, 0, 0)), uni((2, 3)), {"shape": [-1, 5]})
+for piece in (0, 1):
+    # Grid p depends on input p only (wgrad gives no gradient to an input outside the graph).
+    case(f"meshgrid_{piece}", "meshgrid", [I(uni((3,)), grad=piece == 0), I(uni((2,)), grad=piece == 1)],
+         lambda a, b, p=piece: torch.meshgrid(a, b, indexing="ij")[p], {"piece": piece})
+    case(f"meshgrid_xy_{piece}", "meshgrid", [I(uni((3,)), grad=piece == 0), I(uni((2,)), grad=piece == 1)],
+         lambda a, b, p=piece: torch.meshgrid(a, b, indexing="xy")[p], {"indexing": "xy", "piece": piece})
+case("einsum_matmul", "einsum", [I(uni((3, 4))), I(uni((4, 2)))], lambda a, b: torch.einsum("ij,jk->ik", a, b),
+     {"formula": "ij,jk->ik"}, 1e-5)
+case("einsum_batch_t", "einsum", [I(uni((2, 3, 4))), I(uni((2, 5, 4)))],
+     lambda a, b: torch.einsum("bij,bkj->bik", a, b), {"formula": "bij,bkj->bik"}, 1e-5)
+case("einsum_trace", "einsum", [I(uni((4, 4)))], lambda a: torch.einsum("ii", a), {"formula": "ii"}, 1e-5)
+case("einsum_implicit", "einsum", [I(uni((3, 4))), I(uni((4,)))], lambda a, b: torch.einsum("ij,j", a, b),
+     {"formula": "ij,j"}, 1e-5)
+case("einsum_ellipsis", "einsum", [I(uni((2, 3, 4)))], lambda a: torch.einsum("...ij->...ji", a),
+     {"formula": "...ij->...ji"})
+case("einsum_outer_sum", "einsum", [I(uni((3,))), I(uni((4,)))], lambda a, b: torch.einsum("i,j->", a, b),
+     {"formula": "i,j->"}, 1e-5)
+case("linspace", "linspace", [], lambda: torch.linspace(-1.5, 2.0, 8, dtype=torch.float64),
+     {"start": -1.5, "stop": 2.0, "steps": 8})
+
+# Losses and attention.
+CE_X = uni((4, 5), -3, 3)
+case("cross_entropy_idx", "cross_entropy", [I(CE_X), I(np.array([1, 4, 0, 2], dtype=np.int32))],
+     lambda x, y: F.cross_entropy(x, y.long()), atol=1e-5)
+case("cross_entropy_probs", "cross_entropy", [I(CE_X), I(f32(rng.dirichlet(np.ones(5), 4)), grad=False)],
+     lambda x, y: F.cross_entropy(x, y, label_smoothing=0.1, reduction="sum"),
+     {"reduction": "sum", "label_smoothing": 0.1}, 1e-5)
+case("cross_entropy_4d", "cross_entropy", [I(uni((2, 3, 2, 2))), I(ints((2, 2, 2), 0, 3))],
+     lambda x, y: F.cross_entropy(x, y.long(), reduction="none"), {"reduction": "none"}, 1e-5)
+LP = torch.log_softmax(torch.tensor(uni((5, 4), -2, 2), dtype=torch.float64), 1).numpy().astype(np.float32)
+case("nll_loss", "nll_loss", [I(LP), I(np.array([0, 3, 1, 1, 2], dtype=np.int32))],
+     lambda x, y: F.nll_loss(x, y.long()), atol=1e-5)
+case("nll_loss_weight_ignore", "nll_loss",
+     [I(LP), I(np.array([0, 3, 1, 1, 2], dtype=np.int32)), I(uni((4,), 0.5, 2.0), grad=False)],
+     lambda x, y, w: F.nll_loss(x, y.long(), weight=w, ignore_index=1), {"ignore_index": 1}, 1e-5)
+Q, K, V = uni((2, 3, 4, 8), -1, 1), uni((2, 3, 6, 8), -1, 1), uni((2, 3, 6, 5), -1, 1)
+case("sdpa", "scaled_dot_product_attention", [I(Q), I(K), I(V)], F.scaled_dot_product_attention, atol=1e-5)
+case("sdpa_causal", "scaled_dot_product_attention", [I(uni((2, 5, 8), -1, 1)), I(uni((2, 5, 8), -1, 1)),
+                                                      I(uni((2, 5, 3), -1, 1))],
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), {"is_causal": True}, 1e-5)
+# Every query keeps at least one key (its diagonal), else its row is NaN in both.
+case("sdpa_mask", "scaled_dot_product_attention", [I(Q), I(K), I(V), I((rng.random((4, 6)) < 0.7) | np.eye(4, 6, dtype=bool))],
+     lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), atol=1e-5)
+case("sdpa_gqa", "scaled_dot_product_attention", [I(uni((1, 4, 3, 8), -1, 1)), I(uni((1, 2, 5, 8), -1, 1)),
+                                                   I(uni((1, 2, 5, 4), -1, 1))],
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), {"enable_gqa": True}, 1e-5)
 
 # ----------------------------------------------------------------------------- write
 os.makedirs(os.path.dirname(OUT), exist_ok=True)

@@ -54,4 +54,4 @@ pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use jit::{KernelInfo, Timer, TinyJit};
 pub use tensor::functional::{Conv2dOpts, CrossEntropyOpts, Padding, Reduction};
-pub use tensor::{Axes, Operand, Tensor};
+pub use tensor::{Axes, Index, Operand, Tensor};

@@ -45,6 +45,8 @@ impl BinaryOp {
 pub enum ReduceOp {
     Sum,
     Max,
+    /// Product (tinygrad's `MUL` reduce): `prod`, `cumprod`, `scatter_reduce(prod)`.
+    Prod,
 }
 
 impl ReduceOp {
@@ -52,6 +54,15 @@ impl ReduceOp {
         match self {
             ReduceOp::Sum => 0.0,
             ReduceOp::Max => dtype.min_value(),
+            ReduceOp::Prod => 1.0,
+        }
+    }
+    /// The binary op that combines two partial results (split reduces, sharded reduces).
+    pub fn combine(self) -> BinaryOp {
+        match self {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Prod => BinaryOp::Mul,
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use wgrad::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, ErrorKind, Operand, Padding,
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, ErrorKind, Index, Operand, Padding,
     Reduction, Tensor,
 };
 
@@ -322,6 +322,54 @@ impl Probe for Axes {
 impl Probe for f64 {
     fn probes(_: &Tensor) -> Vec<Self> {
         vec![0.5, f64::NAN]
+    }
+}
+
+impl Probe for Vec<f64> {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![vec![1.0, 0.5], vec![], vec![f64::NAN]]
+    }
+}
+
+impl Probe for i64 {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![0, -1, i64::MAX, i64::MIN]
+    }
+}
+
+impl Probe for String {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        [
+            "sum", "ij", "xy", "mean", "amin", "", "nonsense", "i,i->", "...",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
+impl Probe for Vec<Index> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        vec![
+            vec![Index::Int(0)],
+            vec![],
+            vec![Index::Int(5)],
+            vec![Index::Int(isize::MIN)],
+            vec![Index::step(.., 0)],
+            vec![Index::step(.., isize::MIN)],
+            vec![Index::slice(Some(isize::MAX), Some(isize::MIN), -1)],
+            vec![Index::Ellipsis, Index::Ellipsis],
+            vec![
+                Index::NewAxis,
+                Index::NewAxis,
+                Index::Ellipsis,
+                Index::NewAxis,
+            ],
+            vec![Index::List(vec![isize::MAX])],
+            vec![Index::List(vec![])],
+            vec![Index::Tensor(x.clone())],
+            vec![Index::Tensor(zero_d().cast(DType::I32).expect("cast"))],
+            vec![Index::Int(0); 5],
+        ]
     }
 }
 

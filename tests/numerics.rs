@@ -121,7 +121,7 @@ fn sum_over_a_flipped_axis() {
     each_device(|dev| {
         for dt in [DType::F32, DType::I32] {
             let x = Tensor::arange(0.0, 200.0, 1.0, dt)?
-                .rem(7)?
+                .fmod(7)?
                 .sub(3)?
                 .reshape(&[5, 8, 5])?
                 .realize()?;
@@ -150,13 +150,13 @@ fn integer_division_by_minus_one() {
             vec![i32::MIN, -7, -3, 0],
             "{dev}"
         );
-        assert_eq!(a.rem(&b)?.to_vec::<i32>()?, vec![0, 0, -1, 0], "{dev}");
+        assert_eq!(a.fmod(&b)?.to_vec::<i32>()?, vec![0, 0, -1, 0], "{dev}");
         assert_eq!(
             a.idiv(-1)?.to_vec::<i32>()?,
             vec![i32::MIN, -7, 7, -5],
             "{dev}"
         );
-        assert_eq!(a.rem(-1)?.to_vec::<i32>()?, vec![0; 4], "{dev}");
+        assert_eq!(a.fmod(-1)?.to_vec::<i32>()?, vec![0; 4], "{dev}");
         Ok(())
     });
 }
@@ -184,10 +184,10 @@ fn shifts_of_negative_integers_agree() {
     let v = [-8i32, -1, 5, i32::MIN, i32::MAX];
     each_device(|_| {
         let x = Tensor::from_slice(&v, &[5])?.realize()?;
-        let shr: Vec<i32> = x.shr(1)?.to_vec()?;
+        let shr: Vec<i32> = x.rshift(1)?.to_vec()?;
         let want: Vec<i32> = v.iter().map(|&a| ((a as u32) >> 1) as i32).collect();
         assert_eq!(shr, want, "shr");
-        let shl: Vec<i32> = x.shl(3)?.to_vec()?;
+        let shl: Vec<i32> = x.lshift(3)?.to_vec()?;
         let want: Vec<i32> = v.iter().map(|&a| ((a as u32) << 3) as i32).collect();
         assert_eq!(shl, want, "shl");
         Ok(())

@@ -26,7 +26,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::Value;
 use wgrad::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Operand, Padding, Reduction, Tensor,
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Padding, Reduction,
+    Tensor,
 };
 
 const FIXTURE: &str = include_str!("fixtures/ops.json");
@@ -76,6 +77,10 @@ struct Case {
 fn num(v: &Value) -> f64 {
     match v {
         Value::Bool(b) => f64::from(u8::from(*b)),
+        // "nan", "inf", "-inf": JSON has no non-finite numbers.
+        Value::String(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("fixture: not a number: {s}")),
         _ => v
             .as_f64()
             .unwrap_or_else(|| panic!("fixture: not a number: {v}")),
@@ -253,6 +258,43 @@ impl FromCase for isize {
     }
 }
 
+impl FromCase for i64 {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_i64()
+    }
+}
+
+impl FromCase for String {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key].as_str().map(str::to_string)
+    }
+}
+
+/// An index as the fixture writes it: integers, null (a new axis), "..." and slice strings as
+/// in Python, lists of integers, and "T" for the next input tensor.
+impl FromCase for Vec<Index> {
+    fn from_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<Self> {
+        let entries = args[key].as_array()?;
+        Some(
+            entries
+                .iter()
+                .map(|e| match e {
+                    Value::Null => Index::NewAxis,
+                    Value::Number(n) => {
+                        Index::Int(n.as_i64().expect("fixture: integer index") as isize)
+                    }
+                    Value::String(s) if s == "T" => {
+                        Index::Tensor(inputs.next().expect("fixture: index tensor").clone())
+                    }
+                    Value::String(s) => s.parse().expect("fixture: slice"),
+                    Value::Array(_) => Index::List(isizes(e)),
+                    other => panic!("fixture: bad index entry {other}"),
+                })
+                .collect(),
+        )
+    }
+}
+
 impl FromCase for usize {
     fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
         args[key].as_u64().map(|v| v as usize)
@@ -262,6 +304,12 @@ impl FromCase for usize {
 impl FromCase for Vec<isize> {
     fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
         (!args[key].is_null()).then(|| isizes(&args[key]))
+    }
+}
+
+impl FromCase for Vec<f64> {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        (!args[key].is_null()).then(|| nums(&args[key]))
     }
 }
 

@@ -18,7 +18,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 use wgrad::web;
-use wgrad::{Axes, Conv2dOpts, CrossEntropyOpts, DType, Operand, Reduction, Tensor};
+use wgrad::{Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -179,6 +179,8 @@ fn apply_case(c: &Value) -> Result<Built, String> {
             .map(|v| {
                 v.as_f64()
                     .or_else(|| v.as_bool().map(|b| b as u8 as f64))
+                    // "nan", "inf", "-inf": JSON has no non-finite numbers.
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
                     .unwrap_or(0.0)
             })
             .collect();
@@ -281,10 +283,31 @@ macro_rules! json_case {
     };
 }
 
+/// An index as JavaScript writes it: the fixture's entries as they are (numbers, null, "...",
+/// slice strings, arrays of integers), its "T" entries the next inputs.
+impl JsCase for Vec<Index> {
+    fn js_case(args: &Value, key: &str, inputs: &mut Inputs) -> Option<JsValue> {
+        let entries = args[key].as_array()?;
+        Some(
+            entries
+                .iter()
+                .map(|e| match e.as_str() {
+                    Some("T") => inputs.next().cloned().unwrap_or(JsValue::UNDEFINED),
+                    _ => json_to_js(e),
+                })
+                .collect::<Array>()
+                .into(),
+        )
+    }
+}
+
 json_case!(
     f64,
+    Vec<f64>,
     bool,
     isize,
+    i64,
+    String,
     usize,
     Vec<isize>,
     Vec<usize>,
@@ -341,7 +364,11 @@ fn call_op(op: &str, a: &Value, x: &[JsValue]) -> Result<JsValue, String> {
             }
         };
         (@this static $inputs:ident) => {
-            prop(&x[0], "constructor")
+            // The Tensor class, from any tensor (a creation function has no inputs).
+            match x.first() {
+                Some(t) => prop(t, "constructor"),
+                None => prop(&tensor(&[0.0], &[1], "float32")?, "constructor"),
+            }
         };
         (@this method $inputs:ident) => {
             $inputs.next().cloned().ok_or("fixture: no inputs")?

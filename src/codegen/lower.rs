@@ -349,7 +349,7 @@ pub fn lines_per_output(l: &Lowered) -> f64 {
 fn combine(g: &mut KGraph, op: ReduceOp, a: Ref, b: Ref) -> Ref {
     match op {
         ReduceOp::Sum => g.add(a, b),
-        ReduceOp::Max => g.binary(BinaryOp::Max, a, b),
+        op => g.binary(op.combine(), a, b),
     }
 }
 

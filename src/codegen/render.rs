@@ -119,6 +119,7 @@ pub trait Renderer {
         match op {
             ReduceOp::Sum => format!("{acc} = {acc} + {val};"),
             ReduceOp::Max => format!("{acc} = {};", self.max(dt, acc, val)),
+            ReduceOp::Prod => format!("{acc} = {acc} * {val};"),
         }
     }
 }
@@ -274,6 +275,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 }
                 (e, ReduceOp::Max) => d.vec_max(&v, &operand(e), p.width),
                 (e, ReduceOp::Sum) => format!("{v} + {}", operand(e)),
+                (e, ReduceOp::Prod) => format!("{v} * {}", operand(e)),
             };
             let _ = writeln!(out, "{pad}{v} = {step};");
             continue;

@@ -418,6 +418,16 @@ impl Renderer for WgslRenderer {
             BinaryOp::Mod if f => format!("({a} % {b})"),
             BinaryOp::Mod => self.int_divmod("%", dt, a, b),
             BinaryOp::Max => format!("max({a}, {b})"),
+            // A float compared with itself is a NaN test (`isnan`), which WGSL compilers may
+            // fold away (they can assume no NaNs): test the bits instead.
+            BinaryOp::CmpNe | BinaryOp::CmpEq if f && a == b => {
+                let nan = format!("((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)");
+                if op == BinaryOp::CmpNe {
+                    nan
+                } else {
+                    format!("!{nan}")
+                }
+            }
             BinaryOp::CmpLt => format!("({a} < {b})"),
             BinaryOp::CmpEq => format!("({a} == {b})"),
             BinaryOp::CmpNe => format!("({a} != {b})"),
@@ -502,7 +512,7 @@ impl Renderer for WgslRenderer {
     fn acc(&self, op: ReduceOp, dt: DType, acc: &str, val: &str) -> String {
         let e = match op {
             ReduceOp::Sum => self.binary(BinaryOp::Add, dt, acc, val),
-            ReduceOp::Max => self.binary(BinaryOp::Max, dt, acc, val),
+            op => self.binary(op.combine(), dt, acc, val),
         };
         format!("{acc} = {e};")
     }

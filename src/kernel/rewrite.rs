@@ -7,6 +7,7 @@ use super::{FastMap, KGraph, KOp, Node, Ref, GIVEN_IDS};
 use crate::dtype::DType;
 use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, BinaryOp, ReduceOp, UnaryOp};
 use crate::shape::INDEX;
+use std::collections::HashMap;
 
 /// Value bounds of a node (integers and bools; floats get infinite bounds).
 pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
@@ -598,8 +599,11 @@ fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
     }
 }
 
-/// `Σ_r where(r == e, v(r), 0)` over a range r, with e independent of r, is `v(e)` when
-/// `0 <= e < size`: one-hot indexing (`x[idx]`, gather) becomes a direct load.
+/// `Σ_r where(r == e && c(r), v(r), 0)` over a range r, with e independent of r, is
+/// `where(0 <= e < size, where(c(e), v(e), 0), 0)`: one-hot indexing (`x[idx]`, gather,
+/// several tensor indices at once, scatter's last write) becomes a direct load. The conditions
+/// may be and-ed or nested (`where(c1, where(c2, v, 0), 0)`); the bounds check goes outside
+/// them all, so that every load the substitution moves to `e` is gated by it.
 fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref> {
     if src.len() == 1 {
         return Some(src[0]);
@@ -617,42 +621,115 @@ fn reduce(g: &mut KGraph, op: ReduceOp, dtype: DType, src: &[Ref]) -> Option<Ref
         }
         return None;
     }
-    let w = g.node(value).clone();
-    if w.op != KOp::Where || g.const_value(w.src[2]) != Some(0.0) {
+    if op != ReduceOp::Sum {
         return None;
     }
-    let cond = g.node(w.src[0]).clone();
-    if cond.op != KOp::Binary(BinaryOp::CmpEq) {
-        return None;
+    // The nested `where(c, .., 0)` levels, each with its and-ed terms, and the value inside.
+    let mut levels: Vec<Vec<Ref>> = vec![];
+    let mut inner = value;
+    loop {
+        let w = g.node(inner).clone();
+        if w.op != KOp::Where || g.const_value(w.src[2]) != Some(0.0) {
+            break;
+        }
+        let mut terms = vec![];
+        let mut stack = vec![w.src[0]];
+        while let Some(t) = stack.pop() {
+            let n = g.node(t);
+            if n.op == KOp::Binary(BinaryOp::And) && n.dtype == DType::Bool {
+                stack.extend(n.src.iter().copied());
+            } else {
+                terms.push(t);
+            }
+        }
+        levels.push(terms);
+        inner = w.src[1];
     }
     for (i, &r) in src[1..].iter().enumerate() {
         let size = match g.node(r).op {
             KOp::Range { size, .. } => size as i64,
             _ => continue,
         };
-        let e = if cond.src[0] == r && !g.depends_on(cond.src[1], r) {
-            cond.src[1]
-        } else if cond.src[1] == r && !g.depends_on(cond.src[0], r) {
-            cond.src[0]
-        } else {
-            continue;
-        };
-        if !is_index(g.node(e).dtype) {
-            continue;
-        }
+        let found = levels.iter().enumerate().find_map(|(lv, terms)| {
+            terms.iter().enumerate().find_map(|(k, &t)| {
+                let cond = g.node(t);
+                if cond.op != KOp::Binary(BinaryOp::CmpEq) {
+                    return None;
+                }
+                let e = if cond.src[0] == r && !g.depends_on(cond.src[1], r) {
+                    cond.src[1]
+                } else if cond.src[1] == r && !g.depends_on(cond.src[0], r) {
+                    cond.src[0]
+                } else {
+                    return None;
+                };
+                is_index(g.node(e).dtype).then_some((lv, k, e))
+            })
+        });
+        let Some((lv, k, e)) = found else { continue };
+        let z = g.konst(0.0, dtype);
         let zero = g.int(0);
         let lo = g.le(zero, e);
         let n = g.int(size);
         let hi = g.lt(e, n);
         let inb = g.and(lo, hi);
-        let v = g.substitute(w.src[1], r, e);
-        let z = g.konst(0.0, dtype);
+        // Every load that reads at r now reads at e: gated by the bounds check, it never reads
+        // outside its buffer (an index out of range, or scatter's "nothing written" -1).
+        let mut memo = HashMap::new();
+        let mut gated = |g: &mut KGraph, t: Ref| {
+            let t = gate_loads(g, t, r, inb, &mut memo);
+            g.substitute(t, r, e)
+        };
+        // Rebuild from the inside out, without the term that picked r.
+        let mut v = gated(g, inner);
+        for (l, terms) in levels.iter().enumerate().rev() {
+            let mut cond: Option<Ref> = None;
+            for (m, &t) in terms.iter().enumerate() {
+                if (l, m) == (lv, k) {
+                    continue;
+                }
+                let t = gated(g, t);
+                cond = Some(match cond {
+                    Some(c) => g.and(c, t),
+                    None => t,
+                });
+            }
+            if let Some(c) = cond {
+                v = g.where_(c, v, z);
+            }
+        }
         let picked = g.where_(inb, v, z);
         let mut rest: Vec<Ref> = src[1..].to_vec();
         rest.remove(i);
         return Some(g.reduce(op, picked, &rest));
     }
     None
+}
+
+/// `x` with every load that depends on the range `r` gated by `cond` too.
+fn gate_loads(g: &mut KGraph, x: Ref, r: Ref, cond: Ref, memo: &mut HashMap<Ref, Ref>) -> Ref {
+    if !g.depends_on(x, r) {
+        return x;
+    }
+    if let Some(&m) = memo.get(&x) {
+        return m;
+    }
+    let n = g.node(x).clone();
+    let src: Vec<Ref> = n
+        .src
+        .iter()
+        .map(|&s| gate_loads(g, s, r, cond, memo))
+        .collect();
+    let out = match n.op {
+        KOp::Load(_) => {
+            let gate = g.and(src[1], cond);
+            g.make(n.op, n.dtype, vec![src[0], gate])
+        }
+        _ if src == n.src => x,
+        _ => g.make(n.op, n.dtype, src),
+    };
+    memo.insert(x, out);
+    out
 }
 
 fn gcd(a: i64, b: i64) -> i64 {

@@ -417,6 +417,34 @@ fn cached_download(
 
 /// A minimal HTTP/1.1 GET client (plain `http://`), and `https://` through `curl`.
 #[cfg(not(target_arch = "wasm32"))]
+impl Tensor {
+    /// The bytes at `url` (http:// or https://) as a 1-D u8 tensor, gunzipped first with
+    /// `gunzip` (tinygrad's `from_url`; blocking, native only: JavaScript has
+    /// `Tensor.fromUrl`).
+    pub fn from_url(url: &str, gunzip: bool) -> Result<Tensor> {
+        let body = http::fetch(url)?;
+        let bytes = if gunzip {
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(body.as_slice())
+                .read_to_end(&mut out)
+                .map_err(|e| {
+                    crate::Error::new(
+                        crate::ErrorKind::Io,
+                        format!("from_url: {url}: the gzip data is corrupt or truncated: {e}"),
+                    )
+                })?;
+            out
+        } else {
+            body
+        };
+        if bytes.is_empty() {
+            bail!(Io, "from_url: {url} is empty (tensors cannot be empty)");
+        }
+        Tensor::from_raw(&bytes, DType::U8, &[bytes.len()])
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 mod http {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::{TcpStream, ToSocketAddrs};

@@ -177,7 +177,7 @@ impl BatchNorm {
             );
         }
         let nd = s.len();
-        let x = x.float("BatchNorm")?;
+        let x = x.to_float("BatchNorm")?;
         let (mean, invstd) = if crate::context::training() {
             let n = x.numel() / c;
             if n < 2 {
@@ -273,7 +273,7 @@ impl LayerNorm {
             );
         }
         let axes: Vec<isize> = (1..=k as isize).map(|i| -i).collect();
-        let mut out = normalize(&x.float("LayerNorm")?, &axes, self.eps)?;
+        let mut out = normalize(&x.to_float("LayerNorm")?, &axes, self.eps)?;
         if let Some(w) = &self.weight {
             out = out.mul(w)?;
         }
@@ -340,7 +340,7 @@ impl GroupNorm {
         }
         let g = self.num_groups;
         let grouped = x
-            .float("GroupNorm")?
+            .to_float("GroupNorm")?
             .reshape_u(&[s[0], g, x.numel() / (s[0] * g)])?;
         let mut out = normalize(&grouped, &[-1], self.eps)?.reshape_u(&s)?;
         if let Some(w) = &self.weight {

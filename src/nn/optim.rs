@@ -237,21 +237,10 @@ fn newton_schulz(g: &Tensor, ns: NewtonSchulz) -> Result<Tensor> {
     let shape = g.shape();
     let rows = shape[0];
     let cols = g.numel() / rows;
-    let mut x = g.reshape(&[rows as isize, cols as isize])?;
-    let tall = rows > cols;
-    if tall {
-        x = x.t()?;
-    }
-    x = x.div(&norm(&x)?.add(1e-7)?)?;
     let (a, b, c) = ns.coeffs;
-    for _ in 0..ns.steps {
-        let gram = x.matmul(&x.t()?)?;
-        let poly = gram.mul(b)?.add(&gram.matmul(&gram)?.mul(c)?)?;
-        x = x.mul(a)?.add(&poly.matmul(&x)?)?;
-    }
-    if tall {
-        x = x.t()?;
-    }
+    let x =
+        g.reshape(&[rows as isize, cols as isize])?
+            .newton_schulz(ns.steps, &[a, b, c], 1e-7)?;
     let scale = (rows as f64 / cols as f64).max(1.0).sqrt();
     let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
     x.mul(scale)?.reshape(&dims)

@@ -12,7 +12,9 @@ use super::{
 use crate::codegen::{Inst, LinearKernel};
 use crate::dtype::{read_f64, write_f64, DType};
 use crate::error::{bail, Result};
-use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, round_result, ReduceOp};
+use crate::ops::{
+    compute_dtype, exec_binary, exec_cast, exec_unary, round_result, BinaryOp, ReduceOp,
+};
 use std::sync::Arc;
 
 /// One interpreter instance (`INTERP:n`): its own buffers, the same semantics.
@@ -317,6 +319,7 @@ fn block(
                     regs[r(*acc) + l] = match op {
                         ReduceOp::Sum => round_result(dt, a + v),
                         ReduceOp::Max => a.max(v),
+                        ReduceOp::Prod => exec_binary(BinaryOp::Mul, dt, a, v),
                     };
                 }
             }

@@ -1,7 +1,7 @@
 //! Neural-network functions on `Tensor`: matmul/linear, conv2d and pooling (as windowed views
 //! plus a reduction), dropout, and the losses.
 
-use super::Tensor;
+use super::{Axes, Tensor};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 
@@ -445,5 +445,261 @@ impl Tensor {
             );
         }
         reduce_loss(&self.sub(y)?.square()?, reduction)
+    }
+
+    /// Cross-entropy of logits (classes on axis 1, or axis 0 for a 1-D input, as PyTorch's
+    /// `F.cross_entropy` and tinygrad's) against class indices (the shape without the class
+    /// axis) or class probabilities (the logits' shape), with label smoothing.
+    pub fn cross_entropy(
+        &self,
+        target: &Tensor,
+        reduction: Reduction,
+        label_smoothing: f64,
+    ) -> Result<Tensor> {
+        const OP: &str = "cross_entropy";
+        let s = self.shape();
+        if s.is_empty() {
+            bail!(Shape, "{OP}: logits must have a class axis, got a scalar");
+        }
+        if !(0.0..=1.0).contains(&label_smoothing) {
+            bail!(
+                Shape,
+                "{OP}: label_smoothing {label_smoothing} is outside [0, 1]"
+            );
+        }
+        let c = if s.len() == 1 { 0 } else { 1 };
+        let mut without = s.clone();
+        without.remove(c);
+        let ts = target.shape();
+        let y = if ts == s && target.dtype().is_float() {
+            target.clone()
+        } else if ts == without && !target.dtype().is_float() {
+            target.unsqueeze(c as isize)?.one_hot_along(s[c], c)?
+        } else {
+            bail!(
+                Shape,
+                "{OP}: target {ts:?} {} is neither class indices {without:?} (integers) nor probabilities {s:?} (floats) for logits {s:?}",
+                target.dtype()
+            );
+        };
+        let y = y
+            .to_float(OP)?
+            .mul(1.0 - label_smoothing)?
+            .add(label_smoothing / s[c] as f64)?;
+        let per = self
+            .log_softmax(c as isize)?
+            .mul(&y)?
+            .sum(c as isize, false)?
+            .neg()?;
+        reduce_loss(&per, reduction)
+    }
+
+    /// Negative log-likelihood of log-probabilities (classes on axis 1, or 0 for a 1-D input)
+    /// at integer `target` classes, each weighted by `weight[class]` if given; `ignore_index`
+    /// classes count nothing, and the mean divides by the total weight (PyTorch's `nll_loss`).
+    pub fn nll_loss(
+        &self,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        ignore_index: Option<i64>,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        const OP: &str = "nll_loss";
+        let s = self.shape();
+        if s.is_empty() {
+            bail!(Shape, "{OP}: input must have a class axis, got a scalar");
+        }
+        let c = if s.len() == 1 { 0 } else { 1 };
+        let mut without = s.clone();
+        without.remove(c);
+        if target.shape() != without || target.dtype().is_float() {
+            bail!(
+                Shape,
+                "{OP}: target {:?} {} must be integer classes of shape {without:?} for input {s:?}",
+                target.shape(),
+                target.dtype()
+            );
+        }
+        let y = target.cast(DType::I32)?;
+        let picked = self
+            .gather(c as isize, &y.unsqueeze(c as isize)?)?
+            .squeeze(Some(c as isize))?;
+        let mut w = match weight {
+            Some(w) => {
+                if w.shape() != [s[c]] {
+                    bail!(
+                        Shape,
+                        "{OP}: weight {:?} must have one value per class ({})",
+                        w.shape(),
+                        s[c]
+                    );
+                }
+                w.gather(0, &y.flatten(0)?)?.reshape_u(&without)?
+            }
+            None => picked.ones_like(),
+        };
+        if let Some(ii) = ignore_index {
+            w = y.ne(ii)?.where_(&w, 0.0)?;
+        }
+        let per = picked.mul(&w)?.neg()?;
+        match reduction {
+            Reduction::Mean => per.sum((), false)?.div(&w.sum((), false)?),
+            r => reduce_loss(&per, r),
+        }
+    }
+
+    /// One-hot of integer indices along `axis` (which has size 1 here and becomes `n`), as
+    /// f32.
+    fn one_hot_along(&self, n: usize, axis: usize) -> Result<Tensor> {
+        let mut ar = vec![1; self.ndim()];
+        ar[axis] = n;
+        let classes = Tensor::iota(n, self.device()).reshape_u(&ar)?;
+        self.cast(DType::I32)?.eq(&classes)?.cast(DType::F32)
+    }
+
+    /// Attention: `softmax(q k^T / sqrt(d) + mask) v` with `self` the queries `[.., L, d]`,
+    /// `key` `[.., S, d]` and `value` `[.., S, dv]`. `attn_mask` is added to the scores (a bool
+    /// mask keeps where true: -inf elsewhere); `is_causal` masks future positions (then no
+    /// `attn_mask`); `dropout_p` drops attention weights in training. With `enable_gqa` the
+    /// key and value heads (axis -3) repeat to match the query heads. As PyTorch's
+    /// `F.scaled_dot_product_attention` and tinygrad's.
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        attn_mask: Option<&Tensor>,
+        dropout_p: f64,
+        is_causal: bool,
+        enable_gqa: bool,
+    ) -> Result<Tensor> {
+        const OP: &str = "scaled_dot_product_attention";
+        let (qs, ks, vs) = (self.shape(), key.shape(), value.shape());
+        if qs.len() < 2 || ks.len() < 2 || vs.len() < 2 {
+            bail!(
+                Shape,
+                "{OP}: query {qs:?}, key {ks:?} and value {vs:?} need at least 2 dimensions"
+            );
+        }
+        let d = qs[qs.len() - 1];
+        if ks[ks.len() - 1] != d || ks[ks.len() - 2] != vs[vs.len() - 2] {
+            bail!(
+                Shape,
+                "{OP}: query {qs:?}, key {ks:?} and value {vs:?} do not fit ([.., L, d], [.., S, d], [.., S, dv])"
+            );
+        }
+        let (mut key, mut value) = (key.clone(), value.clone());
+        if enable_gqa {
+            if qs.len() < 3 || ks.len() < 3 || qs[qs.len() - 3] % ks[ks.len() - 3] != 0 {
+                bail!(
+                    Shape,
+                    "{OP}: with enable_gqa the query heads of {qs:?} must be a multiple of the key heads of {ks:?}"
+                );
+            }
+            let r = qs[qs.len() - 3] / ks[ks.len() - 3];
+            key = key.repeat_interleave(r, Some(-3))?;
+            value = value.repeat_interleave(r, Some(-3))?;
+        }
+        let scores = self
+            .matmul(&key.transpose(-2, -1)?)?
+            .div((d as f64).sqrt())?;
+        let (l, s) = (qs[qs.len() - 2], ks[ks.len() - 2]);
+        let scores = match (is_causal, attn_mask) {
+            (true, Some(_)) => bail!(Shape, "{OP}: give attn_mask or is_causal, not both"),
+            (true, None) => {
+                let keep = self.const_shaped(1.0, DType::Bool, &[l, s]).tril(0)?;
+                keep.where_(&scores, f64::NEG_INFINITY)?
+            }
+            (false, Some(m)) if m.dtype() == DType::Bool => m.where_(&scores, f64::NEG_INFINITY)?,
+            (false, Some(m)) => scores.add(m)?,
+            (false, None) => scores,
+        };
+        scores.softmax(-1)?.dropout(dropout_p)?.matmul(&value)
+    }
+
+    /// Layer normalization over `axes` without parameters: `(x - mean) / sqrt(var + eps)`,
+    /// the variance biased (tinygrad's and PyTorch's `layer_norm` core).
+    pub fn layernorm(&self, axes: impl Into<Axes>, eps: f64) -> Result<Tensor> {
+        let axes = axes.into();
+        let x = self.to_float("layernorm")?;
+        let y = x.sub(&x.mean(axes.clone(), true)?)?;
+        y.mul(&y.square()?.mean(axes, true)?.add(eps)?.rsqrt()?)
+    }
+    /// Batch normalization with given statistics along `axis` (the channels): `(x - mean) *
+    /// weight * invstd + bias`, where `mean`, `invstd`, `weight` and `bias` are 1-D over the
+    /// channels (tinygrad's `batchnorm`).
+    pub fn batchnorm(
+        &self,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        mean: &Tensor,
+        invstd: &Tensor,
+        axis: isize,
+    ) -> Result<Tensor> {
+        let s = self.shape();
+        let a = super::norm_axis("batchnorm", axis, s.len())?;
+        let mut cs = vec![1; s.len()];
+        cs[a] = s[a];
+        let per_channel = |t: &Tensor, what: &str| -> Result<Tensor> {
+            if t.shape() != [s[a]] {
+                bail!(
+                    Shape,
+                    "batchnorm: {what} {:?} must have one value per channel ({} on axis {a} of {s:?})",
+                    t.shape(),
+                    s[a]
+                );
+            }
+            t.reshape_u(&cs)
+        };
+        let mut x = self.sub(&per_channel(mean, "mean")?)?;
+        if let Some(w) = weight {
+            x = x.mul(&per_channel(w, "weight")?)?;
+        }
+        x = x.mul(&per_channel(invstd, "invstd")?)?;
+        match bias {
+            Some(b) => x.add(&per_channel(b, "bias")?),
+            None => Ok(x),
+        }
+    }
+    /// Newton–Schulz iteration of an odd matrix polynomial on the last two axes: `X` scaled to
+    /// Frobenius norm 1 (plus `eps`), then `steps` times `X <- p0 X + (p1 A + p2 A^2 + ...) X`
+    /// with `A = X X^T` (transposed while taller than wide). Muon's orthogonalisation is
+    /// `params = [3.4445, -4.7750, 2.0315]` (tinygrad's `newton_schulz`).
+    pub fn newton_schulz(&self, steps: usize, params: &[f64], eps: f64) -> Result<Tensor> {
+        let s = self.shape();
+        if s.len() < 2 || params.is_empty() {
+            bail!(
+                Shape,
+                "newton_schulz: needs a tensor of at least 2 dimensions and at least one parameter, got {s:?} and {params:?}"
+            );
+        }
+        if s[s.len() - 2] > s[s.len() - 1] {
+            return self
+                .transpose(-2, -1)?
+                .newton_schulz(steps, params, eps)?
+                .transpose(-2, -1);
+        }
+        let x = self.to_float("newton_schulz")?;
+        let norm = x.square()?.sum([-2, -1], true)?.sqrt()?;
+        let mut x = x.div(&norm.add(eps)?)?;
+        for _ in 0..steps {
+            let gram = x.matmul(&x.transpose(-2, -1)?)?;
+            let mut power = gram.clone();
+            let mut poly: Option<Tensor> = None;
+            for (i, &p) in params[1..].iter().enumerate() {
+                if i > 0 {
+                    power = gram.matmul(&power)?;
+                }
+                let term = power.mul(p)?;
+                poly = Some(match poly {
+                    Some(acc) => acc.add(&term)?,
+                    None => term,
+                });
+            }
+            x = match poly {
+                Some(poly) => x.mul(params[0])?.add(&poly.matmul(&x)?)?,
+                None => x.mul(params[0])?,
+            };
+        }
+        Ok(x)
     }
 }

@@ -37,6 +37,11 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
                     Some(g.mul(x(0))?.div(&x(1).square()?)?.neg()?),
                 ]
             }
+            // fmod(a, b) = a - b * trunc(a / b).
+            BinaryOp::Mod if n.dtype.is_float() => vec![
+                Some(g.clone()),
+                Some(g.mul(&x(0).div(x(1))?.trunc()?)?.neg()?),
+            ],
             BinaryOp::Max => {
                 // Ties share the gradient equally.
                 let (a, c) = (x(0), x(1));
@@ -68,6 +73,21 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
             let hit = xs.eq(&m.expand_u(&src[0].shape)?)?.cast(g.dtype())?;
             let count = hit.reduce_op(ReduceOp::Sum, axes);
             vec![Some(hit.mul(&g.div(&count)?.expand_u(&src[0].shape)?)?)]
+        }
+        Op::Reduce(ReduceOp::Prod, axes) => {
+            // The product of the other elements: prod / x without zeros; with one zero, the
+            // product of the rest at the zero and 0 elsewhere; with two or more, 0 (PyTorch).
+            let (x, shape) = (x(0), &src[0].shape);
+            let zero = x.eq(0.0)?;
+            let nz = zero.where_(1.0, &x)?;
+            let rest = nz.reduce_op(ReduceOp::Prod, axes).expand_u(shape)?;
+            let zeros = zero
+                .cast(x.dtype())?
+                .reduce_op(ReduceOp::Sum, axes)
+                .expand_u(shape)?;
+            let one_zero = zeros.eq(1.0)?.logical_and(&zero)?.where_(&rest, 0.0)?;
+            let others = zeros.eq(0.0)?.where_(&rest.div(&nz)?, &one_zero)?;
+            vec![Some(others.mul(&g.expand_u(shape)?)?)]
         }
         Op::Reshape => vec![Some(g.reshape_u(&src[0].shape)?)],
         Op::Permute(p) => {
@@ -115,21 +135,61 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
     })
 }
 
-pub fn backward(root: &Tensor) -> Result<()> {
+/// Accumulate into `.grad` the gradients of `root` (a scalar, or any shape with `seed`, the
+/// gradient flowing into it) for every tensor that requires one.
+pub fn backward(root: &Tensor, seed: Option<&Tensor>) -> Result<()> {
+    let order = topo(root, "backward", seed)?;
+    let seen: HashSet<u64> = order.iter().map(|n| n.id).collect();
+    let targets: Vec<Tensor> = grad_tensors()
+        .into_iter()
+        .filter(|t| t.lazy().shards.iter().any(|n| seen.contains(&n.id)))
+        .collect();
+    if targets.is_empty() {
+        bail!(Other, "backward: no tensor in this graph requires a gradient (call set_requires_grad(true) on the parameters, before realizing the loss)");
+    }
+    let grads = gradients(root, &order, &targets, seed)?;
+    for (p, g) in targets.iter().zip(grads) {
+        let new = match p.grad() {
+            Some(prev) => prev.add(&g)?,
+            None => g,
+        };
+        p.set_grad(Some(new));
+    }
+    Ok(())
+}
+
+/// The gradients of `root` with respect to `targets` (tinygrad's `gradient`): lazy tensors
+/// shaped like the targets, zero for a target `root` does not depend on. Nothing is stored in
+/// `.grad`, and the targets need not require gradients.
+pub fn gradient(root: &Tensor, targets: &[&Tensor], seed: Option<&Tensor>) -> Result<Vec<Tensor>> {
+    let order = topo(root, "gradient", seed)?;
+    let targets: Vec<Tensor> = targets.iter().map(|&t| t.clone()).collect();
+    gradients(root, &order, &targets, seed)
+}
+
+/// The graph under `root` in topological order (sources first), not through Detach; checks
+/// that `root` can start a backward pass.
+fn topo(root: &Tensor, op: &str, seed: Option<&Tensor>) -> Result<Vec<Arc<UOp>>> {
     // A scalar on several devices is replicated: differentiate one replica (the all-reduce
     // that made it connects it to every device's graph).
     let rn = root.node();
-    if rn.numel() != 1 {
-        bail!(
+    match seed {
+        None if rn.numel() != 1 => bail!(
             Shape,
-            "backward: needs a scalar (one element), got shape {:?}",
+            "{op}: needs a scalar (one element) or the gradient of the output, got shape {:?}",
             rn.shape
-        );
+        ),
+        Some(s) if s.shape() != root.shape() => bail!(
+            Shape,
+            "{op}: the gradient {:?} does not match the output {:?}",
+            s.shape(),
+            root.shape()
+        ),
+        _ => {}
     }
     if !rn.dtype.is_float() {
-        bail!(DType, "backward: needs a float tensor, got {}", rn.dtype);
+        bail!(DType, "{op}: needs a float tensor, got {}", rn.dtype);
     }
-    // Topological order of the graph (sources first), not through Detach.
     let mut order: Vec<Arc<UOp>> = vec![];
     let mut seen: HashSet<u64> = HashSet::new();
     let mut stack = vec![(rn.clone(), false)];
@@ -148,20 +208,24 @@ pub fn backward(root: &Tensor) -> Result<()> {
             }
         }
     }
-    let targets: Vec<Tensor> = grad_tensors()
-        .into_iter()
-        .filter(|t| t.lazy().shards.iter().any(|n| seen.contains(&n.id)))
-        .collect();
-    if targets.is_empty() {
-        bail!(Other, "backward: no tensor in this graph requires a gradient (call set_requires_grad(true) on the parameters, before realizing the loss)");
-    }
+    Ok(order)
+}
+
+/// The chain rule from `root` back to `targets` over the graph `order`.
+fn gradients(
+    root: &Tensor,
+    order: &[Arc<UOp>],
+    targets: &[Tensor],
+    seed: Option<&Tensor>,
+) -> Result<Vec<Tensor>> {
+    let rn = root.node();
     let target_ids: HashSet<u64> = targets
         .iter()
         .flat_map(|t| t.lazy().shards.iter().map(|n| n.id).collect::<Vec<_>>())
         .collect();
     // Nodes from which a target is reachable.
     let mut reaches: HashSet<u64> = HashSet::new();
-    for n in &order {
+    for n in order {
         if target_ids.contains(&n.id)
             || (n.op != Op::Detach && n.src().iter().any(|s| reaches.contains(&s.id)))
         {
@@ -169,7 +233,11 @@ pub fn backward(root: &Tensor) -> Result<()> {
         }
     }
     let mut grads: HashMap<u64, Tensor> = HashMap::new();
-    grads.insert(rn.id, t(&rn).const_like(1.0));
+    let start = match seed {
+        Some(s) => s.cast(rn.dtype)?,
+        None => t(&rn).const_like(1.0),
+    };
+    grads.insert(rn.id, start);
     for n in order.iter().rev() {
         let Some(g) = grads.get(&n.id).cloned() else {
             continue;
@@ -194,6 +262,7 @@ pub fn backward(root: &Tensor) -> Result<()> {
             grads.insert(s.id, acc);
         }
     }
+    let mut out = vec![];
     for p in targets {
         // Per shard; in the graph but with no differentiable path (e.g. only through
         // comparisons): zero.
@@ -206,12 +275,7 @@ pub fn backward(root: &Tensor) -> Result<()> {
             };
             parts.push(g.cast(n.dtype)?.node());
         }
-        let g = Tensor::from_lazy(super::multi::leaf_grad(&l, parts));
-        let new = match p.grad() {
-            Some(prev) => prev.add(&g)?,
-            None => g,
-        };
-        p.set_grad(Some(new));
+        out.push(Tensor::from_lazy(super::multi::leaf_grad(&l, parts)));
     }
-    Ok(())
+    Ok(out)
 }

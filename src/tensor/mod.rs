@@ -11,16 +11,23 @@ use crate::schedule::ScheduleItem;
 pub use crate::shape::MAX_NUMEL;
 use crate::uop::UOp;
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+mod einsum;
+mod format;
 pub mod functional;
 pub mod grad;
+mod indexing;
+pub use indexing::Index;
+mod math;
 mod movement;
 mod multi;
+mod operators;
 mod random;
 mod reduce;
+mod scan;
+mod sort;
 mod table;
 
 use multi::Lazy;
@@ -223,20 +230,6 @@ impl<const N: usize> From<[isize; N]> for Axes {
 impl From<Option<isize>> for Axes {
     fn from(a: Option<isize>) -> Self {
         a.map_or(Axes::All, |a| Axes::Some(vec![a]))
-    }
-}
-
-impl fmt::Debug for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let l = self.lazy();
-        write!(
-            f,
-            "Tensor(shape={:?}, dtype={}, device={}, realized={})",
-            l.shape,
-            l.shards[0].dtype,
-            l.placement(),
-            l.shards.iter().all(|s| s.is_realized())
-        )
     }
 }
 
@@ -506,8 +499,20 @@ impl Tensor {
     /// Compute gradients of this (scalar) tensor with respect to every tensor that requires
     /// them, lazily: the gradients are graphs that realize together with whatever uses them.
     pub fn backward(&self) -> Result<Tensor> {
-        grad::backward(self)?;
+        grad::backward(self, None)?;
         Ok(self.clone())
+    }
+    /// `backward` from a tensor of any shape, given the gradient flowing into it.
+    pub fn backward_with(&self, gradient: &Tensor) -> Result<Tensor> {
+        grad::backward(self, Some(gradient))?;
+        Ok(self.clone())
+    }
+    /// The gradients of this tensor (a scalar, or any shape given `gradient`, the gradient
+    /// flowing into it) with respect to `targets`, as lazy tensors; unlike `backward`, nothing
+    /// is stored in `.grad` and the targets need not require gradients (tinygrad's `gradient`,
+    /// jax's `grad`).
+    pub fn gradient(&self, targets: &[&Tensor], gradient: Option<&Tensor>) -> Result<Vec<Tensor>> {
+        grad::gradient(self, targets, gradient)
     }
 
     // ---- creation -------------------------------------------------------------------------
@@ -597,8 +602,8 @@ impl Tensor {
     pub fn full_like(&self, v: f64) -> Tensor {
         self.const_like(v)
     }
-    /// A constant with this tensor's shape, dtype and devices (split like it).
-    pub(crate) fn const_like(&self, v: f64) -> Tensor {
+    /// A constant with this tensor's shape, dtype and devices (split like it): `full_like`.
+    pub fn const_like(&self, v: f64) -> Tensor {
         Tensor::from_lazy(multi::each(&self.lazy(), |n| {
             UOp::new(
                 Op::Const(n.dtype.normalize(v)),
@@ -650,6 +655,46 @@ impl Tensor {
         let i = Tensor::iota(n as usize, Device::default());
         let ct = if dtype.is_float() { DType::F32 } else { dtype };
         i.cast(ct)?.mul(step)?.add(start)?.cast(dtype)
+    }
+    /// `steps` values from `start` to `stop` inclusive, evenly spaced (computed in f32, then
+    /// cast to `dtype`).
+    pub fn linspace(start: f64, stop: f64, steps: usize, dtype: DType) -> Result<Tensor> {
+        if steps == 0 || !start.is_finite() || !stop.is_finite() {
+            bail!(
+                Shape,
+                "linspace: needs finite ends and at least one step, got {start}, {stop}, {steps}"
+            );
+        }
+        if dtype == DType::Bool {
+            bail!(DType, "linspace: bool is not a numeric dtype");
+        }
+        if steps == 1 {
+            return Tensor::full_dtype(&[1], start, dtype);
+        }
+        check_shape("linspace", &[steps])?;
+        let step = (stop - start) / (steps - 1) as f64;
+        Tensor::iota(steps, Device::default())
+            .cast(DType::F32)?
+            .mul(step)?
+            .add(start)?
+            .cast(dtype)
+    }
+    /// A tensor whose contents are whatever its new buffer holds (allocated, not written):
+    /// for outputs written before they are read.
+    pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        check_shape("empty", shape)?;
+        let n: usize = shape.iter().product();
+        let device = Device::default();
+        let buf = Arc::new(device.backend().alloc(n * dtype.size())?);
+        Ok(Tensor::from_node(UOp::from_buffer(
+            buf,
+            dtype,
+            shape.to_vec(),
+        )))
+    }
+    /// `empty` with this tensor's shape and dtype, on the default device.
+    pub fn empty_like(&self) -> Result<Tensor> {
+        Tensor::empty(&self.shape(), self.dtype())
     }
     /// The n×n identity matrix (f32).
     pub fn eye(n: usize) -> Result<Tensor> {
@@ -902,10 +947,10 @@ impl Tensor {
         self.each(Op::Unary(op), self.dtype())
     }
     fn float_unary(&self, name: &str, op: UnaryOp) -> Result<Tensor> {
-        Ok(self.float(name)?.unary(op))
+        Ok(self.to_float(name)?.unary(op))
     }
     /// This tensor as a float (ints and bools cast to f32).
-    pub(crate) fn float(&self, _op: &str) -> Result<Tensor> {
+    pub(crate) fn to_float(&self, _op: &str) -> Result<Tensor> {
         if self.dtype().is_float() {
             Ok(self.clone())
         } else {
@@ -992,8 +1037,8 @@ impl Tensor {
     /// True division for floats (integers are promoted to f32); see `idiv` for integers.
     pub fn div(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair("div", rhs)?;
-        a.float("div")?
-            .binary(BinaryOp::Div, "div", &b.float("div")?)
+        a.to_float("div")?
+            .binary(BinaryOp::Div, "div", &b.to_float("div")?)
     }
     /// Integer division truncating toward zero.
     pub fn idiv(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
@@ -1003,9 +1048,22 @@ impl Tensor {
         }
         a.binary(BinaryOp::Div, "idiv", &b)
     }
-    /// Remainder with the sign of the dividend (C `%`, `fmod` for floats).
-    pub fn rem(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
-        self.binary(BinaryOp::Mod, "rem", rhs)
+    /// Remainder with the sign of the dividend (C's `%` and `fmod`; PyTorch's `fmod`).
+    pub fn fmod(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        self.binary(BinaryOp::Mod, "fmod", rhs)
+    }
+    /// Remainder with the sign of the divisor, `self - rhs * floor(self / rhs)` (Python's `%`,
+    /// tinygrad's `mod`, PyTorch's `remainder`): `-7 mod 3 = 2`. Named `mod_` because `mod` is
+    /// a Rust keyword. An integer division by zero gives 0 (as `idiv`).
+    pub fn mod_(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair("mod", rhs)?;
+        let r = a.binary(BinaryOp::Mod, "mod", &b)?;
+        if a.dtype().is_unsigned() {
+            return Ok(r);
+        }
+        // The truncated remainder moves by one divisor where its sign differs from the divisor's.
+        let fix = r.ne(0)?.logical_and(&r.lt(0)?.bitwise_xor(&b.lt(0)?)?)?;
+        fix.where_(&r.add(&b)?, &r)
     }
     pub fn neg(&self) -> Result<Tensor> {
         if self.dtype() == DType::Bool {
@@ -1072,20 +1130,33 @@ impl Tensor {
         self.binary(BinaryOp::Or, "logical_or", rhs)
     }
     /// Bitwise ops on integer tensors.
-    pub fn xor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub fn bitwise_xor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Xor, "xor", rhs)
     }
-    pub fn bitand(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub fn bitwise_and(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::And, "bitand", rhs)
     }
-    pub fn bitor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub fn bitwise_or(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Or, "bitor", rhs)
     }
-    pub fn shl(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub fn lshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shl, "shl", rhs)
     }
-    pub fn shr(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
+    pub fn rshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shr, "shr", rhs)
+    }
+    /// Every bit flipped (`!x`); `logical_not` for bool.
+    pub fn bitwise_not(&self) -> Result<Tensor> {
+        match self.dtype() {
+            DType::Bool => self.logical_not(),
+            DType::I32 => self.bitwise_xor(-1),
+            DType::U32 => self.bitwise_xor(u32::MAX as i64),
+            DType::U8 => self.bitwise_xor(u8::MAX as i64),
+            dt => bail!(
+                DType,
+                "bitwise_not: needs an integer or bool tensor, got {dt}"
+            ),
+        }
     }
     fn int_binary(&self, op: BinaryOp, name: &str, rhs: impl Into<Operand>) -> Result<Tensor> {
         let t = self.binary(op, name, rhs)?;
@@ -1118,6 +1189,22 @@ impl Tensor {
         multi::check_operands("where", &c, &a)?;
         Tensor::mk(Op::Where, a.dtype(), shape, &[&c, &a, &b])
     }
+    /// `cast(F32)`.
+    pub fn float(&self) -> Result<Tensor> {
+        self.cast(DType::F32)
+    }
+    /// `cast(F16)`.
+    pub fn half(&self) -> Result<Tensor> {
+        self.cast(DType::F16)
+    }
+    /// `cast(I32)`.
+    pub fn int(&self) -> Result<Tensor> {
+        self.cast(DType::I32)
+    }
+    /// `cast(Bool)`.
+    pub fn bool(&self) -> Result<Tensor> {
+        self.cast(DType::Bool)
+    }
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             return Ok(self.clone());
@@ -1132,7 +1219,7 @@ impl Tensor {
         self.float_unary("log2", UnaryOp::Log2)
     }
     pub fn exp(&self) -> Result<Tensor> {
-        self.float("exp")?.mul(std::f64::consts::LOG2_E)?.exp2()
+        self.to_float("exp")?.mul(std::f64::consts::LOG2_E)?.exp2()
     }
     pub fn log(&self) -> Result<Tensor> {
         self.log2()?.mul(std::f64::consts::LN_2)
@@ -1150,7 +1237,7 @@ impl Tensor {
         self.float_unary("sin", UnaryOp::Sin)
     }
     pub fn cos(&self) -> Result<Tensor> {
-        self.float("cos")?
+        self.to_float("cos")?
             .neg()?
             .add(std::f64::consts::FRAC_PI_2)?
             .sin()
@@ -1175,7 +1262,7 @@ impl Tensor {
         // Half to even, like numpy.
         let f = self.floor()?;
         let d = self.sub(&f)?;
-        let even = f.rem(2.0)?.eq(0.0)?;
+        let even = f.fmod(2.0)?.eq(0.0)?;
         let up = d
             .gt(0.5)?
             .logical_or(&d.eq(0.5)?.logical_and(&even.logical_not()?)?)?;
@@ -1206,10 +1293,10 @@ impl Tensor {
             _ => None,
         };
         if let Some(n) = int_exp {
-            return self.float("pow")?.powi(n);
+            return self.to_float("pow")?.powi(n);
         }
         let (a, b) = self.broadcast_pair("pow", rhs)?;
-        let (a, b) = (a.float("pow")?, b.float("pow")?);
+        let (a, b) = (a.to_float("pow")?, b.to_float("pow")?);
         let (zero, abs) = (a.eq(0.0)?, a.abs()?);
         let mag = zero.where_(1.0, &abs)?.log2()?.mul(&b)?.exp2()?;
         // 0 ** b: 0 for b > 0, 1 for b == 0, inf for b < 0.
@@ -1218,7 +1305,7 @@ impl Tensor {
             .where_(f64::INFINITY, &b.eq(0.0)?.where_(1.0, 0.0)?)?;
         // Negative base: the sign flips for odd integer exponents (NaN for non-integers).
         let b_int = b.trunc()?.eq(&b)?;
-        let odd = b.rem(2.0)?.abs()?.eq(1.0)?;
+        let odd = b.fmod(2.0)?.abs()?.eq(1.0)?;
         let neg = a.lt(0.0)?;
         let sign = neg.logical_and(&odd)?.where_(-1.0, 1.0)?;
         let nan = neg.logical_and(&b_int.logical_not()?)?;
@@ -1266,7 +1353,7 @@ impl Tensor {
     }
     /// The derivative at 0 is `alpha` (PyTorch).
     pub fn elu(&self, alpha: f64) -> Result<Tensor> {
-        let x = self.float("elu")?;
+        let x = self.to_float("elu")?;
         let pos = x.gt(0)?;
         // exp of the non-positive part only: the branch not taken must not overflow, or its
         // zero gradient times an infinite exp poisons the where with NaN.
@@ -1277,7 +1364,7 @@ impl Tensor {
     /// overflows at saturated inputs, forward or backward (the derivative via the primitives
     /// stays finite), and the tail keeps its tiny values.
     pub fn sigmoid(&self) -> Result<Tensor> {
-        let x = self.float("sigmoid")?;
+        let x = self.to_float("sigmoid")?;
         // The branch is chosen by the sign of x, not through |x|, whose kink at 0 would cut the
         // derivative there.
         let pos = x.ge(0.0)?;
@@ -1289,7 +1376,7 @@ impl Tensor {
     }
     /// GELU, tanh approximation.
     pub fn gelu(&self) -> Result<Tensor> {
-        let x = self.float("gelu")?;
+        let x = self.to_float("gelu")?;
         let inner = x
             .mul(&x.square()?.mul(0.044715)?.add(1.0)?)?
             .mul((2.0 / std::f64::consts::PI).sqrt())?;
@@ -1304,7 +1391,7 @@ impl Tensor {
     /// log(1 + exp(x)), computed stably as `max(x, 0) + log(1 + exp(-|x|))`; the tie of the
     /// `max` at 0 gives the derivative sigmoid(0) = 1/2 there.
     pub fn softplus(&self) -> Result<Tensor> {
-        let x = self.float("softplus")?;
+        let x = self.to_float("softplus")?;
         x.maximum(0.0)?.add(&x.log1p_exp_neg_abs()?)
     }
     /// `log(1 + exp(-|x|))`, which never overflows.
@@ -1326,6 +1413,15 @@ impl Tensor {
     pub fn hardswish(&self) -> Result<Tensor> {
         self.mul(&self.add(3.0)?.relu6()?)?.div(6.0)
     }
+    /// `clip` with either bound optional (tinygrad's and PyTorch's `clamp`).
+    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
+        match (min, max) {
+            (Some(lo), Some(hi)) => self.clip(lo, hi),
+            (Some(lo), None) => self.clip(lo, f64::INFINITY),
+            (None, Some(hi)) => self.clip(f64::NEG_INFINITY, hi),
+            (None, None) => bail!(Shape, "clamp: needs min, max or both"),
+        }
+    }
     /// Values below `min` become `min`, above `max` become `max`; NaN stays NaN. As PyTorch's
     /// `clamp` with scalar bounds, the derivative at either bound is 0.
     pub fn clip(&self, min: f64, max: f64) -> Result<Tensor> {
@@ -1334,5 +1430,61 @@ impl Tensor {
         }
         let hi = self.ge(max)?.where_(max, self)?;
         self.le(min)?.where_(min, &hi)
+    }
+}
+
+impl Tensor {
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.dtype().size()
+    }
+    /// Bytes of the whole tensor's data.
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.element_size()
+    }
+    pub fn is_floating_point(&self) -> bool {
+        self.dtype().is_float()
+    }
+    /// The size of axis `axis` (negative counts from the end).
+    pub fn size(&self, axis: isize) -> Result<usize> {
+        Ok(self.shape()[norm_axis("size", axis, self.ndim())?])
+    }
+    /// Axes 0 and 1 swapped (tinygrad's `T`, the transpose of a matrix; see `t` for the last
+    /// two axes).
+    #[allow(non_snake_case)]
+    pub fn T(&self) -> Result<Tensor> {
+        self.transpose(1, 0)
+    }
+    /// `to` in place: this handle (and its clones) moves to `device`; a realized tensor is
+    /// copied there now and stays a leaf.
+    pub fn to_(&self, device: Device) -> Result<Tensor> {
+        let t = self.to(device)?;
+        if self.lazy().shards.iter().all(|n| n.is_realized()) {
+            t.realize()?;
+            self.set_lazy((*t.detach().lazy()).clone());
+        } else {
+            self.set_lazy((*t.lazy()).clone());
+        }
+        Ok(self.clone())
+    }
+    /// This tensor placed like `other`: on its devices, split the same way.
+    pub fn shard_like(&self, other: &Tensor) -> Result<Tensor> {
+        if self.shape() != other.shape() {
+            bail!(
+                Shape,
+                "shard_like: shape {:?} differs from {:?}",
+                self.shape(),
+                other.shape()
+            );
+        }
+        let l = other.lazy();
+        self.shard(
+            &l.devices(),
+            l.axis.filter(|_| l.is_multi()).map(|a| a as isize),
+        )
+    }
+    /// Apply `layers` in order (tinygrad's `sequential`).
+    pub fn sequential<F: Fn(&Tensor) -> Result<Tensor>>(&self, layers: &[F]) -> Result<Tensor> {
+        layers.iter().try_fold(self.clone(), |x, f| f(&x))
     }
 }

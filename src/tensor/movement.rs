@@ -193,7 +193,7 @@ impl Tensor {
         if value == 0.0 {
             return Ok(p);
         }
-        // Padding is zero-filled; other values go through a mask.
+        // Padding is zero-filled; other values go through a mask (in this tensor's dtype).
         let ones = Tensor::from_node(crate::uop::UOp::new(
             Op::Const(1.0),
             DType::Bool,
@@ -202,7 +202,7 @@ impl Tensor {
             vec![],
         ));
         let mask = Tensor::mk(Op::Pad(pads.to_vec()), DType::Bool, shape, &[&ones])?;
-        mask.where_(&p, value)
+        mask.where_(&p, p.const_like(value))
     }
     /// Keep [start, end) of every dim.
     pub fn shrink(&self, arg: &[(usize, usize)]) -> Result<Tensor> {
@@ -477,5 +477,233 @@ impl Tensor {
         let z = x.zeros_like();
         let picked = Tensor::mk(Op::Where, x.dtype(), full, &[&onehot, &x, &z])?;
         picked.sum_keep_dtype(ish.len())
+    }
+}
+
+impl Tensor {
+    /// Roll along `axes` by `shifts` (elements leaving one end come back at the other); with no
+    /// axes, the flattened tensor rolls and keeps its shape.
+    pub fn roll(&self, shifts: &[isize], axes: &[isize]) -> Result<Tensor> {
+        if axes.is_empty() {
+            let [shift] = shifts else {
+                bail!(
+                    Shape,
+                    "roll: without axes, one shift is needed, got {shifts:?}"
+                );
+            };
+            let s: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
+            return self.flatten(0)?.roll(&[*shift], &[0])?.reshape(&s);
+        }
+        if shifts.len() != axes.len() {
+            bail!(
+                Shape,
+                "roll: {} shifts for {} axes",
+                shifts.len(),
+                axes.len()
+            );
+        }
+        let s = self.shape();
+        let mut x = self.clone();
+        for (&shift, &axis) in shifts.iter().zip(axes) {
+            let a = norm_axis("roll", axis, s.len())?;
+            let n = s[a] as isize;
+            let k = shift.rem_euclid(n);
+            if k == 0 {
+                continue;
+            }
+            let tail = x.slice(a as isize, n - k, n, 1)?;
+            let head = x.slice(a as isize, 0, n - k, 1)?;
+            x = Tensor::cat(&[&tail, &head], a as isize)?;
+        }
+        Ok(x)
+    }
+    /// Each element repeated `repeats` times along `axis` (of the flattened tensor with none).
+    pub fn repeat_interleave(&self, repeats: usize, axis: Option<isize>) -> Result<Tensor> {
+        if repeats == 0 {
+            bail!(Shape, "repeat_interleave: repeats must be at least 1");
+        }
+        let (x, a) = match axis {
+            None => (self.flatten(0)?, 0),
+            Some(a) => (
+                self.clone(),
+                norm_axis("repeat_interleave", a, self.ndim())?,
+            ),
+        };
+        let s = x.shape();
+        let mut wide = s.clone();
+        wide.insert(a + 1, repeats);
+        let mut out = s.clone();
+        out[a] = s[a].checked_mul(repeats).ok_or_else(|| {
+            crate::Error::new(
+                crate::ErrorKind::Shape,
+                format!("repeat_interleave: {repeats} repeats of {s:?} overflow"),
+            )
+        })?;
+        x.unsqueeze(a as isize + 1)?
+            .expand_u(&wide)?
+            .reshape_u(&out)
+    }
+    /// Axis `axis` split into `sizes` (one may be -1); the inverse of `flatten`.
+    pub fn unflatten(&self, axis: isize, sizes: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        let a = norm_axis("unflatten", axis, s.len())?;
+        let mut out: Vec<isize> = s[..a].iter().map(|&d| d as isize).collect();
+        out.extend(sizes);
+        out.extend(s[a + 1..].iter().map(|&d| d as isize));
+        let t = self.reshape(&out)?;
+        let ts = t.shape();
+        if ts[a..a + sizes.len()].iter().product::<usize>() != s[a] {
+            bail!(
+                Shape,
+                "unflatten: sizes {sizes:?} do not multiply to {} (axis {a} of {s:?})",
+                s[a]
+            );
+        }
+        Ok(t)
+    }
+    /// Flatten axes `start..=end` into one (negative counts from the end).
+    pub fn flatten_range(&self, start: isize, end: isize) -> Result<Tensor> {
+        let s = self.shape();
+        if s.is_empty() {
+            return self.flatten(start);
+        }
+        let (a, b) = (
+            norm_axis("flatten", start, s.len())?,
+            norm_axis("flatten", end, s.len())?,
+        );
+        if a > b {
+            bail!(
+                Shape,
+                "flatten: start axis {start} comes after end axis {end} of {s:?}"
+            );
+        }
+        let mut out = s[..a].to_vec();
+        out.push(s[a..=b].iter().product());
+        out.extend(&s[b + 1..]);
+        self.reshape_u(&out)
+    }
+    /// Coordinate grids from 1-D tensors: `"ij"` (matrix) or `"xy"` (Cartesian: the first two
+    /// swapped) indexing.
+    pub fn meshgrid(ts: &[&Tensor], indexing: &str) -> Result<Vec<Tensor>> {
+        if indexing != "ij" && indexing != "xy" {
+            bail!(
+                Shape,
+                "meshgrid: indexing must be \"ij\" or \"xy\", got {indexing:?}"
+            );
+        }
+        if ts.iter().any(|t| t.ndim() > 1) {
+            bail!(
+                Shape,
+                "meshgrid: needs 0-D or 1-D tensors, got shapes {:?}",
+                ts.iter().map(|t| t.shape()).collect::<Vec<_>>()
+            );
+        }
+        let n = ts.len();
+        let mut sizes: Vec<usize> = ts.iter().map(|t| t.numel()).collect();
+        if indexing == "xy" && n > 1 {
+            sizes.swap(0, 1);
+        }
+        ts.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let p = if indexing == "xy" && n > 1 && i < 2 {
+                    1 - i
+                } else {
+                    i
+                };
+                let mut s = vec![1; n];
+                s[p] = t.numel();
+                t.reshape_u(&s)?.broadcast_to(&sizes)
+            })
+            .collect()
+    }
+    /// A square matrix with this 1-D tensor on its diagonal.
+    pub fn diag(&self) -> Result<Tensor> {
+        let s = self.shape();
+        if s.len() != 1 {
+            bail!(Shape, "diag: needs a 1-D tensor, got shape {s:?}");
+        }
+        let n = s[0];
+        // [n, 1] padded to [n, n + 1], flattened and cut to n * n: row i holds x[i] at column i.
+        self.reshape_u(&[n, 1])?
+            .pad(&[(0, 0), (0, n)], 0.0)?
+            .reshape_u(&[n * (n + 1)])?
+            .shrink(&[(0, n * n)])?
+            .reshape_u(&[n, n])
+    }
+    /// The diagonal of axes `a` and `b` (moved to the end, as one axis), `offset` above (or,
+    /// negative, below) the main one; a view.
+    pub fn diagonal(&self, offset: isize, a: isize, b: isize) -> Result<Tensor> {
+        let s = self.shape();
+        let (d1, d2) = (
+            norm_axis("diagonal", a, s.len())?,
+            norm_axis("diagonal", b, s.len())?,
+        );
+        if d1 == d2 {
+            bail!(Shape, "diagonal: the two axes are both {d1}");
+        }
+        let mut order: Vec<isize> = (0..s.len())
+            .filter(|&i| i != d1 && i != d2)
+            .map(|i| i as isize)
+            .collect();
+        order.extend([d1 as isize, d2 as isize]);
+        let x = self.permute(&order)?;
+        let xs = x.shape();
+        let nd = xs.len();
+        let (rows, cols) = (xs[nd - 2] as isize, xs[nd - 1] as isize);
+        let (r0, c0) = if offset >= 0 {
+            (0, offset)
+        } else {
+            (-offset, 0)
+        };
+        let d = (rows - r0).min(cols - c0);
+        if d <= 0 {
+            bail!(
+                Shape,
+                "diagonal: offset {offset} leaves no diagonal in {rows}x{cols}; tensors cannot be empty"
+            );
+        }
+        let d = d as usize;
+        let mut keep: Vec<(usize, usize)> = xs.iter().map(|&n| (0, n)).collect();
+        keep[nd - 2] = (r0 as usize, r0 as usize + d);
+        keep[nd - 1] = (c0 as usize, c0 as usize + d);
+        let x = x.shrink(&keep)?;
+        // [.., d, d] flattened, padded to d * (d + 1), as [.., d, d + 1]: column 0 is the diagonal.
+        let lead = xs[..nd - 2].to_vec();
+        let mut flat = lead.clone();
+        flat.push(d * d);
+        let mut pads = vec![(0, 0); lead.len()];
+        pads.push((0, d));
+        let mut wide = lead.clone();
+        wide.extend([d, d + 1]);
+        let x = x.reshape_u(&flat)?.pad(&pads, 0.0)?.reshape_u(&wide)?;
+        let mut col: Vec<(usize, usize)> = wide.iter().map(|&n| (0, n)).collect();
+        col[lead.len() + 1] = (0, 1);
+        let mut out = lead;
+        out.push(d);
+        x.shrink(&col)?.reshape_u(&out)
+    }
+    /// Reshape (tinygrad's and PyTorch's `view`: the same, as every reshape here is a view).
+    pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
+        self.reshape(shape)
+    }
+    /// Zero-pad (at the end of each axis) up to `shape`; -1 keeps an axis.
+    pub fn pad_to(&self, shape: &[isize]) -> Result<Tensor> {
+        let s = self.shape();
+        if shape.len() != s.len() {
+            bail!(
+                Shape,
+                "pad_to: target {shape:?} does not have the rank of {s:?}"
+            );
+        }
+        let mut pads = vec![];
+        for (&want, &have) in shape.iter().zip(&s) {
+            let want = if want == -1 { have as isize } else { want };
+            if want < have as isize {
+                bail!(Shape, "pad_to: target {shape:?} is smaller than {s:?}");
+            }
+            pads.push((0, want as usize - have));
+        }
+        self.pad(&pads, 0.0)
     }
 }

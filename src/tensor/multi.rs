@@ -450,10 +450,7 @@ pub(crate) fn reduce(x: &Lazy, r: ReduceOp, axes: &[usize], dtype: DType) -> Laz
             )
         })
         .collect();
-    let combine = match r {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Max => BinaryOp::Max,
-    };
+    let combine = r.combine();
     match x.axis {
         Some(a) if axes.contains(&a) => Lazy::multi(all_reduce(&parts, combine), None),
         axis => Lazy::multi(parts, axis),

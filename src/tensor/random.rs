@@ -20,7 +20,7 @@ thread_local! {
 }
 
 fn rotl(x: &Tensor, r: u32) -> Result<Tensor> {
-    x.shl(r as i64)?.bitor(&x.shr((32 - r) as i64)?)
+    x.lshift(r as i64)?.bitwise_or(&x.rshift((32 - r) as i64)?)
 }
 
 /// Threefry-2x32 with 20 rounds on u32 tensors.
@@ -32,7 +32,7 @@ fn threefry(x0: &Tensor, x1: &Tensor, key: (u32, u32)) -> Result<(Tensor, Tensor
     for i in 0..5 {
         for r in 0..4 {
             x0 = x0.add(&x1)?;
-            x1 = rotl(&x1, R[(i % 2) * 4 + r])?.xor(&x0)?;
+            x1 = rotl(&x1, R[(i % 2) * 4 + r])?.bitwise_xor(&x0)?;
         }
         x0 = x0.add(ks[(i + 1) % 3] as i64)?;
         x1 = x1.add(ks[(i + 2) % 3].wrapping_add(i as u32 + 1) as i64)?;
@@ -102,7 +102,7 @@ impl Tensor {
         let bits = random_bits(n, device)?;
         // 24 random mantissa bits -> [0, 1).
         let f = bits
-            .shr(8)?
+            .rshift(8)?
             .cast(DType::F32)?
             .mul(1.0 / (1u32 << 24) as f64)?;
         f.reshape_u(shape)
@@ -132,5 +132,38 @@ impl Tensor {
         }
         let f = Tensor::rand(shape)?.mul((high - low) as f64)?;
         f.cast(DType::I32)?.add(low)
+    }
+    /// Uniform in [0, 1) with this tensor's shape and float dtype (f32 for non-floats), on its
+    /// device.
+    pub fn rand_like(&self) -> Result<Tensor> {
+        let dt = if self.dtype().is_float() {
+            self.dtype()
+        } else {
+            DType::F32
+        };
+        self.placed_like(Tensor::rand_on(&self.shape(), self.device())?)?
+            .cast(dt)
+    }
+    /// Standard normal with this tensor's shape and float dtype, on its device.
+    pub fn randn_like(&self) -> Result<Tensor> {
+        let dt = if self.dtype().is_float() {
+            self.dtype()
+        } else {
+            DType::F32
+        };
+        let x = crate::context::Context::new()
+            .dev(self.device())
+            .run(|| Tensor::randn(&self.shape()))?;
+        self.placed_like(x)?.cast(dt)
+    }
+    /// Normal with mean `mean` and standard deviation `std`, f32.
+    pub fn normal(shape: &[usize], mean: f64, std: f64) -> Result<Tensor> {
+        if !(std >= 0.0 && std.is_finite() && mean.is_finite()) {
+            bail!(
+                Shape,
+                "normal: mean {mean} and std {std} must be finite, std >= 0"
+            );
+        }
+        Tensor::randn(shape)?.mul(std)?.add(mean)
     }
 }

@@ -1,5 +1,6 @@
-//! Reductions on `Tensor`: sum and max are primitives; mean, min, argmax/argmin, var/std,
-//! softmax, log_softmax and logsumexp are built from them.
+//! Reductions on `Tensor`: sum, max and prod are primitives; mean, min, any/all,
+//! argmax/argmin, var/std (and with the mean), normalize, softmax, softmin, log_softmax and
+//! logsumexp are built from them.
 
 use super::{norm_axis, Axes, Tensor};
 use crate::dtype::DType;
@@ -81,6 +82,26 @@ impl Tensor {
         };
         x.reduce(ReduceOp::Sum, "sum", axes.into(), keepdim)
     }
+    /// Product over `axes`; bool and u8 multiply as i32. Its gradient is the product of the
+    /// other elements, zeros included (PyTorch's).
+    pub fn prod(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let x = match self.dtype() {
+            DType::Bool | DType::U8 => self.cast(DType::I32)?,
+            _ => self.clone(),
+        };
+        x.reduce(ReduceOp::Prod, "prod", axes.into(), keepdim)
+    }
+    /// Whether any element is non-zero (true), over `axes`, as bool.
+    pub fn any(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        self.ne(0)?
+            .reduce(ReduceOp::Max, "any", axes.into(), keepdim)
+    }
+    /// Whether every element is non-zero (true), over `axes`, as bool.
+    pub fn all(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        self.eq(0)?
+            .reduce(ReduceOp::Max, "all", axes.into(), keepdim)?
+            .logical_not()
+    }
     /// Sum over one axis (removed), keeping the dtype (used by one-hot indexing).
     pub(crate) fn sum_keep_dtype(&self, axis: usize) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, "sum", Axes::Some(vec![axis as isize]), false)
@@ -89,7 +110,7 @@ impl Tensor {
         let axes = axes.into();
         let ax = self.axes_list("mean", axes.clone())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
-        self.float("mean")?.sum(axes, keepdim)?.div(n as f64)
+        self.to_float("mean")?.sum(axes, keepdim)?.div(n as f64)
     }
     pub fn max(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, "max", axes.into(), keepdim)
@@ -150,11 +171,51 @@ impl Tensor {
         let axes = axes.into();
         let ax = self.axes_list("var", axes.clone())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
-        let x = self.float("var")?;
+        let x = self.to_float("var")?;
         let d = x.sub(&x.mean(axes.clone(), true)?)?;
         d.square()?
             .sum(axes, keepdim)?
             .div((n as f64 - correction).max(0.0))
+    }
+    /// `(var, mean)` over `axes`, sharing the mean.
+    pub fn var_mean(
+        &self,
+        axes: impl Into<Axes>,
+        keepdim: bool,
+        correction: f64,
+    ) -> Result<(Tensor, Tensor)> {
+        let axes = axes.into();
+        Ok((
+            self.var(axes.clone(), keepdim, correction)?,
+            self.mean(axes, keepdim)?,
+        ))
+    }
+    /// `(std, mean)` over `axes`.
+    pub fn std_mean(
+        &self,
+        axes: impl Into<Axes>,
+        keepdim: bool,
+        correction: f64,
+    ) -> Result<(Tensor, Tensor)> {
+        let axes = axes.into();
+        Ok((
+            self.std(axes.clone(), keepdim, correction)?,
+            self.mean(axes, keepdim)?,
+        ))
+    }
+    /// `self / max(||self||_p, eps)` along `axis` (PyTorch's `F.normalize`; p = 2 by default).
+    pub fn normalize(&self, p: f64, axis: isize, eps: f64) -> Result<Tensor> {
+        norm_axis("normalize", axis, self.ndim())?;
+        if p <= 0.0 || p.is_nan() {
+            bail!(Shape, "normalize: p must be positive, got {p}");
+        }
+        let x = self.to_float("normalize")?;
+        let norm = if p == f64::INFINITY {
+            x.abs()?.max(axis, true)?
+        } else {
+            x.abs()?.pow(p)?.sum(axis, true)?.pow(1.0 / p)?
+        };
+        x.div(&norm.maximum(eps)?)
     }
     /// The square root of `var`. Where the variance is 0 the gradient is 0, as in PyTorch (the
     /// chain rule would give var' · sqrt'(0) = 0 · inf).
@@ -165,21 +226,26 @@ impl Tensor {
     }
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         norm_axis("softmax", axis, self.ndim())?;
-        let x = self.float("softmax")?;
+        let x = self.to_float("softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         let e = m.exp()?;
         e.div(&e.sum(axis, true)?)
     }
+    /// `softmax(-x)`.
+    pub fn softmin(&self, axis: isize) -> Result<Tensor> {
+        norm_axis("softmin", axis, self.ndim())?;
+        self.to_float("softmin")?.neg()?.softmax(axis)
+    }
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         norm_axis("log_softmax", axis, self.ndim())?;
-        let x = self.float("log_softmax")?;
+        let x = self.to_float("log_softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         m.sub(&m.exp()?.sum(axis, true)?.log()?)
     }
     pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = axes.into();
         self.axes_list("logsumexp", axes.clone())?;
-        let x = self.float("logsumexp")?;
+        let x = self.to_float("logsumexp")?;
         let m = x.max(axes.clone(), true)?.detach();
         let r = x.sub(&m)?.exp()?.sum(axes.clone(), keepdim)?.log()?;
         let m = if keepdim { m } else { m.reshape_u(&r.shape())? };

@@ -28,7 +28,7 @@
 /// come from the case's inputs in order). An optional argument that is `undefined` (or `null`)
 /// takes the default. `call` is an expression of the receiver and the arguments returning a
 /// `Result` of a tensor (or of a `Vec` of them). Types are named unqualified: a consumer imports
-/// `Axes, Conv2dOpts, CrossEntropyOpts, DType, Operand, Reduction, Tensor`.
+/// `Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor`.
 #[macro_export]
 macro_rules! for_each_op {
     ($row:ident) => {
@@ -39,16 +39,23 @@ macro_rules! for_each_op {
             "abs" abs, "sign" sign, "relu" relu, "relu6" relu6, "sigmoid" sigmoid,
             "tanh" tanh, "gelu" gelu, "silu" silu, "swish" swish, "softplus" softplus,
             "mish" mish, "hardsigmoid" hardsigmoid, "hardswish" hardswish,
-            "logicalNot" logical_not
+            "logicalNot" logical_not, "erf" erf, "geluErf" gelu_erf, "quickGelu" quick_gelu,
+            "log10" log10, "asin" asin, "acos" acos, "atan" atan, "sinh" sinh, "cosh" cosh,
+            "asinh" asinh, "acosh" acosh, "atanh" atanh, "selu" selu,
+            "logsigmoid" logsigmoid, "softsign" softsign, "isnan" isnan, "isfinite" isfinite,
+            "float" float, "half" half, "int" int, "bool" bool, "diag" diag,
+            "bitwiseNot" bitwise_not
         );
         $crate::for_each_op!(@binary $row
-            "add" add, "sub" sub, "mul" mul, "div" div, "idiv" idiv, "mod" rem, "pow" pow,
-            "maximum" maximum, "minimum" minimum, "lt" lt, "gt" gt, "le" le, "ge" ge,
-            "eq" eq, "ne" ne, "xor" xor, "bitwiseAnd" bitand, "bitwiseOr" bitor,
-            "lshift" shl, "rshift" shr
+            "add" add, "sub" sub, "mul" mul, "div" div, "idiv" idiv, "mod" mod_, "fmod" fmod,
+            "pow" pow, "maximum" maximum, "minimum" minimum, "lt" lt, "gt" gt, "le" le, "ge" ge,
+            "eq" eq, "ne" ne, "bitwiseXor" bitwise_xor, "bitwiseAnd" bitwise_and,
+            "bitwiseOr" bitwise_or, "lshift" lshift, "rshift" rshift, "copysign" copysign,
+            "logaddexp" logaddexp
         );
         $crate::for_each_op!(@reduce $row
-            "sum" sum, "mean" mean, "max" max, "min" min, "logsumexp" logsumexp
+            "sum" sum, "mean" mean, "max" max, "min" min, "logsumexp" logsumexp,
+            "prod" prod, "any" any, "all" all
         );
 
         // Elementwise ops with arguments.
@@ -123,8 +130,9 @@ macro_rules! for_each_op {
         }
         $row! { "expand" expand(x, shape: Vec<isize> as "number[]") => x.expand(&shape) }
         $row! {
-            "flatten" flatten(x; start_dim "startDim": isize as "number" = 0)
-                => x.flatten(start_dim)
+            #[doc = " Axes `startDim..=endDim` (default: all) flattened into one."]
+            "flatten" flatten(x; start_dim "startDim": isize as "number" = 0,
+                end_dim "endDim": isize as "number" = -1) => x.flatten_range(start_dim, end_dim)
         }
         $row! { "squeeze" squeeze(x; axis: Option<isize> as "number | null" = None) => x.squeeze(axis) }
         $row! { "unsqueeze" unsqueeze(x, axis: isize as "number") => x.unsqueeze(axis) }
@@ -183,7 +191,7 @@ macro_rules! for_each_op {
         $row! { "matmul" matmul(x, other "the other operand": Tensor as "Tensor") => x.matmul(&other) }
         $row! { "dot" dot(x, other "the other operand": Tensor as "Tensor") => x.dot(&other) }
         $row! {
-            #[doc = " `x @ weight.T + bias` (weight is `[out, in]`)."]
+            #[doc = " `x @ weight + bias` (weight is `[in, out]`, as tinygrad's `linear`; nn.Linear stores `[out, in]`)."]
             "linear" linear(x, weight "the weight": Tensor as "Tensor";
                 bias "the bias": Option<Tensor> as "Tensor | null" = None)
                 => x.linear(&weight, bias.as_ref())
@@ -230,6 +238,236 @@ macro_rules! for_each_op {
         $row! {
             "mse" mse(x, y "the target": Tensor as "Tensor";
                 reduction: Reduction as "Reduction" = Reduction::Mean) => x.mse(&y, reduction)
+        }
+
+        $row! {
+            #[doc = " A constant with this tensor's shape and dtype (`fullLike`)."]
+            "constLike" const_like(x, value: f64 as "number") => Ok(x.const_like(value))
+        }
+        $row! {
+            #[doc = " `(x - mean) / sqrt(var + eps)` over `axis` (default the last), no parameters."]
+            "layernorm" layernorm(x; axis @ "axes": Axes as "number | number[] | null" = Axes::Some(vec![-1]),
+                eps: f64 as "number" = 1e-5) => x.layernorm(axis, eps)
+        }
+        $row! {
+            #[doc = " `(x - mean) * weight * invstd + bias` with per-channel tensors on `axis` (default 1)."]
+            "batchnorm" batchnorm(x, weight "the weight": Option<Tensor> as "Tensor | null",
+                bias "the bias": Option<Tensor> as "Tensor | null",
+                mean "the mean": Tensor as "Tensor", invstd "invstd": Tensor as "Tensor";
+                axis: isize as "number" = 1)
+                => x.batchnorm(weight.as_ref(), bias.as_ref(), &mean, &invstd, axis)
+        }
+        $row! {
+            #[doc = " Newton-Schulz iteration of an odd matrix polynomial with coefficients `params`."]
+            "newtonSchulz" newton_schulz(x, steps: usize as "number", params: Vec<f64> as "number[]";
+                eps: f64 as "number" = 1e-7) => x.newton_schulz(steps, &params, eps)
+        }
+
+        // Math and predicates with arguments.
+        $row! { "celu" celu(x; alpha: f64 as "number" = 1.0) => x.celu(alpha) }
+        $row! {
+            #[doc = " Where the value is +inf (`detectPositive`) or -inf (`detectNegative`)."]
+            "isinf" isinf(x; detect_positive "detectPositive": bool as "boolean" = true,
+                detect_negative "detectNegative": bool as "boolean" = true)
+                => x.isinf(detect_positive, detect_negative)
+        }
+        $row! {
+            #[doc = " `|x - other| <= atol + rtol * |other|` (numpy's `isclose`)."]
+            "isclose" isclose(x, other @ "scalar" "the other operand": Operand as "Tensor | number";
+                rtol: f64 as "number" = 1e-5, atol: f64 as "number" = 1e-8,
+                equal_nan "equalNan": bool as "boolean" = false)
+                => x.isclose(other, rtol, atol, equal_nan)
+        }
+        $row! {
+            #[doc = " Whether every element `isclose`, as a bool scalar."]
+            "allclose" allclose(x, other @ "scalar" "the other operand": Operand as "Tensor | number";
+                rtol: f64 as "number" = 1e-5, atol: f64 as "number" = 1e-8,
+                equal_nan "equalNan": bool as "boolean" = false)
+                => x.allclose(other, rtol, atol, equal_nan)
+        }
+        $row! {
+            #[doc = " `x + (end - x) * weight`."]
+            "lerp" lerp(x, end "the end": Tensor as "Tensor",
+                weight @ "scalar" "the weight": Operand as "Tensor | number")
+                => x.lerp(&end, weight)
+        }
+        $row! {
+            #[doc = " `clip` with either bound optional."]
+            "clamp" clamp(x; min: Option<f64> as "number | null" = None,
+                max: Option<f64> as "number | null" = None) => x.clamp(min, max)
+        }
+
+        // Reductions and scans with arguments.
+        $row! {
+            #[doc = " `[variance, mean]`."]
+            "varMean" var_mean(x; axis @ "axes": Axes as "number | number[] | null" = Axes::All,
+                keepdim: bool as "boolean" = false, correction: f64 as "number" = 1.0)
+                -> "Tensor[]" => x.var_mean(axis, keepdim, correction).map(|(v, m)| vec![v, m])
+        }
+        $row! {
+            #[doc = " `[standard deviation, mean]`."]
+            "stdMean" std_mean(x; axis @ "axes": Axes as "number | number[] | null" = Axes::All,
+                keepdim: bool as "boolean" = false, correction: f64 as "number" = 1.0)
+                -> "Tensor[]" => x.std_mean(axis, keepdim, correction).map(|(v, m)| vec![v, m])
+        }
+        $row! {
+            #[doc = " `x / max(||x||_p, eps)` along `axis` (default p 2, axis 1)."]
+            "normalize" normalize(x; p: f64 as "number" = 2.0, axis: isize as "number" = 1,
+                eps: f64 as "number" = 1e-12) => x.normalize(p, axis, eps)
+        }
+        $row! { "softmin" softmin(x; axis: isize as "number" = -1) => x.softmin(axis) }
+        $row! { "cumsum" cumsum(x; axis: isize as "number" = 0) => x.cumsum(axis) }
+        $row! { "cumprod" cumprod(x, axis: isize as "number") => x.cumprod(axis) }
+        $row! {
+            #[doc = " `[running max, int32 index where it was reached]` along `axis`."]
+            "cummax" cummax(x; axis: isize as "number" = 0)
+                -> "Tensor[]" => x.cummax(axis).map(|(v, i)| vec![v, i])
+        }
+        $row! {
+            #[doc = " `[running min, int32 index where it was reached]` along `axis`."]
+            "cummin" cummin(x; axis: isize as "number" = 0)
+                -> "Tensor[]" => x.cummin(axis).map(|(v, i)| vec![v, i])
+        }
+        $row! {
+            "logcumsumexp" logcumsumexp(x; axis: isize as "number" = 0) => x.logcumsumexp(axis)
+        }
+
+        // Sorting and sampling.
+        $row! {
+            #[doc = " `[sorted values, int32 indices]` along `axis` (stable; NaN is the largest)."]
+            "sort" sort(x; axis: isize as "number" = -1, descending: bool as "boolean" = false)
+                -> "Tensor[]" => x.sort(axis, descending).map(|(v, i)| vec![v, i])
+        }
+        $row! {
+            "argsort" argsort(x; axis: isize as "number" = -1,
+                descending: bool as "boolean" = false) => x.argsort(axis, descending)
+        }
+        $row! {
+            #[doc = " `[values, int32 indices]` of the `k` largest (or smallest) along `axis`."]
+            "topk" topk(x, k: usize as "number"; axis: isize as "number" = -1,
+                largest: bool as "boolean" = true)
+                -> "Tensor[]" => x.topk(k, axis, largest).map(|(v, i)| vec![v, i])
+        }
+        $row! {
+            #[doc = " Category indices drawn in proportion to the weights (rows of a 1-D or 2-D tensor)."]
+            "multinomial" multinomial(x; num_samples "numSamples": usize as "number" = 1,
+                replacement: bool as "boolean" = false) => x.multinomial(num_samples, replacement)
+        }
+        $row! {
+            #[doc = " A random permutation of `0..n` (int32)."]
+            static "randperm" randperm(n: usize as "number") => Tensor::randperm(n)
+        }
+
+        // Masks and indexing.
+        $row! { "tril" tril(x; diagonal: isize as "number" = 0) => x.tril(diagonal) }
+        $row! { "triu" triu(x; diagonal: isize as "number" = 0) => x.triu(diagonal) }
+        $row! {
+            #[doc = " One-hot int32 vectors (a new last axis) of integer classes."]
+            "oneHot" one_hot(x, num_classes "numClasses": usize as "number") => x.one_hot(num_classes)
+        }
+        $row! {
+            "maskedFill" masked_fill(x, mask "the mask": Tensor as "Tensor",
+                value @ "scalar" "the value": Operand as "Tensor | number")
+                => x.masked_fill(&mask, value)
+        }
+        $row! {
+            #[doc = " `x[index]` as in Python: one index, or an array of them, each a number, a"]
+            #[doc = " slice string (`\":\"`, `\"1:-1\"`, `\"::-1\"`) or `{start, stop, step}`, `null`"]
+            #[doc = " (a new axis), `\"...\"`, an integer Tensor or an array of integers."]
+            "get" get(x, index: Vec<Index> as "Index | Index[]") => x.get(&index)
+        }
+        $row! {
+            #[doc = " `x[index] = value` in place (an assign, as the optimizers' updates); returns `x`."]
+            "set" set(x, index: Vec<Index> as "Index | Index[]",
+                value @ "scalar" "the value": Operand as "Tensor | number") => x.set(&index, value)
+        }
+        $row! {
+            #[doc = " `out[.., index[i, j], ..] = src[i, j]` along `axis` (the last write wins);"]
+            #[doc = " `reduce` \"add\" or \"multiply\" combines instead."]
+            "scatter" scatter(x, axis: isize as "number", index "the index": Tensor as "Tensor",
+                src @ "scalar" "the source": Operand as "Tensor | number";
+                reduce: Option<String> as "\"add\" | \"multiply\" | null" = None)
+                => x.scatter(axis, &index, src, reduce.as_deref())
+        }
+        $row! {
+            #[doc = " `src` reduced into `x` along `axis` at `index`: \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\"."]
+            "scatterReduce" scatter_reduce(x, axis: isize as "number",
+                index "the index": Tensor as "Tensor", src "the source": Tensor as "Tensor",
+                reduce: String as "\"sum\" | \"prod\" | \"mean\" | \"amax\" | \"amin\"";
+                include_self "includeSelf": bool as "boolean" = true)
+                => x.scatter_reduce(axis, &index, &src, &reduce, include_self)
+        }
+
+        // Movement.
+        $row! {
+            #[doc = " Roll by `shifts` along `axes` (the flattened tensor with no axes)."]
+            "roll" roll(x, shifts: Vec<isize> as "number | number[]";
+                axes: Vec<isize> as "number | number[]" = vec![]) => x.roll(&shifts, &axes)
+        }
+        $row! {
+            "repeatInterleave" repeat_interleave(x, repeats: usize as "number";
+                axis: Option<isize> as "number | null" = None) => x.repeat_interleave(repeats, axis)
+        }
+        $row! {
+            #[doc = " Axis `axis` split into `sizes` (one may be -1)."]
+            "unflatten" unflatten(x, axis: isize as "number", sizes @ "shape": Vec<isize> as "number[]")
+                => x.unflatten(axis, &sizes)
+        }
+        $row! {
+            #[doc = " The diagonal of axes `dim1` and `dim2`, `offset` above the main one."]
+            "diagonal" diagonal(x; offset: isize as "number" = 0, dim1: isize as "number" = 0,
+                dim2: isize as "number" = 1) => x.diagonal(offset, dim1, dim2)
+        }
+        $row! { "view" view(x, shape: Vec<isize> as "number[]") => x.view(&shape) }
+        $row! {
+            #[doc = " Zero-pad at the end of each axis up to `shape` (-1 keeps an axis)."]
+            "padTo" pad_to(x, shape: Vec<isize> as "number[]") => x.pad_to(&shape)
+        }
+        $row! {
+            #[doc = " Coordinate grids of this and `others` (1-D), `\"ij\"` or `\"xy\"` indexing."]
+            "meshgrid" meshgrid(x, others: Vec<Tensor> as "Tensor[]";
+                indexing: String as "\"ij\" | \"xy\"" = "ij".to_string())
+                -> "Tensor[]" => Tensor::meshgrid(
+                    &std::iter::once(&x).chain(others.iter()).collect::<Vec<_>>(), &indexing)
+        }
+        $row! {
+            #[doc = " Einstein summation, e.g. `einsum(\"ij,jk->ik\", [a, b])`."]
+            static "einsum" einsum(formula: String as "string", operands: Vec<Tensor> as "Tensor[]")
+                => Tensor::einsum(&formula, &operands.iter().collect::<Vec<_>>())
+        }
+        $row! {
+            #[doc = " `steps` evenly spaced values from `start` to `stop` inclusive."]
+            static "linspace" linspace(start: f64 as "number", stop: f64 as "number",
+                steps: usize as "number"; dtype: DType as "DType" = DType::F32)
+                => Tensor::linspace(start, stop, steps, dtype)
+        }
+
+        // Losses and attention.
+        $row! {
+            #[doc = " Cross-entropy of logits (classes on axis 1) against class indices or probabilities."]
+            "crossEntropy" cross_entropy(x, target "the target": Tensor as "Tensor";
+                reduction: Reduction as "Reduction" = Reduction::Mean,
+                label_smoothing "labelSmoothing": f64 as "number" = 0.0)
+                => x.cross_entropy(&target, reduction, label_smoothing)
+        }
+        $row! {
+            #[doc = " Negative log-likelihood of log-probabilities (classes on axis 1) at integer targets."]
+            "nllLoss" nll_loss(x, target "the target": Tensor as "Tensor";
+                weight "the weight": Option<Tensor> as "Tensor | null" = None,
+                ignore_index "ignoreIndex": Option<i64> as "number | null" = None,
+                reduction: Reduction as "Reduction" = Reduction::Mean)
+                => x.nll_loss(&target, weight.as_ref(), ignore_index, reduction)
+        }
+        $row! {
+            #[doc = " `softmax(q k^T / sqrt(d) + mask) v` (this tensor is q)."]
+            "scaledDotProductAttention" scaled_dot_product_attention(x,
+                key "the key": Tensor as "Tensor", value "the value": Tensor as "Tensor";
+                attn_mask "attnMask": Option<Tensor> as "Tensor | null" = None,
+                dropout_p "dropoutP": f64 as "number" = 0.0,
+                is_causal "isCausal": bool as "boolean" = false,
+                enable_gqa "enableGqa": bool as "boolean" = false)
+                => x.scaled_dot_product_attention(&key, &value, attn_mask.as_ref(), dropout_p,
+                    is_causal, enable_gqa)
         }
     };
     (@unary $row:ident $($js:literal $rs:ident),*) => {

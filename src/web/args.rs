@@ -5,7 +5,7 @@
 
 use super::{fail, lookup, JsResult, OrFail};
 use crate::{
-    Axes, Conv2dOpts, CrossEntropyOpts, DType, Device, Operand, Padding, Reduction, Tensor,
+    Axes, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Padding, Reduction, Tensor,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -299,6 +299,12 @@ impl FromJs for Vec<i64> {
     }
 }
 
+impl FromJs for Vec<f64> {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        list(v, op, what)
+    }
+}
+
 impl FromJs for Vec<isize> {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
         list(v, op, what)
@@ -378,6 +384,72 @@ impl FromJs for Vec<(usize, usize)> {
                     )),
                 }
             })
+            .collect()
+    }
+}
+
+impl FromJs for String {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        v.as_string()
+            .ok_or_else(|| fail(op, format!("{what} must be a string, got {}", describe(v))))
+    }
+}
+
+// ------------------------------------------------------------------------------ indices
+
+/// One index of `get`/`set`: a number, `null` (a new axis), `"..."`, a slice string
+/// (`"1:-1"`, `"::-1"`) or object (`{ start, stop, step }`), an integer Tensor or an array of
+/// integers.
+fn index_entry(v: &JsValue, op: &str, what: &str) -> JsResult<Index> {
+    if absent(v) {
+        return Ok(Index::NewAxis);
+    }
+    if v.as_f64().is_some() {
+        return Ok(Index::Int(arg(v, op, what)?));
+    }
+    if let Some(s) = v.as_string() {
+        return s
+            .parse::<Index>()
+            .map_err(|e| fail(op, format!("{what}: {}", e.msg)));
+    }
+    if Array::is_array(v) || js_sys::ArrayBuffer::is_view(v) {
+        return Ok(Index::List(list(v, op, what)?));
+    }
+    match tensor_ref(v) {
+        TensorRef::Live(t) => return Ok(Index::Tensor(t)),
+        TensorRef::Disposed => return Err(fail(op, format!("{what} is a disposed Tensor"))),
+        TensorRef::NotATensor => {}
+    }
+    if v.is_object() {
+        let o = Opts::new(v, op)?;
+        return Ok(Index::slice(
+            o.get("start")?,
+            o.get("stop")?,
+            o.or("step", 1)?,
+        ));
+    }
+    Err(fail(
+        op,
+        format!(
+            "{what} must be a number, null, \"...\", a slice such as \"1:-1\", a Tensor or an array of integers, got {}",
+            describe(v)
+        ),
+    ))
+}
+
+/// An index: one entry, or an array of entries (one per axis; an array inside it is a list of
+/// integer indices).
+impl FromJs for Vec<Index> {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        if !Array::is_array(v) {
+            return Ok(vec![index_entry(v, op, what)?]);
+        }
+        if get(v, "length").as_f64().unwrap_or(0.0) > MAX_LIST {
+            return Err(fail(op, format!("{what} has more than {MAX_LIST} entries")));
+        }
+        elements(v)
+            .enumerate()
+            .map(|(i, x)| index_entry(&x, op, &format!("{what}[{i}]")))
             .collect()
     }
 }

@@ -39,6 +39,9 @@ type JsResult<T> = std::result::Result<T, JsError>;
 const TS_TYPES: &str = r#"
 export type DType = "float32" | "float16" | "int32" | "uint32" | "uint8" | "bool";
 export type Reduction = "mean" | "sum" | "none";
+/** One index of `get`/`set`: a number, a slice ("1:-1", "::-1", or an object), null (a new
+ * axis), "...", an integer Tensor or an array of integers. */
+export type Index = number | string | null | number[] | Tensor | { start?: number | null; stop?: number | null; step?: number };
 export interface Conv2dOptions {
   stride?: number | [number, number];
   padding?: number | [number, number] | "valid" | "same";

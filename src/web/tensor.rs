@@ -5,7 +5,7 @@
 use super::args::{arg, describe, device_name, elements, js_dtype, FromJs};
 use super::{fail, lookup, register, release, tensor_array, JsResult, JsTensor, OrFail};
 use crate::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Operand, Reduction, Tensor,
+    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Reduction, Tensor,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -72,7 +72,7 @@ macro_rules! js_op {
                 $($(#[wasm_bindgen(unchecked_optional_param_type = $ots)] $o: Option<JsValue>,)*)?
             ) -> JsResult<$out> {
                 const OP: &str = js_op!(@first $($name)*);
-                let $x = self.get(OP)?;
+                let $x = self.this(OP)?;
                 $(let $p: $ty = arg(&$p, OP, what!($p $($what)?))?;)*
                 $($(let $o: $oty = match opt_arg($o, OP, what!($o $($owhat)?))? {
                     Some(v) => v,
@@ -92,7 +92,7 @@ crate::for_each_op!(js_op);
 
 #[wasm_bindgen(js_class = Tensor)]
 impl JsTensor {
-    fn get(&self, op: &str) -> JsResult<Tensor> {
+    fn this(&self, op: &str) -> JsResult<Tensor> {
         lookup(self.id).ok_or_else(|| fail(op, "this Tensor was disposed"))
     }
 
@@ -120,7 +120,7 @@ impl JsTensor {
 
     #[wasm_bindgen(getter, unchecked_return_type = "number[]")]
     pub fn shape(&self) -> JsResult<JsValue> {
-        let s = self.get("shape")?.shape();
+        let s = self.this("shape")?.shape();
         Ok(s.into_iter()
             .map(|d| JsValue::from(d as f64))
             .collect::<Array>()
@@ -129,24 +129,24 @@ impl JsTensor {
 
     #[wasm_bindgen(getter, unchecked_return_type = "DType")]
     pub fn dtype(&self) -> JsResult<String> {
-        Ok(js_dtype(self.get("dtype")?.dtype()).into())
+        Ok(js_dtype(self.this("dtype")?.dtype()).into())
     }
 
     /// "webgpu" or "cpu" (the interpreter), "cpu:1" for another instance; the first device of
     /// a sharded tensor (see `devices`).
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> JsResult<String> {
-        Ok(device_name(self.get("device")?.device()))
+        Ok(device_name(self.this("device")?.device()))
     }
 
     #[wasm_bindgen(getter)]
     pub fn numel(&self) -> JsResult<f64> {
-        Ok(self.get("numel")?.numel() as f64)
+        Ok(self.this("numel")?.numel() as f64)
     }
 
     #[wasm_bindgen(getter)]
     pub fn ndim(&self) -> JsResult<u32> {
-        Ok(self.get("ndim")?.ndim() as u32)
+        Ok(self.this("ndim")?.ndim() as u32)
     }
 
     /// Whether `dispose()` was called (or a `tidy` released it).
@@ -179,7 +179,7 @@ impl JsTensor {
 
     /// Compute the value now (launches the kernels; the result stays on the device).
     pub fn realize(&self) -> JsResult<JsTensor> {
-        let t = self.get("realize")?;
+        let t = self.this("realize")?;
         t.realize().or_fail("realize")?;
         Ok(register(t))
     }
@@ -191,7 +191,7 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] device: JsValue,
     ) -> JsResult<js_sys::Promise> {
         const OP: &str = "to";
-        let t = self.get(OP)?;
+        let t = self.this(OP)?;
         let d: Device = arg(&device, OP, "device")?;
         crate::realize::check_readback().or_fail(OP)?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
@@ -218,17 +218,32 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_param_type = "number | undefined")] axis: JsValue,
     ) -> JsResult<JsTensor> {
         const OP: &str = "shard";
-        let t = self.get(OP)?;
+        let t = self.this(OP)?;
         let devices: Vec<Device> = arg(&devices, OP, "devices")?;
         let axis: Option<isize> = arg(&axis, OP, "axis")?;
         Ok(register(t.shard(&devices, axis).or_fail(OP)?))
+    }
+
+    /// `shard` in place: this handle (the same object) moves to the devices.
+    #[wasm_bindgen(js_name = "shard_")]
+    pub fn shard_in_place(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string[]")] devices: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | undefined")] axis: JsValue,
+    ) -> JsResult<()> {
+        const OP: &str = "shard_";
+        let t = self.this(OP)?;
+        let devices: Vec<Device> = arg(&devices, OP, "devices")?;
+        let axis: Option<isize> = arg(&axis, OP, "axis")?;
+        t.shard_(&devices, axis).or_fail(OP)?;
+        Ok(())
     }
 
     /// Every device this tensor lives on, in shard order (one unless it was sharded).
     #[wasm_bindgen(getter, unchecked_return_type = "string[]")]
     pub fn devices(&self) -> JsResult<JsValue> {
         Ok(self
-            .get("devices")?
+            .this("devices")?
             .devices()
             .into_iter()
             .map(|d| JsValue::from(device_name(d)))
@@ -250,7 +265,7 @@ impl JsTensor {
         unchecked_return_type = "Promise<Float32Array | Int32Array | Uint32Array | Uint8Array>"
     )]
     pub fn data(&self) -> JsResult<js_sys::Promise> {
-        let t = self.get("data")?;
+        let t = self.this("data")?;
         crate::realize::check_readback().or_fail("data")?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             data_of(t).await.map_err(JsValue::from)
@@ -260,7 +275,7 @@ impl JsTensor {
     /// The single value of a one-element tensor (a boolean for "bool").
     #[wasm_bindgen(unchecked_return_type = "Promise<number | boolean>")]
     pub fn item(&self) -> JsResult<js_sys::Promise> {
-        let t = self.get("item")?;
+        let t = self.this("item")?;
         if t.numel() != 1 {
             return Err(fail(
                 "item",
@@ -285,19 +300,29 @@ impl JsTensor {
 
     // -------------------------------------------------------------- autograd
 
-    pub fn backward(&self) -> JsResult<()> {
-        self.get("backward")?.backward().or_fail("backward")?;
+    /// Gradients into `.grad` of every tensor that requires one; from a scalar, or from any
+    /// shape given `gradient` (the gradient flowing into this tensor).
+    pub fn backward(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] gradient: Option<JsValue>,
+    ) -> JsResult<()> {
+        let t = self.this("backward")?;
+        match opt_arg::<Tensor>(gradient, "backward", "gradient")? {
+            Some(g) => t.backward_with(&g),
+            None => t.backward(),
+        }
+        .or_fail("backward")?;
         Ok(())
     }
 
     #[wasm_bindgen(getter)]
     pub fn grad(&self) -> JsResult<Option<JsTensor>> {
-        Ok(self.get("grad")?.grad().map(register))
+        Ok(self.this("grad")?.grad().map(register))
     }
 
     #[wasm_bindgen(getter, js_name = requiresGrad)]
     pub fn requires_grad(&self) -> JsResult<bool> {
-        Ok(self.get("requiresGrad")?.requires_grad())
+        Ok(self.this("requiresGrad")?.requires_grad())
     }
 
     /// `true` or `false` only (a string or a number is an error, not coerced).
@@ -307,7 +332,7 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_param_type = "boolean")] on: JsValue,
     ) -> JsResult<()> {
         const OP: &str = "requiresGrad";
-        let t = self.get(OP)?;
+        let t = self.this(OP)?;
         let Some(on) = on.as_bool() else {
             return Err(fail(
                 OP,
@@ -324,14 +349,189 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor | null")] g: JsValue,
     ) -> JsResult<()> {
-        let t = self.get("setGrad")?;
+        let t = self.this("setGrad")?;
         t.set_grad(arg(&g, "setGrad", "the gradient")?);
         Ok(())
     }
 
+    /// Axes 0 and 1 swapped (the transpose of a matrix), as tinygrad's `T`.
     #[wasm_bindgen(getter, js_name = T)]
     pub fn t(&self) -> JsResult<JsTensor> {
-        Ok(register(self.get("T")?.t().or_fail("T")?))
+        Ok(register(self.this("T")?.T().or_fail("T")?))
+    }
+
+    /// The gradients of this tensor (a scalar, or any shape given `gradient`) with respect to
+    /// `targets`, without touching `.grad` (tinygrad's `gradient`).
+    #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
+    pub fn gradient(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] targets: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] gradient: Option<JsValue>,
+    ) -> JsResult<Array> {
+        const OP: &str = "gradient";
+        let t = self.this(OP)?;
+        let targets: Vec<Tensor> = arg(&targets, OP, "targets")?;
+        let seed: Option<Tensor> = opt_arg(gradient, OP, "gradient")?;
+        let gs = t
+            .gradient(&targets.iter().collect::<Vec<_>>(), seed.as_ref())
+            .or_fail(OP)?;
+        Ok(tensor_array(gs))
+    }
+
+    // -------------------------------------------------------------- sizes
+
+    /// The size of `axis`, or the shape without one.
+    #[wasm_bindgen(unchecked_return_type = "number | number[]")]
+    pub fn size(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] axis: Option<JsValue>,
+    ) -> JsResult<JsValue> {
+        let t = self.this("size")?;
+        let axis: Option<isize> = opt_arg(axis, "size", "axis")?;
+        Ok(match axis {
+            Some(a) => JsValue::from(t.size(a).or_fail("size")? as f64),
+            None => self.shape()?,
+        })
+    }
+
+    /// Bytes per element.
+    #[wasm_bindgen(js_name = elementSize)]
+    pub fn element_size(&self) -> JsResult<u32> {
+        Ok(self.this("elementSize")?.element_size() as u32)
+    }
+
+    /// Bytes of the whole tensor.
+    pub fn nbytes(&self) -> JsResult<f64> {
+        Ok(self.this("nbytes")?.nbytes() as f64)
+    }
+
+    #[wasm_bindgen(js_name = isFloatingPoint)]
+    pub fn is_floating_point(&self) -> JsResult<bool> {
+        Ok(self.this("isFloatingPoint")?.is_floating_point())
+    }
+
+    // -------------------------------------------------------------- data-dependent shapes
+
+    /// The elements where `mask` holds, as a 1-D tensor: with `size`, the first `size` of them
+    /// then `fillValue` (lazy); without, as many as there are (their count is read back first,
+    /// so it resolves asynchronously). Always a Promise.
+    #[wasm_bindgen(js_name = maskedSelect, unchecked_return_type = "Promise<Tensor>")]
+    pub fn masked_select(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] mask: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] size: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] fill_value: Option<JsValue>,
+    ) -> JsResult<js_sys::Promise> {
+        const OP: &str = "maskedSelect";
+        let t = self.this(OP)?;
+        let mask: Tensor = arg(&mask, OP, "mask")?;
+        let size: Option<usize> = opt_arg(size, OP, "size")?;
+        let fill: f64 = opt_arg(fill_value, OP, "fillValue")?.unwrap_or(0.0);
+        if let Some(n) = size {
+            let out = t.masked_select_sized(&mask, n, fill).or_fail(OP)?;
+            return Ok(js_sys::Promise::resolve(&JsValue::from(register(out))));
+        }
+        crate::realize::check_readback().or_fail(OP)?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let out = t.masked_select_async(&mask).await.or_fail(OP)?;
+            Ok(register(out).into())
+        }))
+    }
+
+    /// The int32 coordinates `[count, ndim]` of the non-zero elements (with `size`: the first
+    /// `size`, then rows of `fillValue`). Always a Promise.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Tensor>")]
+    pub fn nonzero(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] size: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] fill_value: Option<JsValue>,
+    ) -> JsResult<js_sys::Promise> {
+        const OP: &str = "nonzero";
+        let t = self.this(OP)?;
+        let size: Option<usize> = opt_arg(size, OP, "size")?;
+        let fill: i64 = opt_arg(fill_value, OP, "fillValue")?.unwrap_or(0);
+        if let Some(n) = size {
+            let out = t.nonzero_sized(n, fill).or_fail(OP)?;
+            return Ok(js_sys::Promise::resolve(&JsValue::from(register(out))));
+        }
+        crate::realize::check_readback().or_fail(OP)?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let out = t.nonzero_async().await.or_fail(OP)?;
+            Ok(register(out).into())
+        }))
+    }
+
+    /// The values as nested arrays (numbers, or booleans for "bool"), like tinygrad's `tolist`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<any>")]
+    pub fn tolist(&self) -> JsResult<js_sys::Promise> {
+        let t = self.this("tolist")?;
+        crate::realize::check_readback().or_fail("tolist")?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let shape = t.shape();
+            let dt = t.dtype();
+            let v = t.to_f32_vec_async().await.or_fail("tolist")?;
+            fn nest(v: &[f32], shape: &[usize], dt: DType) -> JsValue {
+                match shape.split_first() {
+                    None if dt == DType::Bool => JsValue::from(v[0] != 0.0),
+                    None => JsValue::from(v[0]),
+                    Some((&n, rest)) => {
+                        let inner: usize = rest.iter().product();
+                        (0..n)
+                            .map(|i| nest(&v[i * inner..(i + 1) * inner], rest, dt))
+                            .collect::<Array>()
+                            .into()
+                    }
+                }
+            }
+            Ok(nest(&v, &shape, dt))
+        }))
+    }
+
+    /// `to` in place: this handle (the same object) moves to `device`.
+    #[wasm_bindgen(js_name = "to_")]
+    pub fn to_in_place(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] device: JsValue,
+    ) -> JsResult<()> {
+        let t = self.this("to_")?;
+        let d: Device = arg(&device, "to_", "device")?;
+        t.to_(d).or_fail("to_")?;
+        Ok(())
+    }
+
+    /// This tensor placed like `other` (on its devices, split the same way).
+    #[wasm_bindgen(js_name = shardLike)]
+    pub fn shard_like(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue,
+    ) -> JsResult<JsTensor> {
+        let t = self.this("shardLike")?;
+        let o: Tensor = arg(&other, "shardLike", "other")?;
+        Ok(register(t.shard_like(&o).or_fail("shardLike")?))
+    }
+
+    /// Uniform in [0, 1) shaped like this tensor.
+    #[wasm_bindgen(js_name = randLike)]
+    pub fn rand_like(&self) -> JsResult<JsTensor> {
+        Ok(register(
+            self.this("randLike")?.rand_like().or_fail("randLike")?,
+        ))
+    }
+
+    /// Standard normal shaped like this tensor.
+    #[wasm_bindgen(js_name = randnLike)]
+    pub fn randn_like(&self) -> JsResult<JsTensor> {
+        Ok(register(
+            self.this("randnLike")?.randn_like().or_fail("randnLike")?,
+        ))
+    }
+
+    /// A tensor shaped like this one whose contents are unspecified (allocated, not written).
+    #[wasm_bindgen(js_name = emptyLike)]
+    pub fn empty_like(&self) -> JsResult<JsTensor> {
+        Ok(register(
+            self.this("emptyLike")?.empty_like().or_fail("emptyLike")?,
+        ))
     }
 
     // -------------------------------------------------------------- creation
@@ -368,6 +568,28 @@ impl JsTensor {
     ) -> JsResult<JsTensor> {
         let s: Vec<usize> = arg(&shape, "rand", "shape")?;
         Ok(register(Tensor::rand(&s).or_fail("rand")?))
+    }
+
+    /// Normal with mean `mean` (default 0) and standard deviation `std` (default 1).
+    pub fn normal(
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] mean: Option<JsValue>,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] std: Option<JsValue>,
+    ) -> JsResult<JsTensor> {
+        let s: Vec<usize> = arg(&shape, "normal", "shape")?;
+        let mean: f64 = opt_arg(mean, "normal", "mean")?.unwrap_or(0.0);
+        let std: f64 = opt_arg(std, "normal", "std")?.unwrap_or(1.0);
+        Ok(register(Tensor::normal(&s, mean, std).or_fail("normal")?))
+    }
+
+    /// A tensor whose contents are unspecified (allocated, not written).
+    pub fn empty(
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
+    ) -> JsResult<JsTensor> {
+        let s: Vec<usize> = arg(&shape, "empty", "shape")?;
+        let dt: DType = opt_arg(dtype, "empty", "dtype")?.unwrap_or(DType::F32);
+        Ok(register(Tensor::empty(&s, dt).or_fail("empty")?))
     }
 
     /// Standard normal.
