@@ -11,6 +11,8 @@
 //!   "data_offsets": [begin, end]}, "__metadata__": {..}}` padded with spaces to a multiple of 8
 //!   bytes, then the little-endian data; `safe_load_metadata` reads `__metadata__`, and
 //!   `safe_save_with_metadata` writes it;
+//! * PyTorch checkpoints (`torch_load` / `torch_load_bytes`: what `torch.save` writes), read
+//!   without Python and converted like safetensors data.
 //!
 //! ```
 //! use wgrad::nn::{state, Linear};
@@ -33,6 +35,8 @@ use crate::nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
 use crate::tensor::Tensor;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+
+pub use super::torch_load::{torch_load, torch_load_bytes};
 
 /// Something holding named tensors: a tensor, a layer, a model, or a container of them.
 pub trait State {
