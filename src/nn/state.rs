@@ -33,6 +33,7 @@ use crate::dtype::DType;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
 use crate::tensor::Tensor;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
@@ -625,10 +626,16 @@ pub(super) fn load_stored(
         .map_err(|e| Error::new(e.kind, format!("'{name}': {}", e.msg)))
 }
 
-fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
+fn convert<'r>(stored: Stored, raw: &'r [u8], name: &str) -> Result<(DType, Cow<'r, [u8]>)> {
     Ok(match stored {
-        Stored::Native(DType::Bool) => (DType::Bool, raw.iter().map(|&b| (b != 0) as u8).collect()),
-        Stored::Native(d) => (d, raw.to_vec()),
+        Stored::Native(DType::Bool) => (
+            DType::Bool,
+            raw.iter()
+                .map(|&b| (b != 0) as u8)
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+        Stored::Native(d) => (d, Cow::Borrowed(raw)),
         Stored::I64 => {
             let mut out = Vec::with_capacity(raw.len() / 2);
             for c in raw.chunks_exact(8) {
@@ -638,7 +645,7 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
                 };
                 out.extend_from_slice(&v.to_le_bytes());
             }
-            (DType::I32, out)
+            (DType::I32, out.into())
         }
         Stored::F64 => {
             let mut out = Vec::with_capacity(raw.len() / 2);
@@ -646,7 +653,7 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
                 let v = f64::from_le_bytes(c.try_into().expect("8 bytes"));
                 out.extend_from_slice(&(v as f32).to_le_bytes());
             }
-            (DType::F32, out)
+            (DType::F32, out.into())
         }
         Stored::BF16 => {
             let mut out = Vec::with_capacity(raw.len() * 2);
@@ -654,7 +661,7 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
                 let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
                 out.extend_from_slice(&f32::from_bits(bits).to_le_bytes());
             }
-            (DType::F32, out)
+            (DType::F32, out.into())
         }
     })
 }

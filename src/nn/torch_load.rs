@@ -24,12 +24,24 @@ pub fn torch_load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
 }
 
 /// The tensors of a checkpoint written by `torch.save` (PyTorch 1.6 or later: a zip archive),
-/// on the default device, named as tinygrad's `get_state_dict` names a nested object: dict keys
-/// and list indices joined by dots, so `torch.save(model.state_dict())` gives `"fc.weight"`,
-/// and `{"model": sd, "step": 3}` gives `"model.fc.weight"` (`Ok` values that are not tensors,
-/// such as `step`, are left out, as are tensors inside pickled objects other than dicts, lists
-/// and tuples: save a state dict, not a module). In the pickle's order. Nothing blocks (works
-/// in the browser).
+/// on the default device, in the pickle's order. Nothing blocks (works in the browser).
+///
+/// tinygrad's `torch_load` returns the unpickled object itself; here the object is flattened
+/// the way tinygrad's `get_state_dict` names one: dict keys (strings and integers) and list or
+/// tuple indices joined by dots. So `torch.save(model.state_dict())` gives `"fc.weight"`, and
+/// `torch.save({"model": sd, "step": 3})` gives `"model.fc.weight"`. Values that are not
+/// tensors (`step`) are left out, and so are tensors inside pickled objects other than dicts,
+/// lists and tuples (save a model's state dict, not the model).
+///
+/// ```no_run
+/// # fn main() -> wgrad::Result<()> {
+/// use wgrad::nn::state::{load_state_dict, torch_load};
+/// let model = wgrad::nn::Linear::new(4, 2)?;
+/// // torch.save(torch.nn.Linear(4, 2).state_dict(), "linear.pt")
+/// load_state_dict(&model, &torch_load("linear.pt")?, true)?;
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Tensors keep their values whatever their layout (views with offsets and strides, several
 /// tensors sharing one storage); a tensor reached twice in the object (tied weights) is one
@@ -306,7 +318,8 @@ fn load(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
     else {
         bail!(
             Io,
-            "the archive's first entry is not in a folder: not a torch.save checkpoint"
+            "the archive is empty or its first entry is not in a folder: not a torch.save \
+             checkpoint"
         );
     };
     let files: HashMap<&str, &zip::Entry> = entries.iter().map(|e| (e.name.as_str(), e)).collect();
@@ -403,13 +416,13 @@ fn load(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
 
 /// The elements of `t` in row-major order, `size` bytes each, from its storage's bytes `data`
 /// (checked to hold every element its shape and strides reach), little-endian.
-fn gather(
+fn gather<'d>(
     t: &TensorRef,
     size: usize,
-    data: &[u8],
+    data: &'d [u8],
     big_endian: bool,
     left: &mut usize,
-) -> Result<Vec<u8>> {
+) -> Result<Cow<'d, [u8]>> {
     let elements = data.len() / size;
     let n = t.size.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let reach = |n: usize| -> Option<u64> {
@@ -456,7 +469,6 @@ fn gather(
         ),
     };
     *left -= bytes;
-    let mut out = Vec::with_capacity(bytes);
     let mut row_major = true;
     let mut want = 1u64;
     for (&d, &s) in t.size.iter().zip(&t.stride).rev() {
@@ -464,9 +476,12 @@ fn gather(
         want = want.saturating_mul(d as u64);
     }
     let at = |e: u64| e as usize * size;
-    if n > 0 && row_major {
-        out.extend_from_slice(&data[at(t.offset)..at(t.offset) + bytes]);
-    } else if n > 0 {
+    let mut out = if n == 0 {
+        Cow::Borrowed(&[][..])
+    } else if row_major {
+        Cow::Borrowed(&data[at(t.offset)..at(t.offset) + bytes])
+    } else {
+        let mut out = Vec::with_capacity(bytes);
         // Walk the index in row-major order (last axis fastest), tracking the element it is at.
         let mut idx = vec![0usize; t.size.len()];
         let mut e = t.offset;
@@ -482,9 +497,10 @@ fn gather(
                 idx[k] = 0;
             }
         }
-    }
-    if big_endian {
-        for c in out.chunks_exact_mut(size) {
+        Cow::Owned(out)
+    };
+    if big_endian && size > 1 {
+        for c in out.to_mut().chunks_exact_mut(size) {
             c.reverse();
         }
     }
