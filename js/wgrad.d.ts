@@ -38,6 +38,8 @@ export {
   loseDevice,
   safeSave,
   safeLoad,
+  safeLoadMetadata,
+  torchLoad,
   DType,
   Reduction,
   Conv2dOptions,

@@ -19,6 +19,8 @@ export {
   loseDevice,
   safeSave,
   safeLoad,
+  safeLoadMetadata,
+  torchLoad,
 } from "../pkg/web/wgrad.js";
 
 // ------------------------------------------------------------------------------ receivers

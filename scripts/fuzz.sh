@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the parsers (fuzz/: cargo-fuzz targets idx, safetensors,
-# state_dict), each for a bounded time: `bash scripts/fuzz.sh [seconds per target]` (default 10;
-# the test command runs it with the default). Installs the nightly toolchain and cargo-fuzz if
+# state_dict, torch_load), each for a bounded time: `bash scripts/fuzz.sh [seconds per target]`
+# (default 10; the test command runs it with the default). Installs the nightly toolchain and cargo-fuzz if
 # missing. Each target starts from its committed seeds (fuzz/seeds/<target>) and the local
 # corpus it grew before (fuzz/corpus/<target>, gitignored). Prints executions and crashes per
 # target; a crash fails the script, its input is saved under fuzz/artifacts/<target>/ (turn it
@@ -18,9 +18,10 @@ fi
 cargo +nightly fuzz build -a
 bin=fuzz/target/x86_64-unknown-linux-gnu/release
 failed=0
-for t in idx safetensors state_dict; do
+for t in idx safetensors state_dict torch_load; do
   dict=fuzz/dicts/safetensors.dict
   [ "$t" = idx ] && dict=fuzz/dicts/idx.dict
+  [ "$t" = torch_load ] && dict=fuzz/dicts/torch_load.dict
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
   log="fuzz/artifacts/$t.log"
   # Leak checks off: the engine's caches and weak-reference lists grow on purpose, and checking

@@ -1,12 +1,15 @@
 """Write the fuzz targets' seed corpus into fuzz/seeds/<target>/ (committed; run once, or again
 after changing this file): small valid IDX files raw and gzipped, safetensors files of every
-dtype the loader reads, and state dicts for the small model of fuzz/fuzz_targets/state_dict.rs,
-plus a few near misses. Python 3 standard library only."""
+dtype the loader reads, state dicts for the small model of fuzz/fuzz_targets/state_dict.rs,
+and the PyTorch checkpoints of tests/fixtures/torch/ (whole, and as the pickle and storages
+fuzz/fuzz_targets/torch_load.rs zips itself), plus a few near misses. Python 3 standard library
+only."""
 
 import gzip
 import json
 import os
 import struct
+import zipfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "seeds")
 
@@ -92,6 +95,24 @@ for flags in (0, 1):
 write("state_dict", "structured-0", bytes([2, 2, 1, 1, 2, 0]) + f32(5.0, 6.0) + bytes([6, 0, 2]) + struct.pack("<i", 3))
 write("state_dict", "structured-1", bytes([3, 1, 0, 2, 2, 3, 0]) + bytes(24))
 
+# ---- torch_load: a flags byte (bit 0 structured, bit 1 big-endian), then the file, or the
+# pickle and the storages, each after its u16 length.
+TORCH = os.path.join(ROOT, "..", "..", "tests", "fixtures", "torch")
+for name in ["dtypes", "views", "nested", "module", "proto4", "deflated", "bigendian", "legacy", "short_storage"]:
+    path = os.path.join(TORCH, name + ".pt")
+    with open(path, "rb") as f:
+        write("torch_load", name, b"\0" + f.read())
+    if not zipfile.is_zipfile(path):
+        continue
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        base = names[0].split("/")[0]
+        parts = [z.read(f"{base}/data.pkl")]
+        while f"{base}/data/{len(parts) - 1}" in names:
+            parts.append(z.read(f"{base}/data/{len(parts) - 1}"))
+    flags = 1 | (2 if name == "bigendian" else 0)
+    write("torch_load", name + "-structured", bytes([flags]) + b"".join(struct.pack("<H", len(p)) + p for p in parts))
+
 # ---- dictionaries (libFuzzer -dict)
 with open(os.path.join(ROOT, "..", "dicts", "safetensors.dict"), "w") as f:
     for tok in ["dtype", "shape", "data_offsets", "__metadata__", "F32", "F16", "I32", "U32", "U8",
@@ -101,4 +122,14 @@ with open(os.path.join(ROOT, "..", "dicts", "safetensors.dict"), "w") as f:
 with open(os.path.join(ROOT, "..", "dicts", "idx.dict"), "w") as f:
     for tok in [b"\x00\x00\x08\x01", b"\x00\x00\x08\x03", b"\x00\x00\x00\x1c", b"\xff\xff\xff\xff",
                 b"\x80\x00\x00\x00", b"\x1f\x8b\x08\x00"]:
+        f.write('"' + "".join(f"\\x{b:02x}" for b in tok) + '"\n')
+with open(os.path.join(ROOT, "..", "dicts", "torch_load.dict"), "w") as f:
+    for tok in [b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07",
+                b"\xff\xff\xff\xff", b"/data.pkl", b"/data/0", b"byteorder", b"little", b"big",
+                b"\x80\x02", b"ctorch._utils\n_rebuild_tensor_v2\n", b"ctorch._utils\n_rebuild_parameter\n",
+                b"ctorch._utils\n_rebuild_tensor_v3\n", b"ctorch\nFloatStorage\n", b"ctorch\nLongStorage\n",
+                b"ctorch\nHalfStorage\n", b"ctorch\nBFloat16Storage\n", b"ccollections\nOrderedDict\n",
+                b"X\x07\x00\x00\x00storage", b"X\x03\x00\x00\x00cpu", b"(", b"t", b"R", b"Q", b"u", b"s",
+                b"q\x00", b"h\x00", b"K\x01", b"\x85", b"\x86", b"\x87", b")", b"}", b"]", b"\x89", b"\x88",
+                b"\x8a\x08", b"\x95", b"\x94", b"\x93", b"\x8c", b"b", b"."]:
         f.write('"' + "".join(f"\\x{b:02x}" for b in tok) + '"\n')

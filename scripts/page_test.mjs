@@ -320,8 +320,9 @@ try {
   for (const name of Object.keys(optim)) await fuzz("optim." + name, optim, name, 2);
   for (const m of methods(raw.Optim.prototype)) await fuzz("Optim." + m, opt, m, 1);
   for (const m of methods(raw.TinyJitJs.prototype)) await fuzz("TinyJitJs." + m, rawJit, m, 1);
-  for (const name of ["withContext", "safeSave", "safeLoad", "getStateDict", "getParameters",
-    "loadStateDict", "tidy", "jit", "globalCounters", "defaultDevice", "resetGlobalCounters"]) {
+  for (const name of ["withContext", "safeSave", "safeLoad", "safeLoadMetadata", "torchLoad",
+    "getStateDict", "getParameters", "loadStateDict", "tidy", "jit", "globalCounters", "defaultDevice",
+    "resetGlobalCounters"]) {
     await fuzz(name, w, name, 3);
   }
   await fuzz("setDebug", w, "setDebug", 1);

@@ -1083,3 +1083,51 @@ async fn tensors_shard_over_numbered_cpu_devices() {
     expect_err(call(&x, "shard", &[bad]), &["shard", "tpu:0"]);
     expect_err(call(&x, "shard", &["cpu".into()]), &["shard", "array"]);
 }
+
+/// A PyTorch checkpoint and safetensors metadata from bytes, as a page loads them.
+#[wasm_bindgen_test]
+async fn torch_load_and_safetensors_metadata() {
+    devices().await;
+    let err = |r: Result<JsValue, JsError>| r.map_err(|e| msg(&e.into()));
+    let ckpt = js_sys::Uint8Array::from(&include_bytes!("fixtures/torch/views.pt")[..]);
+    let st = err(web::torch_load(ckpt.into())).unwrap();
+    let t = prop(&st, "t");
+    let shape: Vec<f64> = Array::from(&prop(&t, "shape"))
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .collect();
+    assert_eq!(shape, [6.0, 4.0]);
+    assert_eq!(data(&t).await.unwrap()[..4], [0.0, 6.0, 12.0, 18.0]);
+    let tail = prop(&st, "tail");
+    assert_eq!(prop(&tail, "dtype").as_string().as_deref(), Some("int32"));
+    assert_eq!(
+        data(&tail).await.unwrap(),
+        [1000.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0]
+    );
+    expect_err(
+        err(web::torch_load(JsValue::UNDEFINED)),
+        &["torchLoad", "Uint8Array"],
+    );
+    let junk = js_sys::Uint8Array::from(&b"not a checkpoint"[..]);
+    expect_err(
+        err(web::torch_load(junk.into())),
+        &["torchLoad", "not a zip archive"],
+    );
+
+    let state = Object::new();
+    let w = tensor(&[1.0, 2.0], &[2], "float32").unwrap();
+    Reflect::set(&state, &"w".into(), &w).unwrap();
+    let meta = Object::new();
+    Reflect::set(&meta, &"step".into(), &"7".into()).unwrap();
+    let saved =
+        err(web::safe_save(state.clone().into(), Some(meta.into())).map(JsValue::from)).unwrap();
+    let bytes = await_promise(saved).await.unwrap();
+    let back = err(web::safe_load_metadata(bytes)).unwrap();
+    assert_eq!(prop(&back, "step").as_string().as_deref(), Some("7"));
+    let bad = Object::new();
+    Reflect::set(&bad, &"n".into(), &3.into()).unwrap();
+    expect_err(
+        err(web::safe_save(state.into(), Some(bad.into())).map(JsValue::from)),
+        &["safeSave", "metadata \"n\" must be a string"],
+    );
+}

@@ -5,11 +5,14 @@
 //! normalise (affine weight 1 and bias 0 at start); `Embedding` looks rows up by integer index.
 //! Every layer has `forward(&self, x) -> Result<Tensor>`, and every learned parameter is a
 //! realized buffer with `requires_grad` on. `state` collects the tensors of a model by name
-//! (state dicts, parameters, safetensors files).
+//! (state dicts, parameters, safetensors files, PyTorch checkpoints).
 
 pub mod datasets;
 pub mod optim;
+mod pickle;
 pub mod state;
+mod torch_load;
+mod zip;
 
 use crate::dtype::DType;
 use crate::error::{bail, Result};

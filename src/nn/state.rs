@@ -9,7 +9,10 @@
 //! * safetensors files (`safe_save` / `safe_load`, and `safe_save_bytes` / `safe_load_bytes`):
 //!   an 8-byte little-endian header length, a JSON header `{name: {"dtype", "shape",
 //!   "data_offsets": [begin, end]}, "__metadata__": {..}}` padded with spaces to a multiple of 8
-//!   bytes, then the little-endian data.
+//!   bytes, then the little-endian data; `safe_load_metadata` reads `__metadata__`, and
+//!   `safe_save_with_metadata` writes it;
+//! * PyTorch checkpoints (`torch_load` / `torch_load_bytes`: what `torch.save` writes), read
+//!   without Python and converted like safetensors data.
 //!
 //! ```
 //! use wgrad::nn::{state, Linear};
@@ -30,8 +33,11 @@ use crate::dtype::DType;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
 use crate::tensor::Tensor;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+
+pub use super::torch_load::{torch_load, torch_load_bytes};
 
 /// Something holding named tensors: a tensor, a layer, a model, or a container of them.
 pub trait State {
@@ -385,9 +391,10 @@ fn st_name(d: DType) -> &'static str {
     }
 }
 
-/// A stored dtype: one of ours, or one converted on load.
-#[derive(Clone, Copy)]
-enum Stored {
+/// A stored dtype: one of ours, or one converted on load (by `load_stored`, the one conversion
+/// path of every file format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stored {
     Native(DType),
     I64,
     F64,
@@ -409,7 +416,8 @@ impl Stored {
             _ => return None,
         })
     }
-    fn size(self) -> usize {
+    /// Bytes per stored element.
+    pub(super) fn size(self) -> usize {
         match self {
             Stored::Native(d) => d.size(),
             Stored::I64 | Stored::F64 => 8,
@@ -422,12 +430,21 @@ fn st_err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Io, format!("safetensors: {}", msg.into()))
 }
 
-/// Serialize realized tensor data (one byte vector per entry) into a safetensors file image.
-fn encode(state: &[(String, Tensor)], data: &[Vec<u8>]) -> Result<Vec<u8>> {
+/// Serialize realized tensor data (one byte vector per entry) into a safetensors file image;
+/// `__metadata__` comes first when there is any.
+fn encode(
+    state: &[(String, Tensor)],
+    data: &[Vec<u8>],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
     let mut header = String::from("{");
+    if !metadata.is_empty() {
+        let m = serde_json::to_string(metadata).map_err(|e| st_err(e.to_string()))?;
+        header.push_str(&format!("\"__metadata__\":{m}"));
+    }
     let mut offset = 0usize;
-    for (i, ((name, t), d)) in state.iter().zip(data).enumerate() {
-        if i > 0 {
+    for ((name, t), d) in state.iter().zip(data) {
+        if header.len() > 1 {
             header.push(',');
         }
         let key = serde_json::to_string(name).map_err(|e| st_err(e.to_string()))?;
@@ -473,6 +490,15 @@ fn check_names(state: &[(String, Tensor)]) -> Result<()> {
 /// The safetensors file image of `state` (names in the given order), awaiting the devices
 /// (works in the browser).
 pub async fn safe_save_bytes_async(state: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    safe_save_bytes_with_metadata_async(state, &BTreeMap::new()).await
+}
+
+/// `safe_save_bytes_async` with a `__metadata__` map of strings written into the header (as
+/// tinygrad's `safe_save(tensors, fn, metadata)`; read it back with `safe_load_metadata`).
+pub async fn safe_save_bytes_with_metadata_async(
+    state: &[(String, Tensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
     check_names(state)?;
     let ts: Vec<&Tensor> = state.iter().map(|(_, t)| t).collect();
     Tensor::realize_all(&ts)?;
@@ -480,30 +506,98 @@ pub async fn safe_save_bytes_async(state: &[(String, Tensor)]) -> Result<Vec<u8>
     for t in ts {
         data.push(t.bytes_async().await?);
     }
-    encode(state, &data)
+    encode(state, &data, metadata)
 }
 
 /// Blocking form of `safe_save_bytes_async` (native only).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn safe_save_bytes(state: &[(String, Tensor)]) -> Result<Vec<u8>> {
-    crate::runtime::block_on(safe_save_bytes_async(state))
+    safe_save_bytes_with_metadata(state, &BTreeMap::new())
+}
+
+/// Blocking form of `safe_save_bytes_with_metadata_async` (native only).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn safe_save_bytes_with_metadata(
+    state: &[(String, Tensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
+    crate::runtime::block_on(safe_save_bytes_with_metadata_async(state, metadata))
 }
 
 /// Write `state` to a safetensors file at `path` (native only).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn safe_save(state: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+    safe_save_with_metadata(state, &BTreeMap::new(), path)
+}
+
+/// Write `state` to a safetensors file at `path` with a `__metadata__` map of strings in its
+/// header (native only).
+///
+/// ```no_run
+/// # fn main() -> wgrad::Result<()> {
+/// use std::collections::BTreeMap;
+/// use wgrad::nn::state::{safe_load_metadata, safe_save_with_metadata};
+/// let w = wgrad::Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
+/// let meta = BTreeMap::from([("step".to_string(), "100".to_string())]);
+/// safe_save_with_metadata(&[("w".to_string(), w)], &meta, "model.safetensors")?;
+/// assert_eq!(safe_load_metadata("model.safetensors")?, meta);
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(not(target_arch = "wasm32"))]
+pub fn safe_save_with_metadata(
+    state: &[(String, Tensor)],
+    metadata: &BTreeMap<String, String>,
+    path: impl AsRef<Path>,
+) -> Result<()> {
     let path = path.as_ref();
-    let bytes = safe_save_bytes(state)?;
+    let bytes = safe_save_bytes_with_metadata(state, metadata)?;
     std::fs::write(path, bytes).map_err(|e| st_err(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Read a file and parse it with `parse`; errors name the file.
+pub(super) fn read_with<T>(
+    path: &Path,
+    format: &str,
+    parse: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("{format}: cannot read {}: {e}", path.display()),
+        )
+    })?;
+    parse(&bytes).map_err(|e| Error::new(e.kind, format!("{} (file {})", e.msg, path.display())))
 }
 
 /// Read a safetensors file.
 pub fn safe_load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
-    let path = path.as_ref();
-    let bytes =
-        std::fs::read(path).map_err(|e| st_err(format!("cannot read {}: {e}", path.display())))?;
-    safe_load_bytes(&bytes)
-        .map_err(|e| Error::new(e.kind, format!("{} (file {})", e.msg, path.display())))
+    read_with(path.as_ref(), "safetensors", safe_load_bytes)
+}
+
+/// The `__metadata__` map of a safetensors file's header (empty when it has none).
+pub fn safe_load_metadata(path: impl AsRef<Path>) -> Result<BTreeMap<String, String>> {
+    read_with(path.as_ref(), "safetensors", safe_load_metadata_bytes)
+}
+
+/// The `__metadata__` map of a safetensors file image (empty when it has none), without loading
+/// any tensor. The format says its values are strings; a value of another JSON type (written
+/// by a tool that does not follow it) is returned as its JSON text.
+pub fn safe_load_metadata_bytes(bytes: &[u8]) -> Result<BTreeMap<String, String>> {
+    let (header, _) = parse_header(bytes)?;
+    let Some(meta) = header.get("__metadata__") else {
+        return Ok(BTreeMap::new());
+    };
+    let meta = meta
+        .as_object()
+        .ok_or_else(|| st_err("__metadata__ is not a JSON object"))?;
+    Ok(meta
+        .iter()
+        .map(|(k, v)| {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            (k.clone(), v)
+        })
+        .collect())
 }
 
 fn json_usize(v: &serde_json::Value, what: &str, name: &str) -> Result<usize> {
@@ -516,21 +610,42 @@ fn json_usize(v: &serde_json::Value, what: &str, name: &str) -> Result<usize> {
         })
 }
 
-/// Convert stored data to a dtype of ours: i64 narrows to i32 (an error if a value does not
-/// fit), f64 rounds to f32, bf16 widens to f32; bool bytes become 0 or 1.
-fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
+/// Make a tensor of `shape` on the default device from contiguous little-endian data stored as
+/// `stored`: i64 narrows to i32 (an error naming the tensor if a value does not fit), f64
+/// rounds to f32, bf16 widens to f32; bool bytes become 0 or 1. The one conversion path of
+/// every file format (safetensors, `torch_load`); errors name `name`, the caller names the
+/// format.
+pub(super) fn load_stored(
+    stored: Stored,
+    raw: &[u8],
+    shape: &[usize],
+    name: &str,
+) -> Result<Tensor> {
+    let (dtype, data) = convert(stored, raw, name)?;
+    Tensor::from_raw(&data, dtype, shape)
+        .map_err(|e| Error::new(e.kind, format!("'{name}': {}", e.msg)))
+}
+
+fn convert<'r>(stored: Stored, raw: &'r [u8], name: &str) -> Result<(DType, Cow<'r, [u8]>)> {
     Ok(match stored {
-        Stored::Native(DType::Bool) => (DType::Bool, raw.iter().map(|&b| (b != 0) as u8).collect()),
-        Stored::Native(d) => (d, raw.to_vec()),
+        Stored::Native(DType::Bool) => (
+            DType::Bool,
+            raw.iter()
+                .map(|&b| (b != 0) as u8)
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+        Stored::Native(d) => (d, Cow::Borrowed(raw)),
         Stored::I64 => {
             let mut out = Vec::with_capacity(raw.len() / 2);
             for c in raw.chunks_exact(8) {
                 let v = i64::from_le_bytes(c.try_into().expect("8 bytes"));
-                let v = i32::try_from(v)
-                    .map_err(|_| st_err(format!("'{name}': I64 value {v} does not fit in i32")))?;
+                let Ok(v) = i32::try_from(v) else {
+                    bail!(DType, "'{name}': int64 value {v} does not fit in i32");
+                };
                 out.extend_from_slice(&v.to_le_bytes());
             }
-            (DType::I32, out)
+            (DType::I32, out.into())
         }
         Stored::F64 => {
             let mut out = Vec::with_capacity(raw.len() / 2);
@@ -538,7 +653,7 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
                 let v = f64::from_le_bytes(c.try_into().expect("8 bytes"));
                 out.extend_from_slice(&(v as f32).to_le_bytes());
             }
-            (DType::F32, out)
+            (DType::F32, out.into())
         }
         Stored::BF16 => {
             let mut out = Vec::with_capacity(raw.len() * 2);
@@ -546,7 +661,7 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
                 let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
                 out.extend_from_slice(&f32::from_bits(bits).to_le_bytes());
             }
-            (DType::F32, out)
+            (DType::F32, out.into())
         }
     })
 }
@@ -554,33 +669,12 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
 /// Parse a safetensors file image into named tensors on the default device, in the order of
 /// their data in the file. Nothing blocks (works in the browser). Dtypes F32, F16, I32, U32, U8
 /// and BOOL load as they are; I64 loads as i32 (if every value fits), F64 and BF16 as f32.
-/// `__metadata__` is accepted and ignored. A truncated or malformed file is an error.
+/// `__metadata__` is checked to be an object and skipped (`safe_load_metadata_bytes` reads
+/// it). A truncated or malformed file is an error.
 pub fn safe_load_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
-    let Some(len) = bytes.get(..8) else {
-        return Err(st_err(format!(
-            "{} bytes is too short for the 8-byte header length",
-            bytes.len()
-        )));
-    };
-    let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
-    let avail = (bytes.len() - 8) as u64;
-    if n > MAX_HEADER || n > avail {
-        return Err(st_err(format!(
-            "header length {n} is larger than the {avail} bytes after it (or than {MAX_HEADER})"
-        )));
-    }
-    let end = 8 + n as usize;
-    let header = std::str::from_utf8(&bytes[8..end])
-        .map_err(|e| st_err(format!("header is not UTF-8: {e}")))?;
-    let header = header.trim_end_matches([' ', '\0']);
-    let value: serde_json::Value =
-        serde_json::from_str(header).map_err(|e| st_err(format!("bad header JSON: {e}")))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| st_err("header is not a JSON object"))?;
-    let data = &bytes[end..];
+    let (obj, data) = parse_header(bytes)?;
     let mut out: Vec<(usize, String, Tensor)> = Vec::with_capacity(obj.len());
-    for (name, info) in obj {
+    for (name, info) in &obj {
         if name == "__metadata__" {
             if !info.is_object() {
                 return Err(st_err("__metadata__ is not a JSON object"));
@@ -631,11 +725,37 @@ pub fn safe_load_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
                 e - b
             )));
         }
-        let (dtype, raw) = convert(stored, &data[b..e], name)?;
-        let t = Tensor::from_raw(&raw, dtype, &shape)
-            .map_err(|err| Error::new(err.kind, format!("safetensors: '{name}': {}", err.msg)))?;
+        let t = load_stored(stored, &data[b..e], &shape, name)
+            .map_err(|err| Error::new(err.kind, format!("safetensors: {}", err.msg)))?;
         out.push((b, name.clone(), t));
     }
     out.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
     Ok(out.into_iter().map(|(_, n, t)| (n, t)).collect())
+}
+
+/// The header of a safetensors file image as a JSON object, and the data after it.
+fn parse_header(bytes: &[u8]) -> Result<(serde_json::Map<String, serde_json::Value>, &[u8])> {
+    let Some(len) = bytes.get(..8) else {
+        return Err(st_err(format!(
+            "{} bytes is too short for the 8-byte header length",
+            bytes.len()
+        )));
+    };
+    let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+    let avail = (bytes.len() - 8) as u64;
+    if n > MAX_HEADER || n > avail {
+        return Err(st_err(format!(
+            "header length {n} is larger than the {avail} bytes after it (or than {MAX_HEADER})"
+        )));
+    }
+    let end = 8 + n as usize;
+    let header = std::str::from_utf8(&bytes[8..end])
+        .map_err(|e| st_err(format!("header is not UTF-8: {e}")))?;
+    let header = header.trim_end_matches([' ', '\0']);
+    let value: serde_json::Value =
+        serde_json::from_str(header).map_err(|e| st_err(format!("bad header JSON: {e}")))?;
+    let serde_json::Value::Object(obj) = value else {
+        return Err(st_err("header is not a JSON object"));
+    };
+    Ok((obj, &bytes[end..]))
 }

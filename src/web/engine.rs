@@ -6,7 +6,7 @@ use super::args::{arg, describe, device_name, elements, handle_id, Opts};
 use super::{fail, js_error_message, register, release, JsResult, OrFail, REG};
 use crate::{Context, Device, GlobalCounters, Tensor};
 use js_sys::{Array, Function, Object, Reflect};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use wasm_bindgen::prelude::*;
 
 /// Pick the device: WebGPU when available (requesting the adapter's limits), else the
@@ -333,36 +333,66 @@ pub fn mnist_from_bytes(
     Ok(o.into())
 }
 
-/// Serialize `{ name: Tensor }` as safetensors bytes (resolves to a Uint8Array).
+/// Serialize `{ name: Tensor }` as safetensors bytes (resolves to a Uint8Array). `metadata`, a
+/// `{ key: string }` object, is written as the header's `__metadata__` (read it back with
+/// `safeLoadMetadata`).
 #[wasm_bindgen(js_name = safeSave, unchecked_return_type = "Promise<Uint8Array>")]
 pub fn safe_save(
     #[wasm_bindgen(unchecked_param_type = "Record<string, Tensor>")] state: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "Record<string, string>")] metadata: Option<
+        JsValue,
+    >,
 ) -> JsResult<js_sys::Promise> {
     const OP: &str = "safeSave";
-    if !state.is_object() || Array::is_array(&state) {
-        return Err(fail(
-            OP,
-            format!(
-                "expected an object of named Tensors, got {}",
-                describe(&state)
-            ),
-        ));
-    }
     let mut named = vec![];
-    let keys = Reflect::own_keys(&state).map_err(|e| fail(OP, js_error_message(&e)))?;
-    for k in keys.iter() {
-        let Some(name) = k.as_string() else { continue };
-        let v = Reflect::get(&state, &k).map_err(|e| fail(OP, js_error_message(&e)))?;
+    for (name, v) in entries(&state, OP, "an object of named Tensors")? {
         let t: Tensor = arg(&v, OP, &format!("\"{name}\""))?;
         named.push((name, t));
     }
+    let mut meta = BTreeMap::new();
+    if let Some(m) = metadata.filter(|m| !m.is_undefined() && !m.is_null()) {
+        for (k, v) in entries(&m, OP, "metadata as an object of strings")? {
+            let Some(v) = v.as_string() else {
+                return Err(fail(
+                    OP,
+                    format!("metadata \"{k}\" must be a string, got {}", describe(&v)),
+                ));
+            };
+            meta.insert(k, v);
+        }
+    }
     crate::realize::check_readback().or_fail(OP)?;
     Ok(wasm_bindgen_futures::future_to_promise(async move {
-        let bytes = crate::nn::state::safe_save_bytes_async(&named)
+        let bytes = crate::nn::state::safe_save_bytes_with_metadata_async(&named, &meta)
             .await
             .or_fail(OP)?;
         Ok(js_sys::Uint8Array::from(bytes.as_slice()).into())
     }))
+}
+
+/// The string-keyed own properties of a plain object (not an array).
+fn entries(v: &JsValue, op: &str, want: &str) -> JsResult<Vec<(String, JsValue)>> {
+    if !v.is_object() || Array::is_array(v) {
+        return Err(fail(op, format!("expected {want}, got {}", describe(v))));
+    }
+    let keys = Reflect::own_keys(v).map_err(|e| fail(op, js_error_message(&e)))?;
+    let mut out = vec![];
+    for k in keys.iter() {
+        let Some(name) = k.as_string() else { continue };
+        let x = Reflect::get(v, &k).map_err(|e| fail(op, js_error_message(&e)))?;
+        out.push((name, x));
+    }
+    Ok(out)
+}
+
+/// `{ name: Tensor }` as an object, in the given order.
+fn named_object(state: Vec<(String, Tensor)>, op: &str) -> JsResult<JsValue> {
+    let o = Object::new();
+    for (name, t) in state {
+        Reflect::set(&o, &name.as_str().into(), &register(t).into())
+            .map_err(|e| fail(op, js_error_message(&e)))?;
+    }
+    Ok(o.into())
 }
 
 /// Parse safetensors bytes into `{ name: Tensor }` (on the default device).
@@ -372,12 +402,36 @@ pub fn safe_load(
 ) -> JsResult<JsValue> {
     const OP: &str = "safeLoad";
     let bytes = bytes_arg(&bytes, OP, "the bytes")?;
+    named_object(crate::nn::state::safe_load_bytes(&bytes).or_fail(OP)?, OP)
+}
+
+/// The `__metadata__` of safetensors bytes as `{ key: string }` (empty when there is none),
+/// without loading any tensor.
+#[wasm_bindgen(js_name = safeLoadMetadata, unchecked_return_type = "Record<string, string>")]
+pub fn safe_load_metadata(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] bytes: JsValue,
+) -> JsResult<JsValue> {
+    const OP: &str = "safeLoadMetadata";
+    let bytes = bytes_arg(&bytes, OP, "the bytes")?;
     let o = Object::new();
-    for (name, t) in crate::nn::state::safe_load_bytes(&bytes).or_fail(OP)? {
-        Reflect::set(&o, &name.as_str().into(), &register(t).into())
+    for (k, v) in crate::nn::state::safe_load_metadata_bytes(&bytes).or_fail(OP)? {
+        Reflect::set(&o, &k.as_str().into(), &v.as_str().into())
             .map_err(|e| fail(OP, js_error_message(&e)))?;
     }
     Ok(o.into())
+}
+
+/// Parse a PyTorch checkpoint (the bytes of a `.pt` / `.pth` file written by `torch.save`,
+/// PyTorch 1.6 or later) into `{ name: Tensor }` on the default device. Nested dicts and lists
+/// give dotted names (`"model.fc.weight"`); values that are not tensors are left out. int64
+/// loads as int32 (an error if a value does not fit), float64 and bfloat16 as float32.
+#[wasm_bindgen(js_name = torchLoad, unchecked_return_type = "Record<string, Tensor>")]
+pub fn torch_load(
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] bytes: JsValue,
+) -> JsResult<JsValue> {
+    const OP: &str = "torchLoad";
+    let bytes = bytes_arg(&bytes, OP, "the bytes")?;
+    named_object(crate::nn::state::torch_load_bytes(&bytes).or_fail(OP)?, OP)
 }
 
 /// Whether two handles refer to the same engine tensor.
