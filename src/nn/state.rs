@@ -378,6 +378,7 @@ fn st_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "F32",
         DType::F16 => "F16",
+        DType::BF16 => "BF16",
         DType::I32 => "I32",
         DType::U32 => "U32",
         DType::U8 => "U8",
@@ -391,7 +392,6 @@ enum Stored {
     Native(DType),
     I64,
     F64,
-    BF16,
 }
 
 impl Stored {
@@ -405,7 +405,7 @@ impl Stored {
             "BOOL" => Stored::Native(DType::Bool),
             "I64" => Stored::I64,
             "F64" => Stored::F64,
-            "BF16" => Stored::BF16,
+            "BF16" => Stored::Native(DType::BF16),
             _ => return None,
         })
     }
@@ -413,7 +413,6 @@ impl Stored {
         match self {
             Stored::Native(d) => d.size(),
             Stored::I64 | Stored::F64 => 8,
-            Stored::BF16 => 2,
         }
     }
 }
@@ -517,7 +516,7 @@ fn json_usize(v: &serde_json::Value, what: &str, name: &str) -> Result<usize> {
 }
 
 /// Convert stored data to a dtype of ours: i64 narrows to i32 (an error if a value does not
-/// fit), f64 rounds to f32, bf16 widens to f32; bool bytes become 0 or 1.
+/// fit), f64 rounds to f32; bool bytes become 0 or 1.
 fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
     Ok(match stored {
         Stored::Native(DType::Bool) => (DType::Bool, raw.iter().map(|&b| (b != 0) as u8).collect()),
@@ -540,20 +539,12 @@ fn convert(stored: Stored, raw: &[u8], name: &str) -> Result<(DType, Vec<u8>)> {
             }
             (DType::F32, out)
         }
-        Stored::BF16 => {
-            let mut out = Vec::with_capacity(raw.len() * 2);
-            for c in raw.chunks_exact(2) {
-                let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
-                out.extend_from_slice(&f32::from_bits(bits).to_le_bytes());
-            }
-            (DType::F32, out)
-        }
     })
 }
 
 /// Parse a safetensors file image into named tensors on the default device, in the order of
-/// their data in the file. Nothing blocks (works in the browser). Dtypes F32, F16, I32, U32, U8
-/// and BOOL load as they are; I64 loads as i32 (if every value fits), F64 and BF16 as f32.
+/// their data in the file. Nothing blocks (works in the browser). Dtypes F32, F16, BF16, I32,
+/// U32, U8 and BOOL load as they are; I64 loads as i32 (if every value fits), F64 as f32.
 /// `__metadata__` is accepted and ignored. A truncated or malformed file is an error.
 pub fn safe_load_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
     let Some(len) = bytes.get(..8) else {

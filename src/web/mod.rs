@@ -37,7 +37,7 @@ type JsResult<T> = std::result::Result<T, JsError>;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = r#"
-export type DType = "float32" | "float16" | "int32" | "uint32" | "uint8" | "bool";
+export type DType = "float32" | "float16" | "bfloat16" | "int32" | "uint32" | "uint8" | "bool";
 export type Reduction = "mean" | "sum" | "none";
 export interface Conv2dOptions {
   stride?: number | [number, number];
