@@ -226,3 +226,42 @@ pub fn write_f64(dtype: DType, v: f64, out: &mut [u8]) {
         DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_promotes_and_parses_as_in_pytorch() {
+        assert_eq!(DType::promote(DType::BF16, DType::BF16), DType::BF16);
+        assert_eq!(DType::promote(DType::BF16, DType::F16), DType::F32);
+        assert_eq!(DType::promote(DType::F32, DType::BF16), DType::F32);
+        assert_eq!(DType::promote(DType::I32, DType::BF16), DType::BF16);
+        assert_eq!(DType::promote(DType::BF16, DType::Bool), DType::BF16);
+        for s in ["bf16", "bfloat16", "BFloat16"] {
+            assert_eq!(s.parse::<DType>().unwrap(), DType::BF16);
+        }
+        assert_eq!(DType::BF16.name(), "bf16");
+        assert_eq!(DType::BF16.size(), 2);
+        assert!(DType::BF16.is_float());
+    }
+
+    #[test]
+    fn bf16_rounds_f64_through_f32() {
+        let tie = 1.0 + 2f64.powi(-8);
+        // An f32 just above a tie rounds up (half's direct f64 conversion would not).
+        let above = tie + 2f64.powi(-23);
+        assert_eq!(DType::BF16.normalize(above), 1.0078125);
+        // A double just above a tie is the tie in f32, then even (PyTorch gives 1.0 too).
+        assert_eq!(DType::BF16.normalize(tie + 2f64.powi(-30)), 1.0);
+        assert_eq!(DType::BF16.normalize(tie), 1.0);
+        assert_eq!(DType::BF16.normalize(1.0 + 3.0 * 2f64.powi(-8)), 1.015625);
+        assert_eq!(DType::BF16.normalize(f64::MAX), f64::INFINITY);
+        assert!(DType::BF16.normalize(f64::NAN).is_nan());
+        let mut b = [0u8; 2];
+        write_f64(DType::BF16, above, &mut b);
+        assert_eq!(u16::from_le_bytes(b), 0x3f81);
+        assert_eq!(read_f64(DType::BF16, &b), 1.0078125);
+        assert_eq!(<bf16 as Element>::from_f64(above).to_bits(), 0x3f81);
+    }
+}
