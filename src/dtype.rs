@@ -1,9 +1,11 @@
 //! Data types of tensors and the host-side element conversions used by `from_vec` / `to_vec`.
 
-use half::f16;
+use half::{bf16, f16};
 use std::fmt;
 
-/// The element type of a tensor. `Bool` and `U8` take one byte, `F16` two, the rest four.
+/// The element type of a tensor. `Bool` and `U8` take one byte, `F16` and `BF16` two, the rest
+/// four. The 16-bit floats are storage types: arithmetic on them is carried out in f32
+/// (`ops::compute_dtype`) and rounded when stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     Bool,
@@ -11,6 +13,7 @@ pub enum DType {
     I32,
     U32,
     F16,
+    BF16,
     F32,
 }
 
@@ -18,12 +21,12 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::Bool | DType::U8 => 1,
-            DType::F16 => 2,
+            DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
         }
     }
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::F32)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32)
     }
     pub fn is_int(self) -> bool {
         matches!(self, DType::U8 | DType::I32 | DType::U32)
@@ -38,10 +41,12 @@ impl DType {
             DType::I32 => "i32",
             DType::U32 => "u32",
             DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::F32 => "f32",
         }
     }
-    /// The dtype two operands are promoted to (numpy-like, restricted to our types).
+    /// The dtype two operands are promoted to (numpy-like, restricted to our types): two
+    /// different floats meet in f32 (f16 with bf16 too, as in PyTorch).
     pub fn promote(a: DType, b: DType) -> DType {
         if a == b {
             return a;
@@ -61,6 +66,7 @@ impl DType {
             DType::I32 => (trunc_i64(v) as i32) as f64,
             DType::U32 => (trunc_i64(v) as u32) as f64,
             DType::F16 => f16::from_f64(v).to_f64(),
+            DType::BF16 => to_bf16(v).to_f64(),
             DType::F32 => v as f32 as f64,
         }
     }
@@ -69,9 +75,16 @@ impl DType {
         match self {
             DType::Bool | DType::U8 | DType::U32 => 0.0,
             DType::I32 => i32::MIN as f64,
-            DType::F16 | DType::F32 => f64::NEG_INFINITY,
+            DType::F16 | DType::BF16 | DType::F32 => f64::NEG_INFINITY,
         }
     }
+}
+
+/// An f64 rounded to bf16 through f32 (as PyTorch converts a double): `half`'s direct f64
+/// conversion ignores the low 32 bits of the mantissa when it breaks ties, which rounds some
+/// f32 values the wrong way.
+fn to_bf16(v: f64) -> bf16 {
+    bf16::from_f32(v as f32)
 }
 
 fn trunc_i64(v: f64) -> i64 {
@@ -97,10 +110,11 @@ impl std::str::FromStr for DType {
             "i32" | "int32" | "int" => DType::I32,
             "u32" | "uint32" => DType::U32,
             "f16" | "float16" | "half" => DType::F16,
+            "bf16" | "bfloat16" => DType::BF16,
             "f32" | "float32" | "float" => DType::F32,
             _ => crate::error::bail!(
                 DType,
-                "unknown dtype '{s}' (expected f32, f16, i32, u32, u8 or bool)"
+                "unknown dtype '{s}' (expected f32, f16, bf16, i32, u32, u8 or bool)"
             ),
         })
     }
@@ -155,6 +169,22 @@ impl Element for f16 {
     }
 }
 
+impl Element for bf16 {
+    const DTYPE: DType = DType::BF16;
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        to_bf16(v)
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes())
+    }
+    fn read_le(b: &[u8]) -> Self {
+        bf16::from_le_bytes([b[0], b[1]])
+    }
+}
+
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
     fn to_f64(self) -> f64 {
@@ -179,6 +209,7 @@ pub fn read_f64(dtype: DType, b: &[u8]) -> f64 {
         DType::I32 => i32::read_le(&b[..4]) as f64,
         DType::U32 => u32::read_le(&b[..4]) as f64,
         DType::F16 => f16::read_le(&b[..2]).to_f64(),
+        DType::BF16 => bf16::read_le(&b[..2]).to_f64(),
         DType::F32 => f32::read_le(&b[..4]) as f64,
     }
 }
@@ -191,6 +222,46 @@ pub fn write_f64(dtype: DType, v: f64, out: &mut [u8]) {
         DType::I32 => out[..4].copy_from_slice(&(DType::I32.normalize(v) as i32).to_le_bytes()),
         DType::U32 => out[..4].copy_from_slice(&(DType::U32.normalize(v) as u32).to_le_bytes()),
         DType::F16 => out[..2].copy_from_slice(&f16::from_f64(v).to_le_bytes()),
+        DType::BF16 => out[..2].copy_from_slice(&to_bf16(v).to_le_bytes()),
         DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_promotes_and_parses_as_in_pytorch() {
+        assert_eq!(DType::promote(DType::BF16, DType::BF16), DType::BF16);
+        assert_eq!(DType::promote(DType::BF16, DType::F16), DType::F32);
+        assert_eq!(DType::promote(DType::F32, DType::BF16), DType::F32);
+        assert_eq!(DType::promote(DType::I32, DType::BF16), DType::BF16);
+        assert_eq!(DType::promote(DType::BF16, DType::Bool), DType::BF16);
+        for s in ["bf16", "bfloat16", "BFloat16"] {
+            assert_eq!(s.parse::<DType>().unwrap(), DType::BF16);
+        }
+        assert_eq!(DType::BF16.name(), "bf16");
+        assert_eq!(DType::BF16.size(), 2);
+        assert!(DType::BF16.is_float());
+    }
+
+    #[test]
+    fn bf16_rounds_f64_through_f32() {
+        let tie = 1.0 + 2f64.powi(-8);
+        // An f32 just above a tie rounds up (half's direct f64 conversion would not).
+        let above = tie + 2f64.powi(-23);
+        assert_eq!(DType::BF16.normalize(above), 1.0078125);
+        // A double just above a tie is the tie in f32, then even (PyTorch gives 1.0 too).
+        assert_eq!(DType::BF16.normalize(tie + 2f64.powi(-30)), 1.0);
+        assert_eq!(DType::BF16.normalize(tie), 1.0);
+        assert_eq!(DType::BF16.normalize(1.0 + 3.0 * 2f64.powi(-8)), 1.015625);
+        assert_eq!(DType::BF16.normalize(f64::MAX), f64::INFINITY);
+        assert!(DType::BF16.normalize(f64::NAN).is_nan());
+        let mut b = [0u8; 2];
+        write_f64(DType::BF16, above, &mut b);
+        assert_eq!(u16::from_le_bytes(b), 0x3f81);
+        assert_eq!(read_f64(DType::BF16, &b), 1.0078125);
+        assert_eq!(<bf16 as Element>::from_f64(above).to_bits(), 0x3f81);
     }
 }

@@ -111,12 +111,12 @@ impl Op {
     }
 }
 
-/// The dtype arithmetic is carried out in: f16 values compute as f32 and round on store/cast.
+/// The dtype arithmetic is carried out in: f16 and bf16 values compute as f32 and round on
+/// store/cast.
 pub fn compute_dtype(dt: DType) -> DType {
-    if dt == DType::F16 {
-        DType::F32
-    } else {
-        dt
+    match dt {
+        DType::F16 | DType::BF16 => DType::F32,
+        _ => dt,
     }
 }
 
@@ -134,11 +134,11 @@ fn as_bits(v: f64) -> u64 {
     v as i64 as u64
 }
 
-/// Round an arithmetic result to its dtype: f32 precision for floats (f16 included, see
-/// `compute_dtype`), wrapping for integers.
+/// Round an arithmetic result to its dtype: f32 precision for floats (f16 and bf16 included,
+/// see `compute_dtype`), wrapping for integers.
 pub fn round_result(dtype: DType, v: f64) -> f64 {
     match dtype {
-        DType::F32 | DType::F16 => v as f32 as f64,
+        DType::F32 | DType::F16 | DType::BF16 => v as f32 as f64,
         _ => wrap_int(dtype, as_bits(v)),
     }
 }
@@ -204,7 +204,9 @@ pub fn exec_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
 pub fn exec_cast(to: DType, a: f64) -> f64 {
     match to {
         DType::F32 => a as f32 as f64,
-        DType::F16 => half::f16::from_f64(a).to_f64(),
+        // Round to nearest even (`DType::normalize`); NaN stays NaN, values past the largest
+        // finite one round to inf.
+        DType::F16 | DType::BF16 => to.normalize(a),
         DType::Bool => (a != 0.0) as u8 as f64,
         _ if a.is_nan() => 0.0,
         _ => wrap_int(to, a.trunc() as i64 as u64),

@@ -512,6 +512,7 @@ fn test_data(dt: DType, n: usize, seed: &mut u64) -> Vec<u8> {
         match dt {
             DType::F32 => out.extend((v as f32).to_le_bytes()),
             DType::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f32(v as f32).to_le_bytes()),
             _ => out.extend(std::iter::repeat_n(0u8, dt.size())),
         }
     }

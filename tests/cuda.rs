@@ -302,7 +302,7 @@ struct uint4 { unsigned int x, y, z, w; };
 fn storage_ty(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
-        DType::F16 => "unsigned short",
+        DType::F16 | DType::BF16 => "unsigned short",
         DType::I32 => "int",
         DType::U32 => "unsigned int",
         DType::U8 | DType::Bool => "unsigned char",
@@ -393,6 +393,14 @@ fn same_values(dt: DType, got: &[u8], want: &[u8]) -> std::result::Result<(), St
                 (f(g), f(w))
             })
             .position(|(g, w)| !close(g, w, 2e-3)),
+        DType::BF16 => got
+            .chunks_exact(2)
+            .zip(want.chunks_exact(2))
+            .map(|(g, w)| {
+                let f = |c: &[u8]| half::bf16::from_le_bytes([c[0], c[1]]).to_f32();
+                (f(g), f(w))
+            })
+            .position(|(g, w)| !close(g, w, 1e-2)),
         _ => got.iter().zip(want).position(|(g, w)| g != w),
     };
     match bad {
@@ -402,7 +410,7 @@ fn same_values(dt: DType, got: &[u8], want: &[u8]) -> std::result::Result<(), St
 }
 
 /// The CUDA renderings of the workloads' kernels (every dtype, integer division by zero,
-/// shifts, wrapping u8, f16 rounding, casts) compiled as C++ for the host and run thread by
+/// shifts, wrapping u8, f16 and bf16 rounding, casts) compiled as C++ for the host and run thread by
 /// thread: each output must equal the interpreter's. This checks the dialect's semantics on a
 /// machine without a GPU; NVRTC's code generation is checked where one exists.
 #[test]

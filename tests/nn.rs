@@ -14,7 +14,7 @@
 // Native only: the browser tests are tests/web.rs.
 #![cfg(not(target_arch = "wasm32"))]
 
-use half::f16;
+use half::{bf16, f16};
 use serde_json::Value;
 use wgrad::nn::state::{
     get_buffers, get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_bytes,
@@ -468,6 +468,11 @@ fn mixed_state() -> Vec<(String, Tensor)> {
         .iter()
         .map(|&v| f16::from_f32(v))
         .collect();
+    // bf16 at its extremes: the largest finite value, a subnormal, -0.
+    let g: Vec<bf16> = [1.5f32, -2.0, 0.333, 3.3895314e38, -0.0, 1e-40]
+        .iter()
+        .map(|&v| bf16::from_f32(v))
+        .collect();
     vec![
         ("z.f32".into(), Tensor::from_vec(f, &[2, 3, 4]).unwrap()),
         ("a.f16".into(), Tensor::from_vec(h, &[3, 2]).unwrap()),
@@ -498,6 +503,7 @@ fn mixed_state() -> Vec<(String, Tensor)> {
                 .reshape(&[2, 3])
                 .unwrap(),
         ),
+        ("w.bf16".into(), Tensor::from_vec(g, &[2, 3]).unwrap()),
     ]
 }
 
@@ -524,6 +530,10 @@ fn safetensors_round_trip() {
             assert_eq!(n % 8, 0, "header padded to 8 bytes");
             let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
             assert_eq!(header["a.f16"]["dtype"], "F16");
+            // bf16 is stored as itself: 2 bytes an element.
+            assert_eq!(header["w.bf16"]["dtype"], "BF16");
+            let offs = &header["w.bf16"]["data_offsets"];
+            assert_eq!(offs[1].as_u64().unwrap() - offs[0].as_u64().unwrap(), 12);
             assert_eq!(header["c.bool"]["dtype"], "BOOL");
             assert_eq!(header["s.scalar"]["shape"], serde_json::json!([]));
             assert_eq!(header["z.f32"]["data_offsets"], serde_json::json!([0, 96]));
@@ -537,6 +547,19 @@ fn safetensors_round_trip() {
             assert_eq!(
                 back[7].1.to_vec::<f32>().unwrap(),
                 vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+            );
+            assert_eq!(back[8].1.dtype(), DType::BF16);
+            // Rounded as PyTorch rounds them (1e-40 to the subnormal 0x0001).
+            assert_eq!(
+                back[8].1.to_vec_f32().unwrap(),
+                vec![
+                    1.5,
+                    -2.0,
+                    0.33203125,
+                    3.3895314e38,
+                    -0.0,
+                    f32::from_bits(0x0001_0000)
+                ]
             );
 
             let path = temp_path(&format!("round-trip-{dev}"));
@@ -555,7 +578,7 @@ fn safetensors_round_trip() {
 }
 
 /// A file written by someone else: `__metadata__`, keys out of data order, header padded,
-/// I64 (torch's `num_batches_tracked`), F64 and BF16 data.
+/// I64 (torch's `num_batches_tracked`), F64 and BF16 data (BF16 loads as bf16).
 fn hand_built(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.to_string();
     while h.len() % 8 != 0 {
@@ -592,7 +615,8 @@ fn safetensors_foreign_file() {
         assert_eq!(st[1].1.dtype(), DType::I32);
         assert_eq!(st[1].1.to_vec::<i32>().unwrap(), vec![7]);
         assert_eq!(st[2].1.to_vec::<f32>().unwrap(), vec![0.1f32]);
-        assert_eq!(st[3].1.to_vec::<f32>().unwrap(), vec![1.5]);
+        assert_eq!(st[3].1.dtype(), DType::BF16);
+        assert_eq!(st[3].1.to_vec::<bf16>().unwrap(), vec![bf16::from_f32(1.5)]);
         assert_eq!(st[4].1.to_vec::<bool>().unwrap(), vec![true, false]);
 
         // A torch-style BatchNorm state dict loads into BatchNorm (I64 counter -> i32).

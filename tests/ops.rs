@@ -11,7 +11,9 @@
 //!   is collected and reported (case name + worst mismatch) at the end. The interpreter run also
 //!   validates the WGSL rendering of every kernel with naga.
 //! * `finite_difference_grads_interp`: autograd against central finite differences of the forward.
-//! * `f16_ops`: a few cases with inputs cast to f16, compared with the f32 reference loosely.
+//! * `f16_ops` / `bf16_ops`: a few cases with inputs cast to f16 (bf16), compared with the f32
+//!   reference loosely; `bf16_rounding_is_pytorchs_bit_for_bit`: the f32 -> bf16 conversion on
+//!   every backend against PyTorch's.
 //!
 //! Tolerances (tinygrad-like): `|got - want| <= atol + rtol * |want|`, forward atol 1e-6 (or the
 //! case's `atol`, 1e-5 for sums of many products) and rtol 1e-3; gradients atol 1e-4, rtol 1e-3.
@@ -172,6 +174,7 @@ fn dtype_of(name: &str) -> DType {
     match name {
         "f32" => DType::F32,
         "f16" => DType::F16,
+        "bf16" => DType::BF16,
         "i32" => DType::I32,
         "u32" => DType::U32,
         "u8" => DType::U8,
@@ -812,9 +815,9 @@ fn finite_difference_grads_interp() {
     }
 }
 
-// ------------------------------------------------------------------------------------ f16
+// ------------------------------------------------------------------------------ f16, bf16
 
-const F16_CASES: [&str; 6] = [
+const HALF_CASES: [&str; 6] = [
     "add",
     "mul",
     "exp",
@@ -823,17 +826,21 @@ const F16_CASES: [&str; 6] = [
     "softmax_axis1",
 ];
 const F16_TOL: f64 = 1e-2;
+/// bf16 keeps 8 significant bits to f16's 11: the inputs and the output are each rounded by up
+/// to 2^-9 of their size.
+const BF16_TOL: f64 = 3e-2;
 
-/// The case with its float inputs cast to f16; the output must be f16 and match the f32 reference loosely.
-fn check_f16(c: &Case) -> R<()> {
+/// The case with its float inputs cast to `dt` (f16 or bf16); the output must be `dt` and match
+/// the f32 reference loosely.
+fn check_half(c: &Case, dt: DType, tol: f64) -> R<()> {
     let xs = build_inputs(c)?
         .iter()
-        .map(|x| x.detach().cast(DType::F16))
+        .map(|x| x.detach().cast(dt))
         .collect::<wgrad::Result<Vec<Tensor>>>()
-        .ctx("cast to f16")?;
+        .ctx(&format!("cast to {dt}"))?;
     let out = apply(&c.op, &c.args, &xs).ctx("forward")?;
-    if out.dtype() != DType::F16 {
-        return Err(format!("output dtype {:?}, want F16", out.dtype()));
+    if out.dtype() != dt {
+        return Err(format!("output dtype {:?}, want {dt}", out.dtype()));
     }
     if out.shape() != c.out_shape {
         return Err(format!("shape {:?}, want {:?}", out.shape(), c.out_shape));
@@ -843,50 +850,136 @@ fn check_f16(c: &Case) -> R<()> {
         .ctx("cast back to f32")?
         .to_vec_f32()
         .ctx("reading output")?;
-    compare("f16 forward", &got, &c.out_data, F16_TOL, F16_TOL)
+    compare(&format!("{dt} forward"), &got, &c.out_data, tol, tol)
 }
 
-/// f16 tensors built directly from `half::f16` values.
-fn check_f16_direct() -> R<()> {
-    let a: Vec<half::f16> = [0.5f32, -1.25, 2.0, 3.5]
-        .iter()
-        .map(|&v| half::f16::from_f32(v))
-        .collect();
-    let b: Vec<half::f16> = [1.5f32, 0.25, -2.0, 0.5]
-        .iter()
-        .map(|&v| half::f16::from_f32(v))
-        .collect();
-    let ta = Tensor::from_vec(a, &[2, 2]).ctx("from_vec f16")?;
-    let tb = Tensor::from_slice(&b, &[2, 2]).ctx("from_slice f16")?;
+/// Tensors of `T` (`half::f16` or `half::bf16`) built directly from its values: `a * b + 1.0`
+/// stays `T`, and its values are exact.
+fn check_half_direct<T: wgrad::Element>() -> R<()> {
+    let dt = T::DTYPE;
+    let vals = |v: [f64; 4]| v.map(T::from_f64).to_vec();
+    let a = vals([0.5, -1.25, 2.0, 3.5]);
+    let b = vals([1.5, 0.25, -2.0, 0.5]);
+    let ta = Tensor::from_vec(a, &[2, 2]).ctx(&format!("from_vec {dt}"))?;
+    let tb = Tensor::from_slice(&b, &[2, 2]).ctx(&format!("from_slice {dt}"))?;
     let s = ta.mul(&tb).ctx("mul")?.add(1.0f32).ctx("add")?;
-    if s.dtype() != DType::F16 {
-        return Err(format!("f16 * f16 + 1.0 has dtype {:?}", s.dtype()));
+    if s.dtype() != dt {
+        return Err(format!("{dt} * {dt} + 1.0 has dtype {:?}", s.dtype()));
     }
     let got: Vec<f32> = s
-        .to_vec::<half::f16>()
-        .ctx("to_vec f16")?
+        .to_vec::<T>()
+        .ctx(&format!("to_vec {dt}"))?
         .iter()
-        .map(|v| v.to_f32())
+        .map(|v| v.to_f64() as f32)
         .collect();
-    compare("f16 direct", &got, &[1.75, 0.6875, -3.0, 2.75], 0.0, 0.0)
+    compare(
+        &format!("{dt} direct"),
+        &got,
+        &[1.75, 0.6875, -3.0, 2.75],
+        0.0,
+        0.0,
+    )
+}
+
+fn half_ops(dt: DType, tol: f64, direct: fn() -> R<()>) {
+    let cases = load_cases();
+    let mut failures = Vec::new();
+    for dev in common::devices() {
+        for name in HALF_CASES {
+            let c = case_by_name(&cases, name);
+            if let Err(e) = on_device(dev, || check_half(c, dt, tol)) {
+                failures.push(format!("  {name} on {dev:?}: {e}"));
+            }
+        }
+        if let Err(e) = on_device(dev, direct) {
+            failures.push(format!("  direct {dt} on {dev:?}: {e}"));
+        }
+    }
+    if !failures.is_empty() {
+        panic!("{dt} checks failed:\n{}", failures.join("\n"));
+    }
 }
 
 #[test]
 fn f16_ops() {
-    let cases = load_cases();
+    half_ops(DType::F16, F16_TOL, check_half_direct::<half::f16>);
+}
+
+#[test]
+fn bf16_ops() {
+    half_ops(DType::BF16, BF16_TOL, check_half_direct::<half::bf16>);
+}
+
+/// f32 -> bf16 -> f32 on every backend, bit for bit: PyTorch's rounding of the edge values of
+/// tests/fixtures/bf16.json (`scripts/gen_bf16_fixture.py`: zeros, subnormals, ties to even at
+/// every scale, overflow to inf) and `half::bf16::from_f32`'s of NaNs (a NaN stays a NaN of its
+/// sign, even one whose payload is all in the low half: truncated, that would be inf).
+#[test]
+fn bf16_rounding_is_pytorchs_bit_for_bit() {
+    let fx: Value = serde_json::from_str(include_str!("fixtures/bf16.json")).expect("bf16.json");
+    let bits = |k: &str| -> Vec<u32> {
+        fx[k]
+            .as_array()
+            .expect(k)
+            .iter()
+            .map(|v| v.as_u64().expect(k) as u32)
+            .collect()
+    };
+    let (mut xs, mut want) = (bits("f32_bits"), bits("bf16_bits"));
+    assert!(xs.len() > 3000 && xs.len() == want.len());
+    let nans = [
+        0x7fc0_0000u32,
+        0xffc0_0000,
+        0x7f80_0001,
+        0xff80_0001,
+        0x7fa0_1234,
+        0x7fff_ffff,
+    ];
+    for x in nans {
+        xs.push(x);
+        want.push(half::bf16::from_f32(f32::from_bits(x)).to_bits() as u32);
+    }
+    let is_nan = |b: u32| b & 0x7f80 == 0x7f80 && b & 0x7f != 0;
     let mut failures = Vec::new();
     for dev in common::devices() {
-        for name in F16_CASES {
-            let c = case_by_name(&cases, name);
-            if let Err(e) = on_device(dev, || check_f16(c)) {
-                failures.push(format!("  {name} on {dev:?}: {e}"));
+        let r = on_device(dev, || {
+            let x: Vec<f32> = xs.iter().map(|&b| f32::from_bits(b)).collect();
+            let n = x.len();
+            let h = Tensor::from_vec(x, &[n])
+                .ctx("from_vec")?
+                .cast(DType::BF16)
+                .ctx("cast")?;
+            let got = h.to_vec::<half::bf16>().ctx("to_vec bf16")?;
+            // Widening back is exact: the bits shifted up.
+            let back = h
+                .cast(DType::F32)
+                .ctx("cast back")?
+                .to_vec::<f32>()
+                .ctx("to_vec")?;
+            for (i, (&x, &w)) in xs.iter().zip(&want).enumerate() {
+                let (g, b) = (got[i].to_bits() as u32, back[i].to_bits());
+                // A NaN's payload may be the device's; it stays a NaN of its sign.
+                let ok = if is_nan(w) {
+                    is_nan(g) && g >> 15 == w >> 15 && back[i].is_nan()
+                } else {
+                    g == w && b == w << 16
+                };
+                if !ok {
+                    return Err(format!(
+                        "f32 {x:08x} ({:e}): bf16 {g:04x}, back {b:08x}; want {w:04x}",
+                        f32::from_bits(x)
+                    ));
+                }
             }
-        }
-        if let Err(e) = on_device(dev, check_f16_direct) {
-            failures.push(format!("  direct f16 on {dev:?}: {e}"));
+            Ok(())
+        });
+        if let Err(e) = r {
+            failures.push(format!("  {dev:?}: {e}"));
         }
     }
-    if !failures.is_empty() {
-        panic!("f16 checks failed:\n{}", failures.join("\n"));
-    }
+    assert!(
+        failures.is_empty(),
+        "bf16 rounding:\n{}",
+        failures.join("\n")
+    );
 }

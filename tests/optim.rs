@@ -332,24 +332,26 @@ fn a_learning_rate_that_is_not_a_finite_number_at_least_zero_is_an_error() {
     });
 }
 
-/// f16 parameters stay f16 (the update is computed in f32 and cast back).
+/// f16 and bf16 parameters keep their dtype (the update is computed in f32 and cast back).
 #[test]
 fn half_parameters_keep_their_dtype() {
     Context::new().dev(Device::Interp).training(true).run(|| {
-        let p = Tensor::from_vec(vec![1.0f32, -2.0, 0.5], &[3])
-            .unwrap()
-            .cast(DType::F16)
-            .unwrap()
-            .realize()
-            .unwrap();
-        p.set_requires_grad(true);
-        let mut opt = Adam::new(vec![p.clone()]).unwrap().lr(0.125);
-        p.set_grad(Some(p.ones_like()));
-        opt.step().unwrap();
-        assert_eq!(p.dtype(), DType::F16);
-        let got = p.cast(DType::F32).unwrap().to_vec::<f32>().unwrap();
-        for (g, w) in got.iter().zip([0.875f32, -2.125, 0.375]) {
-            assert!((g - w).abs() < 1e-3, "{got:?}");
+        for dt in [DType::F16, DType::BF16] {
+            let p = Tensor::from_vec(vec![1.0f32, -2.0, 0.5], &[3])
+                .unwrap()
+                .cast(dt)
+                .unwrap()
+                .realize()
+                .unwrap();
+            p.set_requires_grad(true);
+            let mut opt = Adam::new(vec![p.clone()]).unwrap().lr(0.125);
+            p.set_grad(Some(p.ones_like()));
+            opt.step().unwrap();
+            assert_eq!(p.dtype(), dt);
+            let got = p.cast(DType::F32).unwrap().to_vec::<f32>().unwrap();
+            for (g, w) in got.iter().zip([0.875f32, -2.125, 0.375]) {
+                assert!((g - w).abs() < 1e-3, "{dt}: {got:?}");
+            }
         }
     });
 }

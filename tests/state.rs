@@ -45,8 +45,9 @@ fn interp<T>(f: impl FnOnce() -> T) -> T {
 /// The dtype a torch dtype loads as.
 fn loaded_dtype(torch: &str) -> DType {
     match torch {
-        "float32" | "float64" | "bfloat16" => DType::F32,
+        "float32" | "float64" => DType::F32,
         "float16" => DType::F16,
+        "bfloat16" => DType::BF16,
         "int64" | "int32" => DType::I32,
         "uint32" => DType::U32,
         "uint8" => DType::U8,
@@ -64,7 +65,7 @@ fn values(t: &Tensor) -> Vec<f64> {
             .into_iter()
             .map(f64::from)
             .collect(),
-        DType::F16 => t
+        DType::F16 | DType::BF16 => t
             .cast(DType::F32)
             .unwrap()
             .to_vec::<f32>()

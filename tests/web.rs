@@ -104,6 +104,7 @@ fn js_dtype(fixture: &str) -> &'static str {
     match fixture {
         "f32" => "float32",
         "f16" => "float16",
+        "bf16" => "bfloat16",
         "i32" => "int32",
         "u32" => "uint32",
         "u8" => "uint8",
@@ -1018,6 +1019,36 @@ async fn tensors_from_typed_and_nested_arrays() {
             .collect();
         assert_eq!(got, shape, "{dtype}");
         assert_eq!(data(&t).await.unwrap(), values, "{dtype}");
+    }
+}
+
+/// bfloat16 tensors: numbers round to the nearest bf16 (ties to even), read back as a
+/// Float32Array, keep their dtype through arithmetic and cast both ways, on every device.
+#[wasm_bindgen_test]
+async fn bfloat16_tensors_round_and_read_back_as_float32() {
+    for dev in devices().await {
+        let t = on(dev, || {
+            tensor(
+                &[1.0, 1.00390625, 1.01171875, 0.1, -65504.0],
+                &[5],
+                "bfloat16",
+            )
+        })
+        .unwrap();
+        assert_eq!(prop(&t, "dtype").as_string().as_deref(), Some("bfloat16"));
+        let d = await_promise(call(&t, "data", &[]).unwrap()).await.unwrap();
+        assert!(d.is_instance_of::<js_sys::Float32Array>(), "{dev}");
+        let want = [1.0, 1.0, 1.015625, 0.10009765625, -65536.0];
+        assert_eq!(data(&t).await.unwrap(), want, "{dev}");
+        let sq = on(dev, || call(&t, "mul", std::slice::from_ref(&t))).unwrap();
+        assert_eq!(prop(&sq, "dtype").as_string().as_deref(), Some("bfloat16"));
+        // 1.015625^2 = 1.031494140625 rounds to 1.03125; 65536^2 is a power of two.
+        let want = [1.0, 1.0, 1.03125, 0.010009765625, 4294967296.0];
+        assert_eq!(data(&sq).await.unwrap(), want, "{dev}");
+        let f = on(dev, || call(&t, "cast", &["float32".into()])).unwrap();
+        assert_eq!(prop(&f, "dtype").as_string().as_deref(), Some("float32"));
+        let back = on(dev, || call(&f, "cast", &["bfloat16".into()])).unwrap();
+        assert_eq!(data(&back).await.unwrap(), data(&t).await.unwrap(), "{dev}");
     }
 }
 

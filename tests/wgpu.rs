@@ -263,7 +263,7 @@ fn data_moves_between_backends() {
         let x: Vec<f32> = (0..1001).map(|i| i as f32 * 0.5 - 7.0).collect();
         let g = Tensor::from_vec(x.clone(), &[7, 11, 13]).unwrap();
         assert_eq!(g.device(), Device::Wgpu);
-        // Odd byte counts (u8, f16) round to whole words on the GPU.
+        // Odd byte counts (u8, f16, bf16) round to whole words on the GPU.
         let u = g.cast(DType::U8).unwrap();
         let back = u.to(Device::Interp).unwrap();
         let want: Vec<u8> = x.iter().map(|&v| v as i32 as u8).collect();
@@ -279,6 +279,22 @@ fn data_moves_between_backends() {
             .cast(DType::F32)
             .unwrap();
         assert_eq!(h.to_vec::<f32>().unwrap(), x);
+        // bf16 (rounded on the interpreter, widened on the GPU).
+        let b = Tensor::from_vec(x.clone(), &[1001])
+            .unwrap()
+            .to(Device::Interp)
+            .unwrap()
+            .cast(DType::BF16)
+            .unwrap()
+            .to(Device::Wgpu)
+            .unwrap()
+            .cast(DType::F32)
+            .unwrap();
+        let want: Vec<f32> = x
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect();
+        assert_eq!(b.to_vec::<f32>().unwrap(), want);
     });
 }
 

@@ -63,6 +63,7 @@ fn every_recorded_kernel_validates() {
     for dt in [
         DType::F32,
         DType::F16,
+        DType::BF16,
         DType::I32,
         DType::U32,
         DType::U8,

@@ -98,6 +98,15 @@ static inline unsigned short f2h(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
   return (unsigned short)(sign | h);
 }
+/* bf16 is the top half of an f32. Rounding to nearest even adds just under half an ulp, plus
+   the kept lowest bit (a carry reaches the exponent: past the largest bf16 gives inf); a NaN
+   keeps its top bits, made quiet so that it cannot truncate to inf. */
+static inline float b2f(unsigned short h) { unsigned int x = (unsigned int)h << 16; float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned short f2b(float f) {
+  unsigned int x; memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 "#;
 
 fn signed(dt: DType) -> bool {
@@ -107,7 +116,7 @@ fn signed(dt: DType) -> bool {
 fn storage(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
-        DType::F16 => "unsigned short",
+        DType::F16 | DType::BF16 => "unsigned short",
         DType::I32 => "int",
         DType::U32 => "unsigned int",
         DType::U8 | DType::Bool => "unsigned char",
@@ -117,7 +126,7 @@ fn storage(dt: DType) -> &'static str {
 impl Renderer for CRenderer {
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
-            DType::F32 | DType::F16 => "float",
+            DType::F32 | DType::F16 | DType::BF16 => "float",
             DType::I32 => "int",
             DType::U32 => "unsigned int",
             DType::U8 => "unsigned char",
@@ -164,7 +173,7 @@ impl Renderer for CRenderer {
     }
     fn constant(&self, v: f64, dt: DType) -> String {
         match dt {
-            DType::F32 | DType::F16 => {
+            DType::F32 | DType::F16 | DType::BF16 => {
                 if v.is_nan() {
                     "NAN".into()
                 } else if v.is_infinite() {
@@ -271,6 +280,7 @@ impl Renderer for CRenderer {
     fn cast(&self, _from: DType, to: DType, a: &str) -> String {
         match to {
             DType::F16 => format!("h2f(f2h((float){a}))"),
+            DType::BF16 => format!("b2f(f2b((float){a}))"),
             DType::Bool => format!("({a} != 0)"),
             _ => format!("({}){a}", self.ty(to)),
         }
@@ -278,6 +288,7 @@ impl Renderer for CRenderer {
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String {
         match dt {
             DType::F16 => format!("h2f(b{slot}[{idx}])"),
+            DType::BF16 => format!("b2f(b{slot}[{idx}])"),
             DType::Bool => format!("(b{slot}[{idx}] != 0)"),
             _ => format!("b{slot}[{idx}]"),
         }
@@ -285,6 +296,7 @@ impl Renderer for CRenderer {
     fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String {
         match dt {
             DType::F16 => format!("b{slot}[{idx}] = f2h({val});"),
+            DType::BF16 => format!("b{slot}[{idx}] = f2b({val});"),
             _ => format!("b{slot}[{idx}] = {val};"),
         }
     }

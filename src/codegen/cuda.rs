@@ -17,7 +17,8 @@
 //!
 //! Storage is the host's layout, so buffers are byte-for-byte those of the other backends: f16
 //! as its 16 bits (`unsigned short`, converted bit-exactly by `h2f` and the round-to-nearest-even
-//! `f2h`, the C dialect's helpers), bool and u8 as bytes. Registers: f16 computes as f32, u8 is
+//! `f2h`, the C dialect's helpers), bf16 likewise (`b2f`, `f2b`), bool and u8 as bytes.
+//! Registers: f16 and bf16 compute as f32, u8 is
 //! an `unsigned char` (C's conversions wrap every result to 8 bits), bool a `bool`. Where C's
 //! rules differ from the interpreter's (`ops::exec_*`), the rendering spells the interpreter's:
 //! integer division and modulo by zero give 0, shifts take the amount mod 32 and shift the
@@ -82,6 +83,16 @@ __device__ __forceinline__ unsigned short f2h(float f) {
 }
 "#;
 
+/// bf16 bits <-> f32, bit-exact with the interpreter (`half`); the C dialect's helpers with the
+/// bit casts CUDA provides (NVRTC has no `cuda_bf16.h`).
+const BF16_HELPERS: &str = r#"__device__ __forceinline__ float b2f(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+__device__ __forceinline__ unsigned short f2b(float f) {
+  unsigned int x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
+  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+"#;
+
 pub struct CudaRenderer;
 
 pub const DIALECT: super::Dialect = super::Dialect {
@@ -98,7 +109,7 @@ pub fn render_cuda(k: &LinearKernel) -> String {
 fn storage(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
-        DType::F16 => "unsigned short",
+        DType::F16 | DType::BF16 => "unsigned short",
         DType::I32 => "int",
         DType::U32 => "unsigned int",
         DType::U8 | DType::Bool => "unsigned char",
@@ -115,7 +126,7 @@ fn int_lit(s: &str) -> Option<i64> {
 
 fn zero(dt: DType) -> &'static str {
     match dt {
-        DType::F32 | DType::F16 => "0.0f",
+        DType::F32 | DType::F16 | DType::BF16 => "0.0f",
         DType::U32 => "0u",
         DType::Bool => "false",
         DType::I32 | DType::U8 => "0",
@@ -146,7 +157,7 @@ impl Renderer for CudaRenderer {
     }
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
-            DType::F32 | DType::F16 => "float",
+            DType::F32 | DType::F16 | DType::BF16 => "float",
             DType::I32 => "int",
             DType::U32 => "unsigned int",
             DType::U8 => "unsigned char",
@@ -157,12 +168,14 @@ impl Renderer for CudaRenderer {
         let n = k.global_size;
         let (blocks, threads) = launch_dims(k);
         let mut s = format!("// {}: {n} threads, {blocks} blocks of {threads}\n", k.name);
-        let f16 = k.bufs.iter().any(|b| b.dtype == DType::F16)
-            || k.insts
-                .iter()
-                .any(|i| matches!(i, Inst::Cast { to: DType::F16, .. }));
-        if f16 {
-            s.push_str(F16_HELPERS);
+        for (dt, helpers) in [(DType::F16, F16_HELPERS), (DType::BF16, BF16_HELPERS)] {
+            let used = k.bufs.iter().any(|b| b.dtype == dt)
+                || k.insts
+                    .iter()
+                    .any(|i| matches!(i, Inst::Cast { to, .. } if *to == dt));
+            if used {
+                s.push_str(helpers);
+            }
         }
         let params: Vec<String> = k
             .bufs
@@ -224,7 +237,7 @@ impl Renderer for CudaRenderer {
     }
     fn constant(&self, v: f64, dt: DType) -> String {
         match dt {
-            DType::F32 | DType::F16 => {
+            DType::F32 | DType::F16 | DType::BF16 => {
                 let f = v as f32;
                 if !f.is_finite() {
                     // No INFINITY/NAN macros without <math.h>.
@@ -298,6 +311,7 @@ impl Renderer for CudaRenderer {
         match to {
             DType::F32 if from.is_float() => a.to_string(),
             DType::F16 => format!("h2f(f2h((float){a}))"),
+            DType::BF16 => format!("b2f(f2b((float){a}))"),
             DType::Bool if from == DType::Bool => a.to_string(),
             DType::Bool => format!("({a} != {})", zero(from)),
             // Truncate toward zero, saturating at the i64 range (NaN gives 0), then wrap: the
@@ -310,6 +324,7 @@ impl Renderer for CudaRenderer {
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String {
         match dt {
             DType::F16 => format!("h2f(b{slot}[{idx}])"),
+            DType::BF16 => format!("b2f(b{slot}[{idx}])"),
             DType::Bool => format!("(b{slot}[{idx}] != 0)"),
             _ => format!("b{slot}[{idx}]"),
         }
@@ -317,6 +332,7 @@ impl Renderer for CudaRenderer {
     fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String {
         match dt {
             DType::F16 => format!("b{slot}[{idx}] = f2h({val});"),
+            DType::BF16 => format!("b{slot}[{idx}] = f2b({val});"),
             _ => format!("b{slot}[{idx}] = {val};"),
         }
     }

@@ -17,11 +17,11 @@
 //! of the other backends, their sizes rounded up to whole words, see `storage_bytes`): bool and u8
 //! four per word, f16 two per word (as bits, converted bit-exactly by `f16_to_f32` and the
 //! round-to-nearest-even `f32_to_f16` of shaders/f16.wgsl, which need no capability, unlike
-//! `unpack2x16float`). A packed output is `array<atomic<u32>>`, written with `atomicAnd` +
+//! `unpack2x16float`), bf16 two per word likewise (shaders/bf16.wgsl). A packed output is `array<atomic<u32>>`, written with `atomicAnd` +
 //! `atomicOr` on its own lane so neighbours writing the same word cannot race. Packed buffers
 //! are accessed through per-buffer helpers `ld_b{i}` / `st_b{i}`.
 //!
-//! Registers: f16 computes as f32 (`compute_dtype`), u8 as u32 masked to 8 bits after every op
+//! Registers: f16 and bf16 compute as f32 (`compute_dtype`), u8 as u32 masked to 8 bits after every op
 //! that can leave the range (the interpreter's wrapping), bool as `bool`. Integer division and
 //! modulo by zero give 0 like the interpreter; float constants WGSL cannot spell (inf, NaN,
 //! subnormals) are bit casts.
@@ -41,6 +41,9 @@ pub const MAX_WORKGROUPS_PER_DIM: u32 = 65535;
 
 /// The f16 conversion helpers, included in kernels that need them.
 const F16_HELPERS: &str = include_str!("../../shaders/f16.wgsl");
+
+/// The bf16 conversion helpers, likewise.
+const BF16_HELPERS: &str = include_str!("../../shaders/bf16.wgsl");
 
 /// The WGSL renderer for one kernel: it knows which buffers are declared as arrays of `vec4`
 /// (those the kernel accesses four elements at a time; single elements of them are read and
@@ -118,7 +121,7 @@ impl Packing {
     pub fn of(dt: DType) -> Option<Packing> {
         match dt {
             DType::Bool | DType::U8 => Some(Packing { lanes: 4, bits: 8 }),
-            DType::F16 => Some(Packing { lanes: 2, bits: 16 }),
+            DType::F16 | DType::BF16 => Some(Packing { lanes: 2, bits: 16 }),
             DType::F32 | DType::I32 | DType::U32 => None,
         }
     }
@@ -174,7 +177,7 @@ fn int_lit(s: &str) -> Option<i64> {
 
 fn zero(dt: DType) -> &'static str {
     match dt {
-        DType::F32 | DType::F16 => "0.0f",
+        DType::F32 | DType::F16 | DType::BF16 => "0.0f",
         DType::I32 => "0i",
         DType::U32 | DType::U8 => "0u",
         DType::Bool => "false",
@@ -230,13 +233,15 @@ impl WgslRenderer {
     }
     fn helpers(k: &LinearKernel) -> String {
         let mut s = String::new();
-        let f16 = k.bufs.iter().any(|b| b.dtype == DType::F16)
-            || k.insts
-                .iter()
-                .any(|i| matches!(i, Inst::Cast { to: DType::F16, .. }));
-        if f16 {
-            s.push('\n');
-            s.push_str(F16_HELPERS);
+        for (dt, helpers) in [(DType::F16, F16_HELPERS), (DType::BF16, BF16_HELPERS)] {
+            let used = k.bufs.iter().any(|b| b.dtype == dt)
+                || k.insts
+                    .iter()
+                    .any(|i| matches!(i, Inst::Cast { to, .. } if *to == dt));
+            if used {
+                s.push('\n');
+                s.push_str(helpers);
+            }
         }
         for (i, b) in k.bufs.iter().enumerate() {
             let Some(p) = Packing::of(b.dtype) else {
@@ -264,10 +269,10 @@ impl WgslRenderer {
                     p.bits,
                     p.mask()
                 );
-                let (ty, val) = if b.dtype == DType::F16 {
-                    ("f32", format!("f16_to_f32({bits})"))
-                } else {
-                    ("u32", bits)
+                let (ty, val) = match b.dtype {
+                    DType::F16 => ("f32", format!("f16_to_f32({bits})")),
+                    DType::BF16 => ("f32", format!("bf16_to_f32({bits})")),
+                    _ => ("u32", bits),
                 };
                 let _ = write!(
                     s,
@@ -294,7 +299,7 @@ impl WgslRenderer {
 impl Renderer for WgslRenderer {
     fn ty(&self, dt: DType) -> &'static str {
         match dt {
-            DType::F32 | DType::F16 => "f32",
+            DType::F32 | DType::F16 | DType::BF16 => "f32",
             DType::I32 => "i32",
             DType::U32 | DType::U8 => "u32",
             DType::Bool => "bool",
@@ -362,7 +367,7 @@ impl Renderer for WgslRenderer {
     }
     fn constant(&self, v: f64, dt: DType) -> String {
         match dt {
-            DType::F32 | DType::F16 => float_lit(v as f32),
+            DType::F32 | DType::F16 | DType::BF16 => float_lit(v as f32),
             // 2147483648i is out of range, so the minimum cannot be a negated literal.
             DType::I32 if v == i32::MIN as f64 => "(-2147483647i - 1i)".into(),
             DType::I32 if v < 0.0 => format!("({}i)", v as i32),
@@ -449,11 +454,13 @@ impl Renderer for WgslRenderer {
             DType::F32 => format!("f32({a})"),
             DType::F16 if from.is_float() => format!("f16_round({a})"),
             DType::F16 => format!("f16_round(f32({a}))"),
+            DType::BF16 if from.is_float() => format!("bf16_round({a})"),
+            DType::BF16 => format!("bf16_round(f32({a}))"),
             DType::I32 if from == DType::I32 => a.to_string(),
             DType::I32 => format!("i32({a})"),
             DType::U32 => match from {
                 DType::U32 | DType::U8 => a.to_string(),
-                DType::F32 | DType::F16 => float_to_u32(a),
+                DType::F32 | DType::F16 | DType::BF16 => float_to_u32(a),
                 _ => format!("u32({a})"),
             },
             DType::U8 => match from {
@@ -461,7 +468,9 @@ impl Renderer for WgslRenderer {
                 DType::Bool => format!("u32({a})"),
                 DType::U32 => format!("({a} & 0xffu)"),
                 DType::I32 => format!("(u32({a}) & 0xffu)"),
-                DType::F32 | DType::F16 => format!("({} & 0xffu)", float_to_u32(a)),
+                DType::F32 | DType::F16 | DType::BF16 => {
+                    format!("({} & 0xffu)", float_to_u32(a))
+                }
             },
             DType::Bool if from == DType::Bool => a.to_string(),
             DType::Bool => format!("({a} != {})", zero(from)),
@@ -469,7 +478,7 @@ impl Renderer for WgslRenderer {
     }
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String {
         match dt {
-            DType::U8 | DType::F16 => format!("ld_b{slot}({idx})"),
+            DType::U8 | DType::F16 | DType::BF16 => format!("ld_b{slot}({idx})"),
             DType::Bool => format!("(ld_b{slot}({idx}) != 0u)"),
             _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i]"),
             _ => format!("b{slot}[{idx}]"),
@@ -480,6 +489,7 @@ impl Renderer for WgslRenderer {
             DType::U8 => format!("st_b{slot}({idx}, {val});"),
             DType::Bool => format!("st_b{slot}({idx}, u32({val}));"),
             DType::F16 => format!("st_b{slot}({idx}, f32_to_f16({val}));"),
+            DType::BF16 => format!("st_b{slot}({idx}, f32_to_bf16({val}));"),
             _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i] = {val};"),
             _ => format!("b{slot}[{idx}] = {val};"),
         }
@@ -628,6 +638,36 @@ mod tests {
         }
     }
 
+    /// Rust transliteration of `f32_to_bf16` in shaders/bf16.wgsl (the C and CUDA `f2b` too).
+    fn f32_to_bf16(f: f32) -> u32 {
+        let x = f.to_bits();
+        if x & 0x7fff_ffff > 0x7f80_0000 {
+            return (x >> 16) | 0x40;
+        }
+        (x + 0x7fff + ((x >> 16) & 1)) >> 16
+    }
+
+    #[test]
+    fn bf16_conversions_match_half() {
+        for h in 0..=0xffffu32 {
+            // Widening is the bits shifted up; half agrees except that it quiets NaNs.
+            let want = half::bf16::from_bits(h as u16).to_f32();
+            let got = f32::from_bits(h << 16);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{h:04x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{h:04x}");
+            }
+            // Rounding, bit for bit (NaN payloads included): every bf16 with low halves below,
+            // at and above the tie, and the extremes.
+            for low in [0, 1, 0x3fff, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff] {
+                let x = f32::from_bits(h << 16 | low);
+                let want = half::bf16::from_f32(x).to_bits() as u32;
+                assert_eq!(f32_to_bf16(x), want, "{:08x}", x.to_bits());
+            }
+        }
+    }
+
     /// The WGSL packed load and store, on a host word array.
     fn load(p: Packing, words: &[u32], i: usize) -> u32 {
         (words[p.word(i)] >> p.shift(i)) & p.mask()
@@ -640,7 +680,7 @@ mod tests {
 
     #[test]
     fn packing_is_the_host_byte_layout() {
-        for dt in [DType::U8, DType::Bool, DType::F16] {
+        for dt in [DType::U8, DType::Bool, DType::F16, DType::BF16] {
             let p = Packing::of(dt).unwrap();
             let n = 23usize;
             let bytes: Vec<u8> = (0..n * dt.size()).map(|b| (b * 37 + 11) as u8).collect();
@@ -656,7 +696,9 @@ mod tests {
             for j in 0..n {
                 let i = (j * 7) % n;
                 let v = match dt {
-                    DType::F16 => u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]) as u32,
+                    DType::F16 | DType::BF16 => {
+                        u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]) as u32
+                    }
                     _ => bytes[i] as u32,
                 };
                 assert_eq!(load(p, &words, i), v, "{dt} element {i}");

@@ -384,6 +384,7 @@ fn st_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "F32",
         DType::F16 => "F16",
+        DType::BF16 => "BF16",
         DType::I32 => "I32",
         DType::U32 => "U32",
         DType::U8 => "U8",
@@ -398,7 +399,6 @@ pub(super) enum Stored {
     Native(DType),
     I64,
     F64,
-    BF16,
 }
 
 impl Stored {
@@ -412,7 +412,7 @@ impl Stored {
             "BOOL" => Stored::Native(DType::Bool),
             "I64" => Stored::I64,
             "F64" => Stored::F64,
-            "BF16" => Stored::BF16,
+            "BF16" => Stored::Native(DType::BF16),
             _ => return None,
         })
     }
@@ -421,7 +421,6 @@ impl Stored {
         match self {
             Stored::Native(d) => d.size(),
             Stored::I64 | Stored::F64 => 8,
-            Stored::BF16 => 2,
         }
     }
 }
@@ -612,7 +611,7 @@ fn json_usize(v: &serde_json::Value, what: &str, name: &str) -> Result<usize> {
 
 /// Make a tensor of `shape` on the default device from contiguous little-endian data stored as
 /// `stored`: i64 narrows to i32 (an error naming the tensor if a value does not fit), f64
-/// rounds to f32, bf16 widens to f32; bool bytes become 0 or 1. The one conversion path of
+/// rounds to f32; bool bytes become 0 or 1. The one conversion path of
 /// every file format (safetensors, `torch_load`); errors name `name`, the caller names the
 /// format.
 pub(super) fn load_stored(
@@ -655,20 +654,12 @@ fn convert<'r>(stored: Stored, raw: &'r [u8], name: &str) -> Result<(DType, Cow<
             }
             (DType::F32, out.into())
         }
-        Stored::BF16 => {
-            let mut out = Vec::with_capacity(raw.len() * 2);
-            for c in raw.chunks_exact(2) {
-                let bits = (u16::from_le_bytes([c[0], c[1]]) as u32) << 16;
-                out.extend_from_slice(&f32::from_bits(bits).to_le_bytes());
-            }
-            (DType::F32, out.into())
-        }
     })
 }
 
 /// Parse a safetensors file image into named tensors on the default device, in the order of
-/// their data in the file. Nothing blocks (works in the browser). Dtypes F32, F16, I32, U32, U8
-/// and BOOL load as they are; I64 loads as i32 (if every value fits), F64 and BF16 as f32.
+/// their data in the file. Nothing blocks (works in the browser). Dtypes F32, F16, BF16, I32,
+/// U32, U8 and BOOL load as they are; I64 loads as i32 (if every value fits), F64 as f32.
 /// `__metadata__` is checked to be an object and skipped (`safe_load_metadata_bytes` reads
 /// it). A truncated or malformed file is an error.
 pub fn safe_load_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {

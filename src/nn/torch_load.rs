@@ -45,9 +45,9 @@ pub fn torch_load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
 ///
 /// Tensors keep their values whatever their layout (views with offsets and strides, several
 /// tensors sharing one storage); a tensor reached twice in the object (tied weights) is one
-/// `Tensor` under both names. Dtypes: float32, float16, int32, uint32, uint8 and bool load as
-/// they are; int64 loads as i32 (an error naming the tensor if a value does not fit), float64
-/// and bfloat16 as f32 — as `safe_load` does. Other dtypes (int8, int16, complex, float8) are
+/// `Tensor` under both names. Dtypes: float32, float16, bfloat16, int32, uint32, uint8 and bool
+/// load as they are; int64 loads as i32 (an error naming the tensor if a value does not fit),
+/// float64 as f32 — as `safe_load` does. Other dtypes (int8, int16, complex, float8) are
 /// an error naming the tensor. Storages written big-endian are byte-swapped.
 ///
 /// A malformed file (truncated archive, corrupt data, a pickle opcode outside what `torch.save`
@@ -94,7 +94,7 @@ fn storage_dtype(name: &str) -> std::result::Result<Stored, String> {
     Ok(match name {
         "FloatStorage" => Stored::Native(DType::F32),
         "HalfStorage" => Stored::Native(DType::F16),
-        "BFloat16Storage" => Stored::BF16,
+        "BFloat16Storage" => Stored::Native(DType::BF16),
         "DoubleStorage" => Stored::F64,
         "LongStorage" => Stored::I64,
         "IntStorage" => Stored::Native(DType::I32),
@@ -109,7 +109,7 @@ fn torch_dtype(name: &str) -> std::result::Result<Stored, String> {
     Ok(match name {
         "float32" | "float" => Stored::Native(DType::F32),
         "float16" | "half" => Stored::Native(DType::F16),
-        "bfloat16" => Stored::BF16,
+        "bfloat16" => Stored::Native(DType::BF16),
         "float64" | "double" => Stored::F64,
         "int64" | "long" => Stored::I64,
         "int32" | "int" => Stored::Native(DType::I32),

@@ -486,6 +486,7 @@ pub(crate) fn js_dtype(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float32",
         DType::F16 => "float16",
+        DType::BF16 => "bfloat16",
         DType::I32 => "int32",
         DType::U32 => "uint32",
         DType::U8 => "uint8",

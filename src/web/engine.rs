@@ -424,7 +424,7 @@ pub fn safe_load_metadata(
 /// Parse a PyTorch checkpoint (the bytes of a `.pt` / `.pth` file written by `torch.save`,
 /// PyTorch 1.6 or later) into `{ name: Tensor }` on the default device. Nested dicts and lists
 /// give dotted names (`"model.fc.weight"`); values that are not tensors are left out. int64
-/// loads as int32 (an error if a value does not fit), float64 and bfloat16 as float32.
+/// loads as int32 (an error if a value does not fit), float64 as float32.
 #[wasm_bindgen(js_name = torchLoad, unchecked_return_type = "Record<string, Tensor>")]
 pub fn torch_load(
     #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] bytes: JsValue,

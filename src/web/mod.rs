@@ -37,7 +37,7 @@ type JsResult<T> = std::result::Result<T, JsError>;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = r#"
-export type DType = "float32" | "float16" | "int32" | "uint32" | "uint8" | "bool";
+export type DType = "float32" | "float16" | "bfloat16" | "int32" | "uint32" | "uint8" | "bool";
 export type Reduction = "mean" | "sum" | "none";
 /** One index of `get`/`set`: a number, a slice ("1:-1", "::-1", or an object), null (a new
  * axis), "...", an integer Tensor or an array of integers. */

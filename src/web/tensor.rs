@@ -743,6 +743,7 @@ fn encode(values: &[f64], dt: DType) -> Vec<u8> {
         match dt {
             DType::F32 => b.extend((v as f32).to_le_bytes()),
             DType::F16 => b.extend(half::f16::from_f64(v).to_le_bytes()),
+            DType::BF16 => b.extend(half::bf16::from_f32(v as f32).to_le_bytes()),
             DType::I32 => b.extend((v as i32).to_le_bytes()),
             DType::U32 => b.extend((v as u32).to_le_bytes()),
             DType::U8 => b.push(v as u8),
@@ -846,12 +847,12 @@ fn tensor_from_js(
     Tensor::from_raw(&encode(&values, dt), dt, &shape).or_fail(OP)
 }
 
-/// The values of a tensor as the matching typed array (float16 reads as Float32Array, bool as
-/// Uint8Array).
+/// The values of a tensor as the matching typed array (float16 and bfloat16 read as
+/// Float32Array, bool as Uint8Array).
 async fn data_of(t: Tensor) -> JsResult<JsValue> {
     let op = "data";
     Ok(match t.dtype() {
-        DType::F32 | DType::F16 => {
+        DType::F32 | DType::F16 | DType::BF16 => {
             let v = t.to_f32_vec_async().await.or_fail(op)?;
             js_sys::Float32Array::from(v.as_slice()).into()
         }

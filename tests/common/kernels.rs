@@ -131,6 +131,9 @@ fn dtypes() -> Result<()> {
     // f16: loads, stores, casts both ways, math computed as f32.
     let h = a.cast(DType::F16)?.realize()?;
     let hb = b.cast(DType::F16)?.realize()?;
+    // bf16 likewise, and meeting f16 (in f32).
+    let g = a.cast(DType::BF16)?.realize()?;
+    let gb = b.cast(DType::BF16)?.realize()?;
     // i32 with negatives and zeros (guarded division).
     let i = Tensor::from_vec(
         (0..24).map(|v| (v * 37 % 23) - 11).collect::<Vec<i32>>(),
@@ -157,6 +160,8 @@ fn dtypes() -> Result<()> {
     // In place on packed buffers: the kernel reads its own (atomic) output.
     let hh = h.contiguous().realize()?;
     hh.assign(&hh.mul(2.0)?)?.realize()?;
+    let gg = g.contiguous().realize()?;
+    gg.assign(&gg.mul(2.0)?)?.realize()?;
     let uu = u8a.contiguous().realize()?;
     uu.assign(&uu.add(200)?)?.realize()?;
     let bb = bl.contiguous().realize()?;
@@ -175,6 +180,23 @@ fn dtypes() -> Result<()> {
         a.cast(DType::F16)?.cast(DType::F32),
         i.cast(DType::F16),
         h.index(&idx),
+        // bf16
+        g.add(&gb),
+        g.mul(&gb)?.exp(),
+        g.cast(DType::F32),
+        g.sum(1, false),
+        g.max((), false),
+        g.softmax(-1),
+        g.relu()?.cast(DType::BF16),
+        g.cast(DType::I32),
+        g.cast(DType::U8),
+        g.cast(DType::Bool),
+        a.cast(DType::BF16)?.cast(DType::F32),
+        i.cast(DType::BF16),
+        g.index(&idx),
+        g.cast(DType::F16),
+        h.cast(DType::BF16),
+        g.add(&h),
         // i32
         i.add(&j),
         i.mul(&j)?.sub(3),
@@ -253,6 +275,8 @@ fn dtypes() -> Result<()> {
         bl.cast(DType::I32),
         bl.cast(DType::U8),
         bl.cast(DType::F16),
+        bl.cast(DType::BF16),
+        bl.where_(&g, 0.0),
         bl.sum((), false),
         bl.max(1, false),
         bl.index(&idx),
@@ -510,6 +534,10 @@ pub fn golden_cases() -> Vec<(&'static str, Build)> {
         }),
         ("f16_load_store", || {
             let h = v(41, 5)?.cast(DType::F16)?.realize()?;
+            h.mul(&h)?.add(1.0)
+        }),
+        ("bf16_load_store", || {
+            let h = v(41, 5)?.cast(DType::BF16)?.realize()?;
             h.mul(&h)?.add(1.0)
         }),
         ("bool_store", || v(43, 6)?.lt(&v(43, 7)?)),
