@@ -111,6 +111,8 @@ def I(arr, dtype=None, grad=None):
 
 
 def dtype_name(t):
+    if t.dtype == torch.bfloat16:
+        return "bf16"
     if t.dtype.is_floating_point:
         return "f32"
     if t.dtype == torch.bool:
@@ -133,6 +135,9 @@ def fl(v, signed_zero=False):
 
 
 def flat(arr, dtype, signed_zero=False):
+    if dtype == "bf16":
+        arr = arr.astype(np.float32) if hasattr(arr, "astype") else arr
+        dtype = "f32"
     arr = np.asarray(arr).reshape(-1)
     if dtype == "f32":
         return [fl(v, signed_zero) for v in arr]
@@ -168,7 +173,8 @@ def case(name, op, inputs, fn, args=None, atol=None):
             {"shape": list(arr.shape), "dtype": dt, "data": flat(arr, dt, True), "grad": bool(grad)}
             for arr, dt, grad in inputs
         ],
-        "output": {"shape": list(out.shape), "dtype": odt, "data": flat(out.detach().numpy(), odt)},
+        "output": {"shape": list(out.shape), "dtype": odt,
+                   "data": flat(out.detach().float().numpy() if odt == "bf16" else out.detach().numpy(), odt)},
     }
     if atol is not None:
         c["atol"] = atol
@@ -653,6 +659,7 @@ un("logsigmoid", "logsigmoid", F.logsigmoid, uni(S, -6, 6))
 un("softsign", "softsign", F.softsign, uni(S, -4, 4))
 un("float_i32", "float", lambda t: t.to(torch.float64), ints(S, -9, 9))
 un("int_f32", "int", lambda t: t.to(torch.int32), away(S, -5, 5, list(range(-5, 6)), 0.05))
+un("bfloat16", "bfloat16", lambda t: t.float().to(torch.bfloat16), uni(S))
 un("bool_f32", "bool", lambda t: t.to(torch.bool), f32([[0, 1.5, -2, 0], [3, 0, 0, 1], [0, 0, 0, 0.5]]))
 un("erf_ext", "erf", torch.erf, f32([-1e4, -5, -1, 0, 0.5, 2, 5, 1e4]))
 un("atan_ext", "atan", torch.atan, f32([-1e4, -10, -1, -0.4142, 0, 0.4142, 1, 10, 1e4]))

@@ -573,7 +573,7 @@ fn check_case(c: &Case) -> R<()> {
         ));
     }
     let got = out.to_vec_f32().ctx("reading forward output")?;
-    let (atol, rtol) = if c.out_dtype == "f32" {
+    let (atol, rtol) = if matches!(c.out_dtype.as_str(), "f32" | "bf16") {
         (c.atol, FWD_RTOL)
     } else {
         (0.0, 0.0)

@@ -407,7 +407,7 @@ async fn check_case(dev: &'static str, c: &'static Value) -> Result<(), String> 
                 .unwrap_or(f64::NAN)
         })
         .collect();
-    let is_float = c["output"]["dtype"].as_str() == Some("f32");
+    let is_float = matches!(c["output"]["dtype"].as_str(), Some("f32" | "bf16"));
     let atol = c["atol"].as_f64().unwrap_or(1e-6);
     let (atol, rtol) = if is_float {
         (atol.max(1e-5), 1e-3)

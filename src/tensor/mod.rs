@@ -1197,6 +1197,10 @@ impl Tensor {
     pub fn half(&self) -> Result<Tensor> {
         self.cast(DType::F16)
     }
+    /// `cast(BF16)`.
+    pub fn bfloat16(&self) -> Result<Tensor> {
+        self.cast(DType::BF16)
+    }
     /// `cast(I32)`.
     pub fn int(&self) -> Result<Tensor> {
         self.cast(DType::I32)

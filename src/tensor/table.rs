@@ -44,7 +44,7 @@ macro_rules! for_each_op {
             "asinh" asinh, "acosh" acosh, "atanh" atanh, "selu" selu,
             "logsigmoid" logsigmoid, "softsign" softsign, "isnan" isnan, "isfinite" isfinite,
             "float" float, "half" half, "int" int, "bool" bool, "diag" diag,
-            "bitwiseNot" bitwise_not
+            "bitwiseNot" bitwise_not, "bfloat16" bfloat16
         );
         $crate::for_each_op!(@binary $row
             "add" add, "sub" sub, "mul" mul, "div" div, "idiv" idiv, "mod" mod_, "fmod" fmod,

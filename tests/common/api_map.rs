@@ -27,7 +27,7 @@ pub const API: &[(&str, &str, &str)] = &[
     ("avg_pool2d", "avg_pool2d", "avgPool2d"),
     ("backward", "backward", "backward"),
     ("batchnorm", "batchnorm", "batchnorm"),
-    ("bfloat16", "", ""),
+    ("bfloat16", "bfloat16", "bfloat16"),
     (
         "binary_crossentropy",
         "binary_crossentropy",
