@@ -1162,3 +1162,80 @@ async fn torch_load_and_safetensors_metadata() {
         &["safeSave", "metadata \"n\" must be a string"],
     );
 }
+
+#[path = "common/api_map.rs"]
+mod api_map;
+
+/// The JavaScript names of tinygrad's Tensor API that tests/common/api_map.rs claims exist on
+/// the engine's `Tensor` class (as methods, getters or static functions). The two that
+/// js/wgrad.js adds (`sequential`, `Tensor.fromUrl`) are checked by scripts/page_test.mjs on
+/// the packed npm package.
+#[wasm_bindgen_test]
+async fn tinygrad_names_exist_on_the_js_tensor() {
+    engine().await;
+    let t = tensor(&[1.0, 2.0], &[2], "float32").expect("tensor");
+    let class = prop(&t, "constructor");
+    let proto = prop(&class, "prototype");
+    let missing: Vec<&str> = api_map::API
+        .iter()
+        .map(|e| e.2)
+        .filter(|js| !js.is_empty() && !matches!(*js, "sequential" | "fromUrl"))
+        .filter(|js| {
+            let on = |o: &JsValue| Reflect::has(o, &(*js).into()).unwrap_or(false);
+            !on(&proto) && !on(&class)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not on Tensor or its prototype: {missing:?}"
+    );
+}
+
+/// Python's indexing from JavaScript: slice strings, null, "...", arrays of integers and
+/// tensors; `set` writes in place; `maskedSelect` resolves with the selection.
+#[wasm_bindgen_test]
+async fn indexing_from_javascript() {
+    let arr = |v: Vec<JsValue>| -> JsValue { v.into_iter().collect::<Array>().into() };
+    for dev in devices().await {
+        let got = async {
+            let vals: Vec<f64> = (0..12).map(f64::from).collect();
+            let x = on(dev, || tensor(&vals, &[3, 4], "float32"))?;
+            let idx = on(dev, || tensor(&[2.0, 0.0], &[2], "int32"))?;
+            let range = arr(vec!["::-1".into(), JsValue::NULL, "1::2".into()]);
+            let sliced = on(dev, || call(&x, "get", &[range]))?;
+            let picked = on(dev, || {
+                call(&x, "get", &[arr(vec!["...".into(), idx.clone()])])
+            })?;
+            let single = on(dev, || call(&x, "get", &[JsValue::from(1)]))?;
+            let at = arr(vec![0.into(), nums(&[1.0, 3.0])]);
+            on(dev, || call(&x, "set", &[at, (-1).into()]))?;
+            let mask = on(dev, || call(&x, "lt", &[JsValue::from(3)]))?;
+            let selected = await_promise(on(dev, || call(&x, "maskedSelect", &[mask]))?).await?;
+            Ok::<_, String>((
+                data(&sliced).await?,
+                data(&picked).await?,
+                data(&single).await?,
+                data(&x).await?,
+                data(&selected).await?,
+            ))
+        }
+        .await
+        .unwrap_or_else(|e| panic!("on {dev}: {e}"));
+        assert_eq!(
+            got.0,
+            [9.0, 11.0, 5.0, 7.0, 1.0, 3.0],
+            "{dev}: x[::-1, None, 1::2]"
+        );
+        assert_eq!(
+            got.1,
+            [2.0, 0.0, 6.0, 4.0, 10.0, 8.0],
+            "{dev}: x[..., [2, 0]]"
+        );
+        assert_eq!(got.2, [4.0, 5.0, 6.0, 7.0], "{dev}: x[1]");
+        let mut want: Vec<f64> = (0..12).map(f64::from).collect();
+        want[1] = -1.0;
+        want[3] = -1.0;
+        assert_eq!(got.3, want, "{dev}: x[0, [1, 3]] = -1");
+        assert_eq!(got.4, [0.0, -1.0, 2.0, -1.0], "{dev}: x[x < 3]");
+    }
+}
