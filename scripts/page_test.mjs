@@ -105,6 +105,10 @@ try {
   const r = withContext({ NO_GRAD: 1 }, () =>
     fresh.l2.forward(fresh.l1.forward(X).relu()).sparseCategoricalCrossentropy(Y));
   const reloaded = await r.item();
+  // The Tensor functions js/wgrad.js adds: sequential, and fromUrl on a file of this server.
+  const seq = await Tensor.ones([2]).sequential([(x) => x.mul(2), (x) => x.add(1)]).data();
+  const pkgJson = await Tensor.fromUrl("./package/package.json");
+  const fetched = [pkgJson.dtype, pkgJson.shape[0], (await pkgJson.data())[0]];
   // DEBUG=2: a line per kernel with its time (on WebGPU from timestamp queries read back later).
   const debugLines = [], log = console.log;
   console.log = (...a) => { debugLines.push(a.join(" ")); log(...a); };
@@ -120,7 +124,8 @@ try {
   const debugMs = debugLines.filter((l) => / ms$/.test(l)).map((l) => Number(l.trim().split(/\\s+/).at(-2)));
   window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
     losses, live, launches: step.launches, tensorDevice: X.device, reloaded, debugMs,
-    stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length };
+    stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length,
+    seq: Array.from(seq).join(","), fetched };
 } catch (e) {
   console.error(e);
   window.testResult = { error: String((e && e.message) || e) };
@@ -453,6 +458,11 @@ async function packageTest(browser) {
           if (!(r.after < r.before * 0.5)) problems.push(`loss did not fall enough: ${r.before} -> ${r.after}`);
           if (r.reloaded !== r.after) problems.push(`weights saved and loaded give loss ${r.reloaded}, not ${r.after}`);
           if (r.stateNames !== "l1.weight,l1.bias,l2.weight,l2.bias") problems.push(`state dict names: ${r.stateNames}`);
+          if (r.seq !== "3,3") problems.push(`sequential gave ${r.seq}, not 3,3`);
+          // package.json starts with "{" (123).
+          if (r.fetched[0] !== "uint8" || !(r.fetched[1] > 100) || r.fetched[2] !== 123) {
+            problems.push(`Tensor.fromUrl(package.json) gave ${JSON.stringify(r.fetched)}`);
+          }
           // WebGPU times every kernel on the device; the interpreter on the host clock, which the
           // browser may coarsen to 0.1 ms (a fast kernel then reads 0).
           const timedOk = device === "webgpu" ? r.debugMs.every((ms) => ms > 0) : r.debugMs.some((ms) => ms > 0);
