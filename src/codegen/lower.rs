@@ -97,6 +97,49 @@ pub fn aligned_reduce(k: &KernelAst) -> Option<&AstNode> {
     (r.shape == *shape).then_some(r)
 }
 
+/// The reduce axes of `k` that lowering folds away: a one-hot reduce (`x[idx]`, a gather, an
+/// embedding lookup) becomes a direct load (`kernel::rewrite`), so it costs no loop at all,
+/// as long as no action splits, groups or unrolls that axis (which would keep the loop over
+/// the whole indexed axis). Found by lowering `k` without actions, where the reduce's loop
+/// variables are the first ranges made, in axis order; only a reduce that compares with an
+/// iota can fold, so no other kernel is lowered.
+pub fn folded_reduce_axes(k: &KernelAst) -> Vec<usize> {
+    let Some(r) = k
+        .root
+        .find(&|n| matches!(n.op, AstOp::Reduce(..)), &|_| false)
+    else {
+        return vec![];
+    };
+    let AstOp::Reduce(_, axes) = &r.op else {
+        unreachable!("find returns a reduce")
+    };
+    let has = |f: &dyn Fn(&AstNode) -> bool| r.src[0].find(f, &|_| false).is_some();
+    if !has(&|n| matches!(n.op, AstOp::Binary(BinaryOp::CmpEq)))
+        || !has(&|n| matches!(n.op, AstOp::Iota))
+    {
+        return vec![];
+    }
+    let l = lower(k, &Opts::default());
+    let g = &l.graph;
+    let mut looped = vec![false; axes.len()];
+    for n in &g.nodes {
+        if let KOp::Reduce(_) = n.op {
+            for &s in &n.src[1..] {
+                if let KOp::Range { id, .. } = g.node(s).op {
+                    if let Some(f) = looped.get_mut(id as usize) {
+                        *f = true;
+                    }
+                }
+            }
+        }
+    }
+    axes.iter()
+        .zip(looped)
+        .filter(|(_, l)| !l)
+        .map(|(&a, _)| a)
+        .collect()
+}
+
 /// Check that `o` applies to `k`: amounts divide their axes, group and unroll name reduce axes.
 pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
     let shape = &k.root.shape;

@@ -20,8 +20,8 @@
 
 use super::linearize::Inst;
 use super::lower::{
-    aligned_reduce, check, gathers_per_output, lines_per_output, loads_per_output, lower, Lowered,
-    Opts,
+    aligned_reduce, check, folded_reduce_axes, gathers_per_output, lines_per_output,
+    loads_per_output, lower, Lowered, Opts,
 };
 use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
@@ -93,7 +93,9 @@ const WINDOW: usize = 16;
 /// once run 2.4x slower than a row of 13 outputs).
 const LINE_CYCLES: f64 = 0.25;
 
-/// The kernel's reduce: (its output elements, its reduce axes with their sizes).
+/// The kernel's reduce: (its output elements, its reduce axes with their sizes), leaving out
+/// the axes lowering folds into a direct load (`folded_reduce_axes`: no loop to split, group
+/// or unroll); `None` when no reduce loop remains.
 fn reduce_of(ast: &KernelAst) -> Option<(usize, Vec<(usize, usize)>)> {
     let r = ast
         .root
@@ -101,8 +103,13 @@ fn reduce_of(ast: &KernelAst) -> Option<(usize, Vec<(usize, usize)>)> {
     let AstOp::Reduce(_, axes) = &r.op else {
         return None;
     };
-    let sizes = axes.iter().map(|&a| (a, r.src[0].shape[a])).collect();
-    Some((r.shape.iter().product(), sizes))
+    let folded = folded_reduce_axes(ast);
+    let sizes: Vec<(usize, usize)> = axes
+        .iter()
+        .filter(|a| !folded.contains(a))
+        .map(|&a| (a, r.src[0].shape[a]))
+        .collect();
+    (!sizes.is_empty()).then(|| (r.shape.iter().product(), sizes))
 }
 
 fn divisors(n: usize) -> impl Iterator<Item = usize> {
