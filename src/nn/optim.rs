@@ -1,7 +1,7 @@
 //! Optimizers, as in tinygrad's `nn/optim.py`: `Sgd`, `Lars` and `Muon` share one LARS core
 //! (trust ratio, weight decay, classic or popular momentum, optional Newton–Schulz
 //! orthogonalisation); `Adam`, `AdamW` and `Lamb` share one LAMB core (bias-corrected moments,
-//! weight decay, optional trust ratio).
+//! weight decay, optional trust ratio); `OptimizerGroup` steps several of them as one.
 //!
 //! It sits on top of the tensor API: a step is an ordinary lazy graph ending in `Tensor::assign`
 //! on every parameter and on every piece of optimizer state, realized together with whatever
@@ -709,6 +709,64 @@ impl AdamW {
     /// Decoupled weight decay.
     pub fn weight_decay(self, weight_decay: f64) -> Self {
         AdamW(self.0.weight_decay(weight_decay))
+    }
+}
+
+/// Several optimizers stepped as one (tinygrad's `OptimizerGroup`): for example AdamW with
+/// weight decay on the matrices and another without it on biases and norms, as nanoGPT
+/// configures it. Its parameters are theirs in order; `set_lr` sets every member's learning
+/// rate and `learning_rate` is the first one's; `state` is every member's state in order.
+pub struct OptimizerGroup {
+    members: Vec<Box<dyn Optimizer>>,
+    params: Vec<Tensor>,
+}
+
+impl OptimizerGroup {
+    /// Errors when there is no member or a parameter belongs to two members.
+    pub fn new(members: Vec<Box<dyn Optimizer>>) -> Result<OptimizerGroup> {
+        if members.is_empty() {
+            bail!(Other, "OptimizerGroup: no optimizers given");
+        }
+        let mut params: Vec<Tensor> = vec![];
+        for (i, m) in members.iter().enumerate() {
+            for p in m.params() {
+                if params.iter().any(|q| q.same(p)) {
+                    bail!(
+                        Other,
+                        "OptimizerGroup: a parameter of shape {:?} of optimizer {i} belongs to an \
+                         earlier optimizer too",
+                        p.shape()
+                    );
+                }
+                params.push(p.clone());
+            }
+        }
+        Ok(OptimizerGroup { members, params })
+    }
+}
+
+impl Optimizer for OptimizerGroup {
+    fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+    fn schedule_step(&mut self) -> Result<Vec<Tensor>> {
+        let mut out = vec![];
+        for m in &mut self.members {
+            out.extend(m.schedule_step()?);
+        }
+        Ok(out)
+    }
+    fn state(&self) -> Vec<Tensor> {
+        self.members.iter().flat_map(|m| m.state()).collect()
+    }
+    fn learning_rate(&self) -> f64 {
+        self.members[0].learning_rate()
+    }
+    fn set_lr(&mut self, lr: f64) -> Result<()> {
+        for m in &mut self.members {
+            m.set_lr(lr)?;
+        }
+        Ok(())
     }
 }
 
