@@ -5,9 +5,11 @@
 //! normalise (affine weight 1 and bias 0 at start); `Embedding` looks rows up by integer index.
 //! Every layer has `forward(&self, x) -> Result<Tensor>`, and every learned parameter is a
 //! realized buffer with `requires_grad` on. `state` collects the tensors of a model by name
-//! (state dicts, parameters, safetensors files, PyTorch checkpoints).
+//! (state dicts, parameters, safetensors files, PyTorch checkpoints). `gpt` builds a GPT from
+//! these layers, with KV-cache generation.
 
 pub mod datasets;
+pub mod gpt;
 pub mod optim;
 mod pickle;
 pub mod state;
