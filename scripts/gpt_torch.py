@@ -6,7 +6,7 @@ batches are drawn by each library's own generator).
     bash scripts/data.sh && python3 scripts/gpt_torch.py     # the same knobs as the example
 
 Knobs (environment, defaults as examples/gpt.rs): N_LAYER 2, N_HEAD 4, N_EMBD 64, BLOCK 64,
-BS 16, STEPS 2000, LR 3e-3, WARMUP 100, EVAL_EVERY 250, EVAL_WINDOWS 256, SEED 42, BIAS 0,
+BS 16, STEPS 2000, LR 1e-2, WARMUP 100, EVAL_EVERY 250, EVAL_WINDOWS 256, SEED 42, BIAS 0,
 WGRAD_DATA (data directory).
 
 The model is nanoGPT's (pre-LayerNorm blocks, causal self-attention, tanh GELU MLP of width 4C,
@@ -20,8 +20,8 @@ WARMUP steps, then a cosine decay to LR / 10 at the last step; batches of BS win
 characters at uniformly random offsets of the training text.
 
 Validation loss: the mean cross-entropy over consecutive, non-overlapping windows of BLOCK + 1
-characters from the start of the validation text (EVAL_WINDOWS of them every EVAL_EVERY steps,
-and at the end as many as fill whole batches of 128 windows), the same windows the example uses.
+characters from the start of the validation text, in whole batches of 128 windows (EVAL_WINDOWS
+rounded down every EVAL_EVERY steps, and at the end as many as fit), as the example does.
 """
 import math
 import os
@@ -114,7 +114,7 @@ def main():
     torch.manual_seed(env("SEED", 42))
     n_layer, n_head, c = env("N_LAYER", 2), env("N_HEAD", 4), env("N_EMBD", 64)
     block, bs, steps = env("BLOCK", 64), env("BS", 16), env("STEPS", 2000)
-    lr, warmup = env("LR", 3e-3), env("WARMUP", 100)
+    lr, warmup = env("LR", 1e-2), env("WARMUP", 100)
     eval_every, eval_windows = env("EVAL_EVERY", 250), env("EVAL_WINDOWS", 256)
     data = os.environ.get("WGRAD_DATA", "data")
     train_text = open(f"{data}/shakespeare/train.txt", encoding="ascii").read()
@@ -136,15 +136,15 @@ def main():
 
     @torch.no_grad()
     def val_loss(windows):
-        windows = min(windows, (len(val) - 1) // block)
-        total, n = 0.0, 0
-        for s in range(0, windows, EVAL_BATCH):
-            starts = torch.arange(s, min(s + EVAL_BATCH, windows)) * block
+        """Mean loss over the first `windows` windows, in whole batches of EVAL_BATCH (at least one)."""
+        total = (len(val) - 1) // block
+        batches = min(max(1, windows // EVAL_BATCH), total // EVAL_BATCH)
+        loss = 0.0
+        for b in range(batches):
+            starts = torch.arange(b * EVAL_BATCH, (b + 1) * EVAL_BATCH) * block
             w = val[starts[:, None] + torch.arange(block + 1)]
-            logits = model(w[:, :-1])
-            total += F.cross_entropy(logits.flatten(0, 1), w[:, 1:].flatten(), reduction="sum").item()
-            n += w[:, 1:].numel()
-        return total / n
+            loss += F.cross_entropy(model(w[:, :-1]).flatten(0, 1), w[:, 1:].flatten()).item()
+        return loss / batches
 
     start = time.time()
     t_steps = 0.0
