@@ -18,7 +18,10 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 use wgrad::web;
-use wgrad::{Axes, Conv2dOpts, CrossEntropyOpts, DType, Operand, Reduction, Tensor};
+use wgrad::{
+    Axes, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, CrossEntropyOpts,
+    DType, Interpolation, Operand, PadMode, Pool2dOpts, Reduction, Tensor,
+};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -270,6 +273,50 @@ impl JsCase for CrossEntropyOpts {
     }
 }
 
+// ---- The convolution block's options objects (keys as in JS).
+
+impl JsCase for Pool2dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        let keys = [
+            ("padding", "padding"),
+            ("dilation", "dilation"),
+            ("ceil_mode", "ceilMode"),
+            ("count_include_pad", "countIncludePad"),
+        ];
+        options(args, &keys)
+    }
+}
+
+impl JsCase for Conv1dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        let keys = ["stride", "padding", "dilation", "groups"].map(|k| (k, k));
+        options(args, &keys)
+    }
+}
+
+fn conv_transpose_options(args: &Value) -> Option<JsValue> {
+    let keys = [
+        ("stride", "stride"),
+        ("padding", "padding"),
+        ("output_padding", "outputPadding"),
+        ("dilation", "dilation"),
+        ("groups", "groups"),
+    ];
+    options(args, &keys)
+}
+
+impl JsCase for ConvTranspose2dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        conv_transpose_options(args)
+    }
+}
+
+impl JsCase for ConvTranspose1dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        conv_transpose_options(args)
+    }
+}
+
 /// Numbers, booleans, lists, pairs and strings pass as the case's JSON has them.
 macro_rules! json_case {
     ($($t:ty),*) => {
@@ -291,7 +338,10 @@ json_case!(
     Axes,
     (usize, usize),
     Vec<(usize, usize)>,
-    Reduction
+    Reduction,
+    Vec<(isize, isize)>,
+    PadMode,
+    Interpolation
 );
 
 /// The fixture key of a table argument: its `@ "key"`, else its name.

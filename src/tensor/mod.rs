@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+pub mod conv;
 pub mod functional;
 pub mod grad;
 mod movement;

@@ -45,6 +45,34 @@ export interface Conv2dOptions {
   dilation?: number | [number, number];
   groups?: number;
 }
+export interface Conv1dOptions {
+  stride?: number;
+  padding?: number | "valid" | "same";
+  dilation?: number;
+  groups?: number;
+}
+export interface ConvTranspose2dOptions {
+  stride?: number | [number, number];
+  padding?: number | [number, number];
+  outputPadding?: number | [number, number];
+  dilation?: number | [number, number];
+  groups?: number;
+}
+export interface ConvTranspose1dOptions {
+  stride?: number;
+  padding?: number;
+  outputPadding?: number;
+  dilation?: number;
+  groups?: number;
+}
+export interface Pool2dOptions {
+  padding?: number | [number, number];
+  dilation?: number | [number, number];
+  ceilMode?: boolean;
+  countIncludePad?: boolean;
+}
+export type PadMode = "constant" | "reflect" | "replicate" | "circular";
+export type InterpolateMode = "linear" | "bilinear" | "trilinear" | "nearest" | "nearest-exact";
 export interface CrossEntropyOptions {
   ignoreIndex?: number;
   labelSmoothing?: number;
