@@ -9,6 +9,13 @@ import {
   LayerNorm,
   GroupNorm,
   Embedding,
+  Conv1d,
+  ConvTranspose1d,
+  ConvTranspose2d,
+  InstanceNorm,
+  LayerNorm2d,
+  RMSNorm,
+  LSTMCell,
   Optim,
   InitInfo,
   InitOptions,
@@ -25,6 +32,13 @@ export {
   LayerNorm,
   GroupNorm,
   Embedding,
+  Conv1d,
+  ConvTranspose1d,
+  ConvTranspose2d,
+  InstanceNorm,
+  LayerNorm2d,
+  RMSNorm,
+  LSTMCell,
   Optim,
   TinyJitJs,
   withContext,
@@ -75,6 +89,13 @@ export const nn: {
   LayerNorm: typeof LayerNorm;
   GroupNorm: typeof GroupNorm;
   Embedding: typeof Embedding;
+  Conv1d: typeof Conv1d;
+  ConvTranspose1d: typeof ConvTranspose1d;
+  ConvTranspose2d: typeof ConvTranspose2d;
+  InstanceNorm: typeof InstanceNorm;
+  LayerNorm2d: typeof LayerNorm2d;
+  RMSNorm: typeof RMSNorm;
+  LSTMCell: typeof LSTMCell;
 };
 
 export const optim: {

@@ -1106,3 +1106,105 @@ async fn tensors_shard_over_numbered_cpu_devices() {
     expect_err(call(&x, "shard", &[bad]), &["shard", "tpu:0"]);
     expect_err(call(&x, "shard", &["cpu".into()]), &["shard", "array"]);
 }
+
+/// The layers and init helpers of the convolution block, as JavaScript makes and calls them:
+/// shapes through the layers, the LSTM cell's state, the init bounds, errors naming the layer.
+#[wasm_bindgen_test]
+async fn conv_block_layers_and_init_helpers() {
+    devices().await;
+    let shape = |t: &JsValue| -> Vec<f64> {
+        Array::from(&prop(t, "shape"))
+            .iter()
+            .map(|d| d.as_f64().unwrap_or(-1.0))
+            .collect()
+    };
+    let err = |e: JsError| msg(&e.into());
+    let x = web::JsTensor::randn(nums(&[2.0, 3.0]))
+        .map(JsValue::from)
+        .unwrap();
+    let cell: JsValue = web::LSTMCell::new(3.into(), 4.into(), None)
+        .map_err(err)
+        .unwrap()
+        .into();
+    let hc = call(&cell, "forward", std::slice::from_ref(&x)).unwrap();
+    assert_eq!(shape(&Array::from(&hc).get(1)), [2.0, 4.0]);
+    let hc2 = call(&cell, "forward", &[x.clone(), hc.clone()]).unwrap();
+    assert_eq!(shape(&Array::from(&hc2).get(0)), [2.0, 4.0]);
+    assert_eq!(
+        Array::from(&call(&cell, "parameters", &[]).unwrap()).length(),
+        4
+    );
+    assert_eq!(shape(&prop(&cell, "weightHh")), [16.0, 4.0]);
+    expect_err(
+        call(&cell, "forward", &[x.clone(), nums(&[])]),
+        &["LSTMCell.forward", "[h, c]"],
+    );
+    let img = web::JsTensor::randn(nums(&[1.0, 2.0, 3.0, 3.0]))
+        .map(JsValue::from)
+        .unwrap();
+    let opts = json_to_js(&serde_json::json!({"stride": 2, "padding": 1, "outputPadding": 1}));
+    let up: JsValue = web::ConvTranspose2d::new(2.into(), 5.into(), 3.into(), Some(opts))
+        .map_err(err)
+        .unwrap()
+        .into();
+    assert_eq!(
+        shape(&call(&up, "forward", std::slice::from_ref(&img)).unwrap()),
+        [1.0, 5.0, 6.0, 6.0]
+    );
+    let rms: JsValue = web::RMSNorm::new(3.into(), None)
+        .map_err(err)
+        .unwrap()
+        .into();
+    expect_err(
+        call(&rms, "forward", std::slice::from_ref(&img)),
+        &["RMSNorm", "[1, 2, 3, 3]"],
+    );
+    let k = web::JsTensor::kaiming_uniform(nums(&[64.0, 16.0]), Some(0.0.into()))
+        .map(JsValue::from)
+        .unwrap();
+    let b = (6.0f64 / 16.0).sqrt();
+    assert!(data(&k).await.unwrap().iter().all(|v| v.abs() <= b));
+    expect_err(
+        web::JsTensor::glorot_uniform(nums(&[]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["glorotUniform"],
+    );
+    // Options objects and modes of the op table's rows.
+    let pooled = call(
+        &img,
+        "maxPool2d",
+        &[
+            3.into(),
+            2.into(),
+            json_to_js(&serde_json::json!({"padding": 1, "ceilMode": true})),
+        ],
+    )
+    .unwrap();
+    assert_eq!(shape(&pooled), [1.0, 2.0, 2.0, 2.0]);
+    let padded = call(
+        &img,
+        "pad",
+        &[
+            json_to_js(&serde_json::json!([[0, 0], [0, 0], [1, 1], [2, 0]])),
+            "reflect".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(shape(&padded), [1.0, 2.0, 5.0, 5.0]);
+    expect_err(
+        call(
+            &img,
+            "pad",
+            &[
+                json_to_js(&serde_json::json!([[0, 0], [0, 0], [0, 0], [0, 0]])),
+                "wrap".into(),
+            ],
+        ),
+        &["pad", "wrap"],
+    );
+    expect_err(
+        call(&img, "interpolate", &[nums(&[4.0, 4.0]), "bicubic".into()]),
+        &["interpolate", "bicubic"],
+    );
+}

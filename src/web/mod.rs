@@ -24,7 +24,10 @@ mod tensor;
 
 pub use engine::*;
 pub use jit::TinyJitJs;
-pub use nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
+pub use nn::{
+    BatchNorm, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Embedding, GroupNorm,
+    InstanceNorm, LSTMCell, LayerNorm, LayerNorm2d, Linear, RMSNorm,
+};
 pub use optim::{adam, adamw, lamb, lars, muon, sgd, Optim};
 
 use crate::Tensor;
