@@ -128,7 +128,11 @@ export const nn = {
   LSTMCell: raw.LSTMCell,
 };
 
-/** Optimizers: `new optim.Adam(getParameters(model), { lr })`, then `zeroGrad()` / `step()`. */
+/**
+ * Optimizers: `new optim.Adam(getParameters(model), { lr, schedule })`, then `zeroGrad()` /
+ * `step()`; `optim.OptimizerGroup([a, b])` steps several as one; `optim.clipGradNorm(params,
+ * maxNorm)` clips the gradients before a step.
+ */
 export const optim = {
   SGD: raw.SGD,
   Adam: raw.Adam,
@@ -136,6 +140,8 @@ export const optim = {
   Muon: raw.Muon,
   LAMB: raw.LAMB,
   LARS: raw.LARS,
+  OptimizerGroup: raw.OptimizerGroup,
+  clipGradNorm: raw.clipGradNorm,
 };
 
 const isLayer = (v) => Object.values(nn).some((cls) => v instanceof cls);

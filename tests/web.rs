@@ -1208,3 +1208,82 @@ async fn conv_block_layers_and_init_helpers() {
         &["interpolate", "bicubic"],
     );
 }
+
+/// Optimizer groups, schedules and clipping from JavaScript: a group of SGD and Adam steps both
+/// (the members stay usable), a schedule given as an option runs on the device, `clipGradNorm`
+/// returns the norm, and bad schedules throw errors naming the optimizer.
+#[wasm_bindgen_test]
+async fn optimizer_groups_schedules_and_clipping() {
+    devices().await;
+    let err = |e: JsError| msg(&e.into());
+    let param = |v: &[f64]| -> JsValue {
+        let t = tensor(v, &[v.len()], "float32").unwrap();
+        Reflect::set(&t, &"requiresGrad".into(), &true.into()).unwrap();
+        t
+    };
+    let (a, b) = (param(&[1.0, 2.0]), param(&[3.0]));
+    let arr = |v: &[&JsValue]| -> JsValue { v.iter().copied().collect::<Array>().into() };
+    let opts = json_to_js(&serde_json::json!({
+        "lr": 0.5, "schedule": {"kind": "step", "stepSize": 1, "gamma": 0.5}
+    }));
+    let sgd: JsValue = web::sgd(arr(&[&a]), Some(opts))
+        .map_err(err)
+        .unwrap()
+        .into();
+    let adam: JsValue = web::adam(arr(&[&b]), None).map_err(err).unwrap().into();
+    let group: JsValue = web::optimizer_group(arr(&[&sgd, &adam]))
+        .map_err(err)
+        .unwrap()
+        .into();
+    let ones = |n: usize| tensor(&vec![1.0; n], &[n], "float32").unwrap();
+    for _ in 0..2 {
+        call(&a, "setGrad", &[ones(2)]).unwrap();
+        call(&b, "setGrad", &[ones(1)]).unwrap();
+        let norm = web::clip_grad_norm_js(arr(&[&a, &b]), 1.0.into(), None)
+            .map(JsValue::from)
+            .map_err(err)
+            .unwrap();
+        let g = group.clone();
+        training(move || call(&g, "step", &[])).unwrap();
+        assert!((item(&norm).await.unwrap() - 3f64.sqrt()).abs() < 1e-5);
+    }
+    // SGD's rates were 0.5 then 0.25, on gradients clipped to 1/sqrt(3).
+    let g = 1.0 / 3f64.sqrt();
+    let got = data(&a).await.unwrap();
+    assert!((got[0] - (1.0 - 0.75 * g)).abs() < 1e-5, "{got:?}");
+    assert_eq!(
+        item(&call(&sgd, "currentLr", &[]).unwrap()).await.unwrap(),
+        0.25
+    );
+    assert!(data(&b).await.unwrap()[0] < 3.0, "Adam did not step");
+    expect_err(
+        call(
+            &sgd,
+            "setSchedule",
+            &[json_to_js(&serde_json::json!({"kind": "step"}))],
+        ),
+        &["SGD.setSchedule", "stepSize"],
+    );
+    expect_err(
+        call(
+            &adam,
+            "setSchedule",
+            &[json_to_js(
+                &serde_json::json!({"kind": "cosine", "totalSteps": 0}),
+            )],
+        ),
+        &["Adam", "schedule"],
+    );
+    expect_err(
+        web::optimizer_group(arr(&[&sgd, &sgd]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["OptimizerGroup", "also in"],
+    );
+    expect_err(
+        web::optimizer_group(arr(&[&a]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["OptimizerGroup", "element 0"],
+    );
+}

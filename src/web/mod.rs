@@ -28,7 +28,7 @@ pub use nn::{
     BatchNorm, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Embedding, GroupNorm,
     InstanceNorm, LSTMCell, LayerNorm, LayerNorm2d, Linear, RMSNorm,
 };
-pub use optim::{adam, adamw, lamb, lars, muon, sgd, Optim};
+pub use optim::{adam, adamw, clip_grad_norm_js, lamb, lars, muon, optimizer_group, sgd, Optim};
 
 use crate::Tensor;
 use js_sys::Array;
@@ -81,6 +81,13 @@ export interface CrossEntropyOptions {
   labelSmoothing?: number;
   reduction?: Reduction;
 }
+export type LrScheduleOptions =
+  | { kind: "constant" }
+  | { kind: "linear"; startFactor?: number; endFactor?: number; totalSteps?: number }
+  | { kind: "step"; stepSize: number; gamma?: number }
+  | { kind: "exponential"; gamma: number }
+  | { kind: "cosine"; totalSteps: number; warmupSteps?: number; startFactor?: number; minLr?: number }
+  | { kind: "onecycle"; totalSteps: number; pctStart?: number; divFactor?: number; finalDivFactor?: number };
 export interface InitOptions { device?: "webgpu" | "cpu"; }
 export interface AdapterInfo {
   name: string;
