@@ -761,6 +761,8 @@ def conv_block_cases():
     interp("interpolate_nearest_down", (1, 2, 7, 6), [3, 4], "nearest")
     interp("interpolate_nearest_exact_up", (1, 2, 3, 4), [5, 7], "nearest-exact")
     interp("interpolate_nearest_exact_down", (1, 2, 7, 6), [3, 4], "nearest-exact")
+    interp("interpolate_bilinear_one_dim_same", (1, 2, 3, 4), [3, 6], "linear", False)
+    interp("interpolate_nearest_one_dim_same", (2, 1, 3, 4), [5, 4], "nearest")
 
     case("unfold_step2", "unfold", [I(uni((2, 7)))], lambda t: t.unfold(1, 3, 2), {"dim": 1, "size": 3, "step": 2})
     case("unfold_dim0", "unfold", [I(uni((3, 4, 5)))], lambda t: t.unfold(0, 2, 1), {"dim": 0, "size": 2, "step": 1})

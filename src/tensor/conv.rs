@@ -1060,6 +1060,10 @@ impl Tensor {
         for j in (0..size.len()).rev() {
             let i = nd - size.len() + j;
             let (n_in, n_out) = (s[i], size[j]);
+            if n_in == n_out {
+                // Every mode maps output i to input i.
+                continue;
+            }
             let mut at = vec![1; nd];
             at[i] = n_out;
             expand[i] = n_out;
