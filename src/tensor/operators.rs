@@ -97,7 +97,7 @@ impl Neg for &Tensor {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
     use crate::{Context, Device};
