@@ -7,7 +7,7 @@
 //! on every parameter and on every piece of optimizer state, realized together with whatever
 //! else the caller realizes (loss, metrics), so the scheduler fuses each update into the kernel
 //! that computes its gradient where it can. All state (learning rate, momentum buffers, moments,
-//! the running powers b1^t and b2^t) lives in realized device buffers created by `new` and is
+//! the bias corrections 1 - b1^t and 1 - b2^t) lives in realized device buffers created by `new` and is
 //! only ever changed by `assign` inside `schedule_step`: a step captured by a JIT and replayed
 //! without running this Rust code still advances it correctly. (Chainable setters cannot fail,
 //! so what they change on the device, a new learning rate or momentum buffers turned on, is
@@ -600,8 +600,12 @@ impl Muon {
 /// `r = ‖t‖ / ‖up‖` (1 if either is 0; always 1 for Adam/AdamW), `t ← t − lr·r·up`.
 ///
 /// The state of each parameter is one f32 buffer of shape `(2, numel + 1)`: row 0 is `m`
-/// followed by `b1^k`, row 1 is `v` followed by `b2^k`, so that one kernel advances all of it
-/// (`state·[b1; b2] + [(1−b1)·g, 0; (1−b2)·g², 0]`) and a second one updates the parameter.
+/// followed by `1−b1^k`, row 1 is `v` followed by `1−b2^k`, so that one kernel advances all of
+/// it (`state·[b1; b2] + [(1−b1)·g, 1−b1; (1−b2)·g², 1−b2]`) and a second one updates the
+/// parameter. The corrections are the moments of a constant gradient of 1, computed with the
+/// same float32 operations as the moments: `1−b^k` is never formed by a subtraction that
+/// cancels (`1 − f32(0.999)` is 1.3e-5 off), and with a constant gradient `m / (1−b1^k)` is
+/// exactly it.
 pub struct Lamb {
     c: Common,
     b1: f64,
@@ -634,13 +638,10 @@ impl Lamb {
             .params
             .iter()
             .map(|p| {
-                // Moments 0, powers b1^0 = b2^0 = 1.
-                placed_like(
-                    Tensor::zeros(&[2, p.numel()])?.pad(&[(0, 0), (0, 1)], 1.0)?,
-                    p,
-                )?
-                .contiguous()
-                .realize()
+                // Moments 0, corrections 1 - b^0 = 0.
+                placed_like(Tensor::zeros(&[2, p.numel() + 1])?, p)?
+                    .contiguous()
+                    .realize()
             })
             .collect::<Result<_>>()?;
         Ok(Lamb {
@@ -687,8 +688,9 @@ impl Lamb {
         for ((p, g), s) in self.c.params.iter().zip(grads).zip(&self.state) {
             let n = p.numel();
             let shape = p.shape();
-            // Advance m, v and the powers in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
-            // [0; 1-b2]·g') with g' the gradient laid out like the state (0 in the last column).
+            // Advance m, v and the corrections in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
+            // [0; 1-b2]·g') with g' the gradient laid out like the state (1 in the last column:
+            // the corrections are moments of a gradient of 1).
             // Every broadcast or padded operand is a buffer or a constant, so the scheduler
             // inlines it all instead of materializing padded subexpressions.
             let wide = [2, n + 1];
@@ -701,12 +703,12 @@ impl Lamb {
             };
             let g_wide = g
                 .reshape(&[1, n as isize])?
-                .pad(&[(0, 0), (0, 1)], 0.0)?
+                .pad(&[(0, 0), (0, 1)], 1.0)?
                 .broadcast_to(&wide)?;
             let grad_term =
                 g_wide.mul(&rows(1.0 - b1, 0.0)?.add(&rows(0.0, 1.0 - b2)?.mul(&g_wide)?)?)?;
             s.assign(&s.mul(&rows(b1, b2)?)?.add(&grad_term)?)?;
-            // Read the new state back as m, v, b1^k, b2^k (views of its buffer).
+            // Read the new state back as m, v, 1-b1^k, 1-b2^k (views of its buffer).
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             let part = |row: usize, a: usize, b: usize| -> Result<Tensor> {
                 let x = s.shrink(&[(row, row + 1), (a, b)])?;
@@ -717,9 +719,9 @@ impl Lamb {
                 }
             };
             let (m, v) = (part(0, 0, n)?, part(1, 0, n)?);
-            let (b1_t, b2_t) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
-            let m_hat = m.div(&b1_t.neg()?.add(1.0)?)?;
-            let v_hat = v.div(&b2_t.neg()?.add(1.0)?)?;
+            let (c1, c2) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
+            let m_hat = m.div(&c1)?;
+            let v_hat = v.div(&c2)?;
             let t = p.detach().cast(DType::F32)?;
             let mut up = m_hat.div(&v_hat.sqrt()?.add(self.eps)?)?;
             if self.weight_decay != 0.0 {
