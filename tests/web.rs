@@ -1334,7 +1334,7 @@ async fn conv_block_layers_and_init_helpers() {
         shape(&call(&up, "forward", std::slice::from_ref(&img)).unwrap()),
         [1.0, 5.0, 6.0, 6.0]
     );
-    let rms: JsValue = web::RMSNorm::new(3.into(), None)
+    let rms: JsValue = web::RMSNorm::new(4.into(), None)
         .map_err(err)
         .unwrap()
         .into();
