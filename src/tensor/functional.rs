@@ -445,6 +445,15 @@ impl Tensor {
                 "newton_schulz: needs a tensor of at least 2 dimensions and at least one parameter, got {s:?} and {params:?}"
             );
         }
+        // Each step adds a few nodes to the lazy graph: a bound keeps a wrong argument (a step
+        // count of 2^31 from JavaScript) from filling memory with graph nodes.
+        const MAX_STEPS: usize = 1000;
+        if steps > MAX_STEPS {
+            bail!(
+                Shape,
+                "newton_schulz: {steps} steps is more than {MAX_STEPS} (each one is a node of the lazy graph)"
+            );
+        }
         if s[s.len() - 2] > s[s.len() - 1] {
             return self
                 .transpose(-2, -1)?
