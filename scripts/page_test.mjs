@@ -320,8 +320,10 @@ try {
   for (const m of methods(Tensor)) await fuzz("Tensor." + m, Tensor, m, 4);
   for (const [name, cls] of Object.entries(nn)) {
     await fuzz("new nn." + name, { make: (...a) => new cls(...a) }, "make", 4);
-    const layer = name === "Embedding" ? emb : name === "LayerNorm" ? ln : name === "Linear" ? lin :
-      name === "Conv2d" ? new cls(1, 1, 1) : name === "GroupNorm" ? new cls(1, 2) : new cls(2);
+    const made = { Embedding: () => emb, LayerNorm: () => ln, Linear: () => lin, GroupNorm: () => new cls(1, 2),
+      LSTMCell: () => new cls(2, 2) };
+    const convolution = /^Conv/.test(name);
+    const layer = (made[name] ?? (() => (convolution ? new cls(1, 1, 1) : new cls(2))))();
     for (const m of methods(cls.prototype)) await fuzz("nn." + name + "." + m, layer, m, 2);
   }
   for (const name of Object.keys(optim)) await fuzz("optim." + name, optim, name, 2);
