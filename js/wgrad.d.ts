@@ -2,6 +2,7 @@
 // wasm-bindgen) and the JavaScript layer of js/wgrad.js.
 
 import {
+  LrScheduleOptions,
   Tensor,
   Conv2d,
   Linear,
@@ -9,6 +10,13 @@ import {
   LayerNorm,
   GroupNorm,
   Embedding,
+  Conv1d,
+  ConvTranspose1d,
+  ConvTranspose2d,
+  InstanceNorm,
+  LayerNorm2d,
+  RMSNorm,
+  LSTMCell,
   Optim,
   InitInfo,
   InitOptions,
@@ -25,6 +33,13 @@ export {
   LayerNorm,
   GroupNorm,
   Embedding,
+  Conv1d,
+  ConvTranspose1d,
+  ConvTranspose2d,
+  InstanceNorm,
+  LayerNorm2d,
+  RMSNorm,
+  LSTMCell,
   Optim,
   TinyJitJs,
   withContext,
@@ -43,7 +58,14 @@ export {
   DType,
   Reduction,
   Conv2dOptions,
+  Conv1dOptions,
+  ConvTranspose2dOptions,
+  ConvTranspose1dOptions,
+  Pool2dOptions,
+  PadMode,
+  InterpolateMode,
   CrossEntropyOptions,
+  LrScheduleOptions,
   InitOptions,
   InitInfo,
   AdapterInfo,
@@ -57,10 +79,10 @@ export {
 /** Load the engine and pick its device (WebGPU, else the CPU interpreter with a warning). */
 export function init(options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module }): Promise<InitInfo>;
 
-export interface SgdOptions { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean; }
-export interface AdamOptions { lr?: number; b1?: number; b2?: number; eps?: number; }
+export interface SgdOptions { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean; schedule?: LrScheduleOptions; }
+export interface AdamOptions { lr?: number; b1?: number; b2?: number; eps?: number; schedule?: LrScheduleOptions; }
 export interface AdamWOptions extends AdamOptions { weightDecay?: number; }
-export interface LambOptions { lr?: number; eps?: number; weightDecay?: number; }
+export interface LambOptions { lr?: number; eps?: number; weightDecay?: number; schedule?: LrScheduleOptions; }
 
 type OptimCtor<O> = { new (params: Tensor[], options?: O): Optim; (params: Tensor[], options?: O): Optim };
 
@@ -71,6 +93,13 @@ export const nn: {
   LayerNorm: typeof LayerNorm;
   GroupNorm: typeof GroupNorm;
   Embedding: typeof Embedding;
+  Conv1d: typeof Conv1d;
+  ConvTranspose1d: typeof ConvTranspose1d;
+  ConvTranspose2d: typeof ConvTranspose2d;
+  InstanceNorm: typeof InstanceNorm;
+  LayerNorm2d: typeof LayerNorm2d;
+  RMSNorm: typeof RMSNorm;
+  LSTMCell: typeof LSTMCell;
 };
 
 export const optim: {
@@ -80,6 +109,10 @@ export const optim: {
   Muon: OptimCtor<SgdOptions>;
   LAMB: OptimCtor<LambOptions>;
   LARS: OptimCtor<SgdOptions>;
+  /** Several optimizers stepped as one (each parameter in one of them); the members stay usable. */
+  OptimizerGroup: { new (optimizers: Optim[]): Optim; (optimizers: Optim[]): Optim };
+  /** Scale the gradients to a global norm of at most `maxNorm` (lazily); returns the norm before. */
+  clipGradNorm(params: Tensor[], maxNorm: number, normType?: number): Tensor;
 };
 
 /**

@@ -149,9 +149,20 @@ export const nn = {
   LayerNorm: raw.LayerNorm,
   GroupNorm: raw.GroupNorm,
   Embedding: raw.Embedding,
+  Conv1d: raw.Conv1d,
+  ConvTranspose1d: raw.ConvTranspose1d,
+  ConvTranspose2d: raw.ConvTranspose2d,
+  InstanceNorm: raw.InstanceNorm,
+  LayerNorm2d: raw.LayerNorm2d,
+  RMSNorm: raw.RMSNorm,
+  LSTMCell: raw.LSTMCell,
 };
 
-/** Optimizers: `new optim.Adam(getParameters(model), { lr })`, then `zeroGrad()` / `step()`. */
+/**
+ * Optimizers: `new optim.Adam(getParameters(model), { lr, schedule })`, then `zeroGrad()` /
+ * `step()`; `optim.OptimizerGroup([a, b])` steps several as one; `optim.clipGradNorm(params,
+ * maxNorm)` clips the gradients before a step.
+ */
 export const optim = {
   SGD: raw.SGD,
   Adam: raw.Adam,
@@ -159,15 +170,11 @@ export const optim = {
   Muon: raw.Muon,
   LAMB: raw.LAMB,
   LARS: raw.LARS,
+  OptimizerGroup: raw.OptimizerGroup,
+  clipGradNorm: raw.clipGradNorm,
 };
 
-const isLayer = (v) =>
-  v instanceof raw.Conv2d ||
-  v instanceof raw.Linear ||
-  v instanceof raw.BatchNorm ||
-  v instanceof raw.LayerNorm ||
-  v instanceof raw.GroupNorm ||
-  v instanceof raw.Embedding;
+const isLayer = (v) => Object.values(nn).some((cls) => v instanceof cls);
 
 /** How deep `getParameters` / `getStateDict` follow a model's objects and arrays. */
 const MAX_DEPTH = 100;
@@ -221,8 +228,17 @@ export function getParameters(model) {
 // The tensors a layer holds, by the names the Rust state dict uses.
 function layerTensors(v) {
   const out = [];
-  const names = { runningMean: "running_mean", runningVar: "running_var", numBatchesTracked: "num_batches_tracked" };
-  for (const k of ["weight", "bias", "runningMean", "runningVar", "numBatchesTracked"]) {
+  const names = {
+    runningMean: "running_mean",
+    runningVar: "running_var",
+    numBatchesTracked: "num_batches_tracked",
+    weightIh: "weight_ih",
+    weightHh: "weight_hh",
+    biasIh: "bias_ih",
+    biasHh: "bias_hh",
+  };
+  const keys = ["weight", "bias", "runningMean", "runningVar", "numBatchesTracked", "weightIh", "weightHh", "biasIh", "biasHh"];
+  for (const k of keys) {
     if (!(k in v)) continue;
     const t = v[k];
     if (t) out.push([names[k] ?? k, t]);

@@ -937,6 +937,151 @@ case("sdpa_mask", "scaled_dot_product_attention", [I(Q), I(K), I(V), I((rng.rand
 case("sdpa_gqa", "scaled_dot_product_attention", [I(uni((1, 4, 3, 8), -1, 1)), I(uni((1, 2, 5, 8), -1, 1)),
                                                    I(uni((1, 2, 5, 4), -1, 1))],
      lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), {"enable_gqa": True}, 1e-5)
+# ----------------------------------------------------------------------------- conv block
+def conv_block_cases():
+    """Convolutions, pooling and resampling (the h-conv block of the op table):
+    conv1d {"stride", "padding": n | "valid" | "same", "dilation", "groups"}: inputs x, w[, b]
+    conv_transpose1d / conv_transpose2d {"stride", "padding", "output_padding", "dilation",
+        "groups"} (numbers or pairs): inputs x, w (C_in, C_out/groups, *k)[, b]
+    max_pool2d / avg_pool2d / max_pool2d_with_indices {"kernel", "stride", "padding",
+        "dilation", "ceil_mode", "count_include_pad"} (with_indices: "piece" 0 values, 1 indices)
+    max_unpool2d {"kernel", "stride", "padding", "output_size"}: inputs values, indices
+    pad {"pads", "mode": "reflect" | "replicate" | "circular" | "constant", "value"}
+    interpolate {"size", "mode", "align_corners"}
+    unfold {"dim", "size", "step"}"""
+    C = 1e-5
+
+    def conv1(name, xs, ws, bias, stride=1, padding=0, dilation=1, groups=1):
+        ins = [I(uni(xs, -1, 1)), I(uni(ws, -1, 1))]
+        if bias:
+            ins.append(I(uni((ws[0],), -1, 1)))
+        case(name, "conv1d", ins,
+             lambda x, w, b=None: F.conv1d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups),
+             {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}, atol=C)
+
+    conv1("conv1d_bias", (2, 3, 7), (4, 3, 3), True)
+    conv1("conv1d_stride2_pad1", (2, 2, 8), (3, 2, 3), True, stride=2, padding=1)
+    conv1("conv1d_same_dilation2", (1, 2, 6), (2, 2, 3), False, padding="same", dilation=2)
+    conv1("conv1d_groups2", (2, 4, 5), (6, 2, 2), True, groups=2)
+
+    def convt(name, xs, ws, bias, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
+        ins = [I(uni(xs, -1, 1)), I(uni(ws, -1, 1))]
+        cout = ws[1] * groups
+        if bias:
+            ins.append(I(uni((cout,), -1, 1)))
+        two = len(xs) == 4
+        f = F.conv_transpose2d if two else F.conv_transpose1d
+        tup = (lambda v: tuple(v) if isinstance(v, (list, tuple)) else v)
+        js = (lambda v: list(v) if isinstance(v, (list, tuple)) else v)
+        case(name, "conv_transpose2d" if two else "conv_transpose1d", ins,
+             lambda x, w, b=None: f(x, w, b, stride=tup(stride), padding=tup(padding),
+                                    output_padding=tup(output_padding), groups=groups, dilation=tup(dilation)),
+             {"stride": js(stride), "padding": js(padding), "output_padding": js(output_padding),
+              "dilation": js(dilation), "groups": groups}, atol=C)
+
+    convt("conv_transpose2d_bias", (2, 3, 4, 4), (3, 2, 3, 3), True)
+    convt("conv_transpose2d_s2_p1_op1", (1, 2, 3, 3), (2, 3, 3, 3), True, stride=2, padding=1, output_padding=1)
+    convt("conv_transpose2d_rect_groups", (1, 4, 3, 4), (4, 3, 2, 3), True, stride=[1, 2], padding=[1, 0],
+          dilation=[2, 1], groups=2)
+    # padding larger than dilation·(k-1): the inner convolution crops the spread input.
+    convt("conv_transpose2d_crop", (1, 2, 5, 5), (2, 1, 2, 2), False, stride=2, padding=2)
+    convt("conv_transpose2d_s3_op2", (2, 1, 2, 3), (1, 2, 2, 2), False, stride=3, output_padding=2)
+    convt("conv_transpose1d_s2_p1_op1", (2, 3, 5), (3, 4, 3), True, stride=2, padding=1, output_padding=1)
+    convt("conv_transpose1d_groups_dil", (1, 4, 4), (4, 1, 3), False, dilation=2, groups=2)
+
+    def pool2(name, op, xs, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, count_include_pad=True,
+              piece=None):
+        x = distinct(xs) if op != "avg_pool2d" else uni(xs)
+        pr = (lambda v: list(v) if isinstance(v, (list, tuple)) else [v, v])
+        args = {"kernel": pr(kernel), "stride": pr(stride) if stride is not None else None, "padding": pr(padding),
+                "dilation": pr(dilation), "ceil_mode": ceil_mode}
+        st = stride if stride is not None else kernel
+        if op == "avg_pool2d":
+            args["count_include_pad"] = count_include_pad
+            fn = lambda t: F.avg_pool2d(t, kernel, st, padding, ceil_mode, count_include_pad)
+        elif op == "max_pool2d":
+            fn = lambda t: F.max_pool2d(t, kernel, st, padding, dilation, ceil_mode)
+        else:
+            args["piece"] = piece
+            fn = lambda t: F.max_pool2d(t, kernel, st, padding, dilation, ceil_mode, return_indices=True)[piece]
+        case(name, op, [I(x)], fn, args)
+
+    pool2("max_pool2d_k3s2p1", "max_pool2d", (1, 2, 7, 7), 3, 2, padding=1)
+    pool2("max_pool2d_ceil", "max_pool2d", (1, 2, 5, 5), 2, ceil_mode=True)
+    pool2("max_pool2d_ceil_pad", "max_pool2d", (1, 1, 6, 6), 3, 2, padding=1, ceil_mode=True)
+    pool2("max_pool2d_dilation2", "max_pool2d", (1, 2, 7, 6), (2, 2), (1, 2), dilation=(2, 1))
+    pool2("max_pool2d_ceil_drop", "max_pool2d", (1, 1, 5, 5), 3, 3, padding=1, ceil_mode=True)
+    pool2("avg_pool2d_pad_incl", "avg_pool2d", (1, 2, 5, 5), 3, 2, padding=1)
+    pool2("avg_pool2d_pad_excl", "avg_pool2d", (1, 2, 5, 5), 3, 2, padding=1, count_include_pad=False)
+    pool2("avg_pool2d_ceil_incl", "avg_pool2d", (1, 2, 5, 5), 2, ceil_mode=True)
+    pool2("avg_pool2d_ceil_excl", "avg_pool2d", (1, 2, 5, 5), 2, ceil_mode=True, count_include_pad=False)
+    pool2("avg_pool2d_ceil_pad_incl", "avg_pool2d", (1, 1, 6, 7), 3, 2, padding=1, ceil_mode=True)
+    pool2("avg_pool2d_ceil_pad_excl", "avg_pool2d", (1, 1, 6, 7), 3, 2, padding=1, ceil_mode=True,
+          count_include_pad=False)
+    pool2("avg_pool2d_ceil_drop", "avg_pool2d", (1, 1, 5, 5), 3, 3, padding=1, ceil_mode=True)
+    pool2("max_pool2d_indices_values", "max_pool2d_with_indices", (2, 2, 5, 5), 2, ceil_mode=True, piece=0)
+    pool2("max_pool2d_indices", "max_pool2d_with_indices", (2, 2, 5, 5), 2, ceil_mode=True, piece=1)
+    pool2("max_pool2d_indices_pad", "max_pool2d_with_indices", (1, 2, 6, 6), 3, 2, padding=1, piece=1)
+
+    def unpool(name, xs, kernel, stride=None, padding=0, output_size=None):
+        st = stride if stride is not None else kernel
+        vals, idx = F.max_pool2d(torch.tensor(distinct(xs)), kernel, st, padding, return_indices=True)
+        pr = (lambda v: list(v) if isinstance(v, (list, tuple)) else [v, v])
+        case(name, "max_unpool2d", [I(f32(vals.numpy())), I(idx.numpy().astype(np.int32))],
+             lambda v, i: F.max_unpool2d(v, i, kernel, st, padding, output_size),
+             {"kernel": pr(kernel), "stride": pr(stride) if stride is not None else None, "padding": pr(padding),
+              "output_size": list(output_size) if output_size is not None else None})
+
+    unpool("max_unpool2d_k2", (2, 2, 4, 4), 2)
+    # Non-overlapping windows: where windows overlap and share a maximum, PyTorch writes it once
+    # and wgrad (as tinygrad) adds it once per window.
+    unpool("max_unpool2d_k2s2p1", (1, 2, 5, 5), 2, 2, padding=1, output_size=(5, 5))
+    unpool("max_unpool2d_k2s2p1_default_size", (1, 2, 4, 4), 2, 2, padding=1)
+    unpool("max_unpool2d_output_size", (1, 1, 5, 5), 2, output_size=(5, 5))
+
+    def padm(name, xs, pads, mode):
+        # torch takes pads for the last dims only: from the first padded one on.
+        first = next(i for i, p in enumerate(pads) if p != (0, 0))
+        tp = [v for pr_ in reversed(pads[first:]) for v in pr_]
+        case(name, "pad", [I(uni(xs))], lambda t: F.pad(t, tp, mode=mode), {"pads": [list(p) for p in pads],
+                                                                              "mode": mode})
+
+    padm("pad_reflect", (2, 3, 5), [(0, 0), (2, 1), (1, 3)], "reflect")
+    padm("pad_replicate", (1, 2, 3, 4), [(0, 0), (0, 0), (2, 0), (1, 3)], "replicate")
+    padm("pad_circular", (1, 2, 3, 4), [(0, 0), (0, 0), (3, 1), (0, 2)], "circular")
+    case("pad_negative", "pad", [I(uni((3, 5)))], lambda t: F.pad(t, (-1, 2, 1, -2), value=0.5),
+         {"pads": [[1, -2], [-1, 2]], "value": 0.5})
+    case("pad_constant_mode", "pad", [I(uni((2, 3)))], lambda t: F.pad(t, (1, 1, 0, 2), value=-1.0),
+         {"pads": [[0, 2], [1, 1]], "mode": "constant", "value": -1.0})
+
+    def interp(name, xs, size, mode, align_corners=None):
+        tmode = {1: "linear", 2: "bilinear", 3: "trilinear"}[len(size)] if mode == "linear" else mode
+        case(name, "interpolate", [I(uni(xs))],
+             lambda t: F.interpolate(t, size=tuple(size), mode=tmode, align_corners=align_corners),
+             {"size": list(size), "mode": mode, "align_corners": bool(align_corners)}, atol=C)
+
+    interp("interpolate_linear_up", (2, 3, 5), [8], "linear", False)
+    interp("interpolate_linear_up_align", (2, 3, 5), [8], "linear", True)
+    interp("interpolate_linear_down", (1, 2, 7), [3], "linear", False)
+    interp("interpolate_bilinear", (1, 2, 3, 4), [5, 7], "linear", False)
+    interp("interpolate_bilinear_align", (1, 2, 3, 4), [5, 7], "linear", True)
+    interp("interpolate_bilinear_down", (1, 1, 6, 5), [4, 2], "linear", False)
+    interp("interpolate_bilinear_align_to1", (1, 1, 3, 4), [1, 3], "linear", True)
+    interp("interpolate_trilinear", (1, 1, 2, 3, 4), [3, 4, 5], "linear", False)
+    interp("interpolate_nearest_up", (1, 2, 3, 4), [5, 7], "nearest")
+    interp("interpolate_nearest_down", (1, 2, 7, 6), [3, 4], "nearest")
+    interp("interpolate_nearest_exact_up", (1, 2, 3, 4), [5, 7], "nearest-exact")
+    interp("interpolate_nearest_exact_down", (1, 2, 7, 6), [3, 4], "nearest-exact")
+    interp("interpolate_bilinear_one_dim_same", (1, 2, 3, 4), [3, 6], "linear", False)
+    interp("interpolate_nearest_one_dim_same", (2, 1, 3, 4), [5, 4], "nearest")
+
+    case("unfold_step2", "unfold", [I(uni((2, 7)))], lambda t: t.unfold(1, 3, 2), {"dim": 1, "size": 3, "step": 2})
+    case("unfold_dim0", "unfold", [I(uni((3, 4, 5)))], lambda t: t.unfold(0, 2, 1), {"dim": 0, "size": 2, "step": 1})
+    case("unfold_whole_neg", "unfold", [I(uni((3, 4, 5)))], lambda t: t.unfold(-1, 5, 3),
+         {"dim": -1, "size": 5, "step": 3})
+
+
+conv_block_cases()
 
 # ----------------------------------------------------------------------------- write
 os.makedirs(os.path.dirname(OUT), exist_ok=True)

@@ -16,13 +16,23 @@ with "upstream" a fixed random array stored in the case.
 
 Case format:
     {"name":     unique case name,
-     "layer":    "batchnorm" | "layernorm" | "groupnorm" | "embedding",
+     "layer":    "batchnorm" | "layernorm" | "groupnorm" | "embedding" | "conv1d" |
+                 "conv_transpose1d" | "conv_transpose2d" | "instancenorm" | "layernorm2d" |
+                 "rmsnorm" | "lstmcell",
      "args":     constructor arguments:
                    batchnorm {"num_features", "eps", "momentum", "affine"}
                    layernorm {"normalized_shape", "eps", "elementwise_affine"}
                    groupnorm {"num_groups", "num_channels", "eps", "affine"}
-                   embedding {"vocab_size", "embed_size"},
+                   embedding {"vocab_size", "embed_size"}
+                   conv layers: torch's constructor keywords ("in_channels", "out_channels",
+                     "kernel_size", "bias", "stride", "padding", "output_padding", "dilation",
+                     "groups")
+                   instancenorm {"num_features", "eps", "affine"}
+                   layernorm2d {"num_channels", "eps", "elementwise_affine"}
+                   rmsnorm {"dim", "eps", "elementwise_affine"}
+                   lstmcell {"input_size", "hidden_size", "bias"},
      "x":        {"shape", "dtype": "f32" | "i32", "data": [flat]},
+     "inputs":   lstmcell only: the state {"h0", "c0"} (absent: zeros),
      "params":   {state-dict name: {"shape", "data"}} loaded into the layer before the forward
                  (batchnorm: weight, bias, running_mean, running_var),
      "upstream": {"shape", "data"},
@@ -77,9 +87,9 @@ def run_float_layer(name, layer, args, module, x, params, train=True, eval_after
     module = module.double()
     set_params(module, params)
     module.train(train)
-    up = f32(rng.standard_normal(x.shape))
     xt = t64(x, grad=True)
     out = module(xt)
+    up = f32(rng.standard_normal(tuple(out.shape)))
     (out * t64(up)).sum().backward()
     case = {
         "name": name,
@@ -184,6 +194,98 @@ groupnorm("groupnorm_per_channel", (2, 4, 2, 3), 4)
 groupnorm("groupnorm_noaffine", (2, 6, 4), 2, affine=False)
 embedding("embedding", 10, 4, (2, 3))
 embedding("embedding_1d_repeats", 7, 5, (9,))
+
+
+
+# ---- Convolution layers, instance/2-D layer/RMS norms and the LSTM cell (h-conv). The conv
+# layers take the Python keyword arguments of their torch constructor in "args"; the LSTM cell
+# also has the state inputs "h0" and "c0" and its output is cat(h', c') on the last dim.
+def conv_layer(name, layer, cls, xshape, cin, cout, k, bias=True, **kw):
+    x = f32(rng.uniform(-1, 1, xshape))
+    module = cls(cin, cout, k, bias=bias, **kw)
+    params = {"weight": f32(rng.uniform(-0.5, 0.5, tuple(module.weight.shape)))}
+    if bias:
+        params["bias"] = f32(rng.uniform(-0.5, 0.5, tuple(module.bias.shape)))
+    args = {"in_channels": cin, "out_channels": cout, "kernel_size": k, "bias": bias, **kw}
+    cases.append(run_float_layer(name, layer, args, module, x, params))
+
+
+class LayerNorm2dRef(torch.nn.Module):
+    """tinygrad's LayerNorm2d: LayerNorm over the channels, applied channels-last."""
+
+    def __init__(self, c, eps, affine):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(c, eps=eps, elementwise_affine=affine)
+        if affine:
+            self.weight, self.bias = self.ln.weight, self.ln.bias
+
+    def forward(self, x):
+        return self.ln(x.movedim(1, -1)).movedim(-1, 1)
+
+
+def norm_layer(name, layer, module, xshape, c, args, affine=True, bias=True):
+    x = f32(rng.standard_normal(xshape) * 1.3 + 0.4)
+    params = {}
+    if affine:
+        params["weight"] = f32(rng.uniform(0.5, 1.5, c))
+        if bias:
+            params["bias"] = f32(rng.standard_normal(c) * 0.5)
+    cases.append(run_float_layer(name, layer, args, module, x, params))
+
+
+def lstm_cell(name, n, isz, hsz, bias=True, state=True):
+    module = torch.nn.LSTMCell(isz, hsz, bias=bias).double()
+    params = {"weight_ih": f32(rng.uniform(-0.5, 0.5, (4 * hsz, isz))),
+              "weight_hh": f32(rng.uniform(-0.5, 0.5, (4 * hsz, hsz)))}
+    if bias:
+        params["bias_ih"] = f32(rng.uniform(-0.5, 0.5, 4 * hsz))
+        params["bias_hh"] = f32(rng.uniform(-0.5, 0.5, 4 * hsz))
+    set_params(module, params)
+    x = f32(rng.standard_normal((n, isz)))
+    xt = t64(x, grad=True)
+    extra = {}
+    if state:
+        h0, c0 = f32(rng.standard_normal((n, hsz))), f32(rng.standard_normal((n, hsz)))
+        ht, ct = t64(h0, grad=True), t64(c0, grad=True)
+        h1, c1 = module(xt, (ht, ct))
+        extra = {"h0": (h0, ht), "c0": (c0, ct)}
+    else:
+        h1, c1 = module(xt)
+    out = torch.cat([h1, c1], dim=1)
+    up = f32(rng.standard_normal(tuple(out.shape)))
+    (out * t64(up)).sum().backward()
+    case = {"name": name, "layer": "lstmcell", "args": {"input_size": isz, "hidden_size": hsz, "bias": bias},
+            "x": arr(x), "params": {k: arr(v) for k, v in params.items()}, "upstream": arr(up),
+            "out": tensor_out(out), "grads": {"x": arr(xt.grad.numpy())},
+            "inputs": {k: arr(v) for k, (v, _) in extra.items()}}
+    for k, (_, t) in extra.items():
+        case["grads"][k] = arr(t.grad.numpy())
+    for pname, p in module.named_parameters():
+        case["grads"][pname] = arr(p.grad.numpy())
+    cases.append(case)
+
+
+conv_layer("conv1d", "conv1d", torch.nn.Conv1d, (2, 3, 9), 3, 4, 3, stride=2, padding=1)
+conv_layer("conv1d_same_groups", "conv1d", torch.nn.Conv1d, (1, 4, 6), 4, 2, 3, bias=False, padding="same",
+           dilation=2, groups=2)
+conv_layer("conv_transpose2d", "conv_transpose2d", torch.nn.ConvTranspose2d, (2, 3, 3, 4), 3, 2, 3, stride=2,
+           padding=1, output_padding=1)
+conv_layer("conv_transpose2d_groups", "conv_transpose2d", torch.nn.ConvTranspose2d, (1, 4, 3, 3), 4, 6, 2,
+           groups=2, dilation=2)
+conv_layer("conv_transpose1d", "conv_transpose1d", torch.nn.ConvTranspose1d, (2, 2, 5), 2, 3, 4, stride=3,
+           padding=2, output_padding=1)
+norm_layer("instancenorm2d", "instancenorm", torch.nn.InstanceNorm2d(3, affine=True), (2, 3, 4, 5), 3,
+           {"num_features": 3, "eps": 1e-5, "affine": True})
+norm_layer("instancenorm1d_noaffine", "instancenorm", torch.nn.InstanceNorm1d(4, eps=1e-3), (3, 4, 6), 4,
+           {"num_features": 4, "eps": 1e-3, "affine": False}, affine=False)
+norm_layer("layernorm2d", "layernorm2d", LayerNorm2dRef(5, 1e-5, True), (2, 5, 3, 3), 5,
+           {"num_channels": 5, "eps": 1e-5, "elementwise_affine": True})
+norm_layer("rmsnorm", "rmsnorm", torch.nn.RMSNorm(6, eps=1e-6), (3, 4, 6), 6,
+           {"dim": 6, "eps": 1e-6, "elementwise_affine": True}, bias=False)
+norm_layer("rmsnorm_noaffine_eps", "rmsnorm", torch.nn.RMSNorm(5, eps=1e-2, elementwise_affine=False), (4, 5), 5,
+           {"dim": 5, "eps": 1e-2, "elementwise_affine": False}, affine=False)
+lstm_cell("lstmcell", 3, 4, 5)
+lstm_cell("lstmcell_zero_state_nobias", 2, 3, 4, bias=False, state=False)
 
 with open(OUT, "w") as f:
     json.dump({"seed": SEED, "torch": torch.__version__, "cases": cases}, f, indent=None)

@@ -182,6 +182,76 @@ def cross_check():
     assert worst(want, got) < 1e-6, "numpy LAMB core disagrees with torch AdamW"
 
 
+# ------------------------------------------------------------------------------ schedules, clipping
+# (h-conv) "schedules": [{"name", "lr": base learning rate, "schedule": {"kind", ...the fields of
+# wgrad's LrSchedule variant}, "lrs": [the learning rate of step k, k = 0..]}], from torch's
+# schedulers stepped after each optimizer step. "clipping": [{"name", "max_norm", "norm_type"
+# (null: infinity), "shapes", "grads": [flat per param], "norm", "clipped": [flat per param]}]
+# from torch.nn.utils.clip_grad_norm_.
+
+
+def torch_lrs(make_sched, lr, steps):
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([p], lr=lr)
+    sched = make_sched(opt)
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        p.grad = torch.zeros(1)
+        opt.step()
+        sched.step()
+    return out
+
+
+def schedules():
+    S = torch.optim.lr_scheduler
+    cases = []
+
+    def add(name, lr, schedule, make, steps):
+        cases.append({"name": name, "lr": lr, "schedule": schedule, "lrs": torch_lrs(make, lr, steps)})
+
+    add("linear_warmup", 0.1, {"kind": "linear", "start_factor": 0.1, "end_factor": 1.0, "total_steps": 5},
+        lambda o: S.LinearLR(o, start_factor=0.1, end_factor=1.0, total_iters=5), 12)
+    add("linear_decay", 0.05, {"kind": "linear", "start_factor": 1.0, "end_factor": 0.25, "total_steps": 7},
+        lambda o: S.LinearLR(o, start_factor=1.0, end_factor=0.25, total_iters=7), 12)
+    add("step", 0.1, {"kind": "step", "step_size": 3, "gamma": 0.5},
+        lambda o: S.StepLR(o, step_size=3, gamma=0.5), 14)
+    add("exponential", 0.2, {"kind": "exponential", "gamma": 0.9},
+        lambda o: S.ExponentialLR(o, gamma=0.9), 25)
+    add("cosine", 0.1, {"kind": "cosine", "warmup_steps": 0, "start_factor": 1.0, "total_steps": 12,
+                        "min_lr": 0.001},
+        lambda o: S.CosineAnnealingLR(o, T_max=12, eta_min=0.001), 13)
+    add("cosine_warmup", 0.1, {"kind": "cosine", "warmup_steps": 4, "start_factor": 0.25, "total_steps": 16,
+                               "min_lr": 0.0},
+        lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.25, end_factor=1.0, total_iters=4),
+                                     S.CosineAnnealingLR(o, T_max=12, eta_min=0.0)], milestones=[4]), 17)
+    add("onecycle", 0.1, {"kind": "onecycle", "total_steps": 20, "pct_start": 0.3, "div_factor": 25.0,
+                          "final_div_factor": 1e4},
+        lambda o: S.OneCycleLR(o, max_lr=0.1, total_steps=20, pct_start=0.3, anneal_strategy="cos",
+                               cycle_momentum=False, div_factor=25.0, final_div_factor=1e4), 20)
+    return cases
+
+
+def clipping():
+    crng = np.random.default_rng(SEED + 1)
+    shapes = [(4, 3), (3,), (2, 2, 2)]
+    cases = []
+    for name, max_norm, norm_type in [("l2_clipped", 1.0, 2.0), ("l2_unclipped", 100.0, 2.0),
+                                      ("inf_clipped", 0.5, float("inf")), ("l1_clipped", 2.0, 1.0),
+                                      ("l3_clipped", 0.7, 3.0)]:
+        grads = [f32(crng.standard_normal(s) * 2.0) for s in shapes]
+        ts = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+        for t, g in zip(ts, grads):
+            t.grad = torch.tensor(g, dtype=torch.float64)
+        norm = torch.nn.utils.clip_grad_norm_(ts, max_norm, norm_type=norm_type)
+        cases.append({
+            "name": name, "max_norm": max_norm, "norm_type": None if norm_type == float("inf") else norm_type,
+            "shapes": [list(s) for s in shapes], "grads": [g.ravel().tolist() for g in grads],
+            "norm": float(norm), "clipped": [t.grad.numpy().astype(np.float32).ravel().tolist() for t in ts],
+        })
+    return cases
+
+
 def main():
     cross_check()
     configs = []
@@ -224,7 +294,7 @@ def main():
     configs.append(config("muon_nd_wd", "muon", hp, [(2, 3, 2), (6, 2), (3,)], lambda p, g: run_lars(
         p, g, classic=False, tcoef=0.0, ns=True, **{**MUON_DEFAULTS, **hp})))
 
-    out = {"configs": configs}
+    out = {"configs": configs, "schedules": schedules(), "clipping": clipping()}
     path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "optim.json")
     with open(path, "w") as f:
         json.dump(out, f, separators=(",", ":"))

@@ -53,5 +53,9 @@ pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use jit::{KernelInfo, Timer, TinyJit};
+pub use tensor::conv::{
+    Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Interpolation, PadMode, Padding1d,
+    Pool2dOpts,
+};
 pub use tensor::functional::{Conv2dOpts, CrossEntropyOpts, Padding, Reduction};
 pub use tensor::{Axes, Index, Operand, Tensor};

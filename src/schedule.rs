@@ -115,7 +115,8 @@ struct Builder<'a> {
     inlined: Vec<(u64, HashSet<usize>)>,
     memo: HashMap<(u64, bool), (Arc<AstNode>, HashSet<usize>)>,
     costs: HashMap<u64, usize>,
-    /// Loads of the output buffer through a non-identity view (a hazard for in-place writes).
+    /// Reads of the output buffer through a non-identity view, its own or one above it (a
+    /// hazard for in-place writes).
     reads_out_shifted: bool,
 }
 
@@ -190,6 +191,11 @@ impl Builder<'_> {
         let (inner, slots) = self.build_base(&base, exact);
         if st.is_identity() && st.shape() == base.shape.as_slice() {
             return (inner, slots);
+        }
+        // A view above a read of the output buffer moves that read to other elements too (a
+        // 0-d load broadcast by an expand reads one element for every output).
+        if slots.contains(&0) {
+            self.reads_out_shifted = true;
         }
         let node = AstNode {
             op: AstOp::View(st.clone()),

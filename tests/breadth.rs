@@ -384,3 +384,27 @@ fn index_errors_name_the_op_and_the_operands() {
         Ok(())
     });
 }
+
+/// A value that reads one element of the assigned buffer and broadcasts it to others must not
+/// see that element already overwritten (the scheduler computes such a value into its own
+/// buffer first).
+#[test]
+fn an_assign_reading_one_of_its_own_elements_sees_the_old_value() {
+    for dev in common::devices() {
+        on(dev, || {
+            let s = Tensor::from_slice(&[5.0f32, 0.0], &[2])?.realize()?;
+            let t = s.get(&s![0])?;
+            let v = Tensor::cat(
+                &[&t.add(1.0)?.reshape(&[1])?, &t.mul(10.0)?.reshape(&[1])?],
+                0,
+            )?;
+            s.assign(&v)?.realize()?;
+            assert_eq!(s.to_vec::<f32>()?, [6.0, 50.0], "{dev}");
+            // The same through set: every element from the first one.
+            let x = Tensor::from_slice(&[2.0f32, 3.0, 4.0, 5.0], &[4])?.realize()?;
+            x.set(&s![..], x.get(&s![0])?.add(&x)?)?.realize()?;
+            assert_eq!(x.to_vec::<f32>()?, [4.0, 5.0, 6.0, 7.0], "{dev}");
+            Ok(())
+        });
+    }
+}

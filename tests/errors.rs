@@ -7,8 +7,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use wgrad::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, ErrorKind, Index, Operand, Padding,
-    Reduction, Tensor,
+    Axes, Context, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts,
+    CrossEntropyOpts, DType, Device, ErrorKind, Index, Interpolation, Operand, PadMode, Padding,
+    Padding1d, Pool2dOpts, Reduction, Tensor,
 };
 
 fn t(shape: &[usize]) -> Tensor {
@@ -447,6 +448,137 @@ impl Probe for CrossEntropyOpts {
     }
 }
 
+// ---- The convolution block's argument types: a plausible value, then zeros, huge values and
+// options that do not fit.
+
+impl Probe for Vec<(isize, isize)> {
+    fn probes(x: &Tensor) -> Vec<Self> {
+        let n = x.ndim();
+        vec![
+            vec![(0, 1); n],
+            vec![],
+            vec![(-1, -1); n],
+            vec![(isize::MIN, isize::MAX); n],
+            vec![(5, 5); n],
+            vec![(0, 0); n + 1],
+        ]
+    }
+}
+
+impl Probe for PadMode {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![
+            PadMode::Constant(0.5),
+            PadMode::Reflect,
+            PadMode::Replicate,
+            PadMode::Circular,
+            PadMode::Constant(f64::NAN),
+        ]
+    }
+}
+
+impl Probe for Interpolation {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        vec![
+            Interpolation::Linear,
+            Interpolation::Nearest,
+            Interpolation::NearestExact,
+        ]
+    }
+}
+
+impl Probe for Pool2dOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = Pool2dOpts::default();
+        vec![
+            d,
+            Pool2dOpts {
+                padding: (5, 5),
+                ..d
+            },
+            Pool2dOpts {
+                dilation: (0, 0),
+                ..d
+            },
+            Pool2dOpts {
+                stride: Some((0, 1)),
+                ..d
+            },
+            Pool2dOpts {
+                padding: (1, 1),
+                ceil_mode: true,
+                count_include_pad: false,
+                ..d
+            },
+            Pool2dOpts {
+                padding: (usize::MAX, usize::MAX),
+                dilation: (usize::MAX, 1),
+                ..d
+            },
+        ]
+    }
+}
+
+impl Probe for Conv1dOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = Conv1dOpts::default();
+        vec![
+            d,
+            Conv1dOpts { groups: 0, ..d },
+            Conv1dOpts { stride: 0, ..d },
+            Conv1dOpts {
+                padding: Padding1d::Same,
+                dilation: usize::MAX,
+                ..d
+            },
+            Conv1dOpts {
+                padding: Padding1d::Explicit(usize::MAX),
+                ..d
+            },
+        ]
+    }
+}
+
+impl Probe for ConvTranspose2dOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = ConvTranspose2dOpts::default();
+        vec![
+            d,
+            ConvTranspose2dOpts { groups: 0, ..d },
+            ConvTranspose2dOpts {
+                stride: (0, 2),
+                ..d
+            },
+            ConvTranspose2dOpts {
+                padding: (usize::MAX, 0),
+                output_padding: (usize::MAX, 3),
+                ..d
+            },
+            ConvTranspose2dOpts {
+                stride: (usize::MAX, 1),
+                dilation: (usize::MAX, 1),
+                ..d
+            },
+        ]
+    }
+}
+
+impl Probe for ConvTranspose1dOpts {
+    fn probes(_: &Tensor) -> Vec<Self> {
+        let d = ConvTranspose1dOpts::default();
+        vec![
+            d,
+            ConvTranspose1dOpts { groups: 0, ..d },
+            ConvTranspose1dOpts { stride: 0, ..d },
+            ConvTranspose1dOpts {
+                padding: 9,
+                output_padding: 2,
+                ..d
+            },
+        ]
+    }
+}
+
 /// Argument number `*at` (counting up) of the call being made: probe `k` if it is argument
 /// `target`, else the plausible one. `*past` is set when `k` is beyond its probes.
 fn probe<T: Probe>(x: &Tensor, at: &mut usize, target: usize, k: usize, past: &mut bool) -> T {
@@ -470,11 +602,18 @@ fn probe<T: Probe>(x: &Tensor, at: &mut usize, target: usize, k: usize, past: &m
 fn no_op_of_the_table_panics_on_bad_axes() {
     Context::new()
         .dev(Device::Interp)
-        .run(table_ops_never_panic);
+        .run(|| table_ops_never_panic(&[zero_d(), t(&[3]), t(&[2, 3])]));
 }
 
-fn table_ops_never_panic() {
-    let receivers = [zero_d(), t(&[3]), t(&[2, 3])];
+/// The same on the inputs of convolutions and pools ((N, C, L) and (N, C, H, W)).
+#[test]
+fn no_op_of_the_table_panics_on_image_inputs() {
+    Context::new()
+        .dev(Device::Interp)
+        .run(|| table_ops_never_panic(&[t(&[2, 2, 5]), t(&[1, 2, 4, 4])]));
+}
+
+fn table_ops_never_panic(receivers: &[Tensor]) {
     let mut failures = vec![];
     let mut calls = 0;
     macro_rules! row {
@@ -491,7 +630,7 @@ fn table_ops_never_panic() {
             row!(@run $rs [$x] ($($p: $ty,)* $($($o: $oty,)*)?) => $call)
         };
         (@run $rs:ident [$x:tt] ($($p:ident: $ty:ty,)*) => $call:expr) => {
-            for recv in &receivers {
+            for recv in receivers {
                 for target in 0..8 {
                     for k in 0.. {
                         #[allow(unused_mut)]
@@ -545,4 +684,88 @@ impl Realize for Vec<Tensor> {
     fn realize(&self) -> wgrad::Result<()> {
         Tensor::realize_all(&self.iter().collect::<Vec<_>>())
     }
+}
+
+/// The convolution block's errors name the op and the operands.
+#[test]
+fn conv_pool_and_resampling_errors_name_the_op() {
+    let x = t(&[1, 2, 4, 4]);
+    err_contains(
+        x.conv_transpose2d(&t(&[3, 2, 3, 3]), None, &Default::default()),
+        ErrorKind::Shape,
+        &["conv_transpose2d", "[1, 2, 4, 4]", "[3, 2, 3, 3]"],
+    );
+    let huge_pad = ConvTranspose2dOpts {
+        padding: (5, 5),
+        ..Default::default()
+    };
+    err_contains(
+        x.conv_transpose2d(&t(&[2, 1, 3, 3]), None, &huge_pad),
+        ErrorKind::Shape,
+        &["conv_transpose2d", "leaves no output"],
+    );
+    err_contains(
+        t(&[1, 2, 5]).conv1d(
+            &t(&[1, 2, 3]),
+            None,
+            &Conv1dOpts {
+                stride: 0,
+                ..Default::default()
+            },
+        ),
+        ErrorKind::Shape,
+        &["conv1d", "stride"],
+    );
+    err_contains(
+        t(&[1, 2, 5]).conv_transpose1d(&t(&[2, 1, 3]), Some(&t(&[3])), &Default::default()),
+        ErrorKind::Shape,
+        &["conv_transpose1d", "bias", "[3]"],
+    );
+    err_contains(
+        x.max_pool2d_with((5, 5), &Pool2dOpts::default()),
+        ErrorKind::Shape,
+        &["max_pool2d", "[5, 5]", "[1, 2, 4, 4]"],
+    );
+    err_contains(
+        x.avg_pool2d_with(
+            (2, 2),
+            &Pool2dOpts {
+                stride: Some((0, 1)),
+                ..Default::default()
+            },
+        ),
+        ErrorKind::Shape,
+        &["avg_pool2d", "stride"],
+    );
+    err_contains(
+        x.max_unpool2d(&t(&[1, 2, 4, 4]), (2, 2), &Pool2dOpts::default(), None),
+        ErrorKind::DType,
+        &["max_unpool2d", "f32"],
+    );
+    err_contains(
+        x.pad_with(&[(0, 0), (0, 0), (4, 0), (0, 0)], PadMode::Reflect),
+        ErrorKind::Shape,
+        &["pad", "reflect", "[1, 2, 4, 4]"],
+    );
+    err_contains(
+        x.pad_with(&[(0, 0), (0, 0), (-2, -2), (0, 0)], PadMode::Constant(0.0)),
+        ErrorKind::Shape,
+        &["pad", "crops dim 2"],
+    );
+    err_contains(
+        x.interpolate(&[3, 0], Interpolation::Linear, false),
+        ErrorKind::Shape,
+        &["interpolate", "[3, 0]", "[1, 2, 4, 4]"],
+    );
+    err_contains(
+        x.interpolate(&[3, 3], Interpolation::Nearest, true),
+        ErrorKind::Other,
+        &["interpolate", "align_corners"],
+    );
+    err_contains(x.unfold(2, 5, 1), ErrorKind::Shape, &["unfold", "size 5"]);
+    err_contains(
+        "bicubic".parse::<Interpolation>(),
+        ErrorKind::Other,
+        &["interpolate", "bicubic"],
+    );
 }

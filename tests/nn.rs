@@ -2,11 +2,14 @@
 //!
 //! * Layer fixtures (`tests/fixtures/nn.json`, written once by hand with
 //!   `python3 scripts/gen_nn_fixtures.py`): BatchNorm (training output, updated running stats,
-//!   input/weight/bias gradients, eval output), LayerNorm, GroupNorm and Embedding (outputs and
-//!   gradients), against torch, on `Device::Interp` and `Device::Cpu`. Parameters are loaded
+//!   input/weight/bias gradients, eval output), LayerNorm, GroupNorm, Embedding, Conv1d,
+//!   ConvTranspose1d/2d, InstanceNorm, LayerNorm2d, RMSNorm and LSTMCell (outputs and
+//!   gradients), against torch, on `Device::Interp`, `Device::Cpu` and wgpu. Parameters are loaded
 //!   with `load_state_dict`; `loss = sum(out * upstream)` is backpropagated. Tolerances:
 //!   `|got - want| <= atol + rtol * |want|`, forward atol 1e-5, gradients atol 1e-4, rtol 1e-3.
 //! * `state!` names, `get_parameters` / `get_buffers`.
+//! * The init helpers (`Tensor::kaiming_uniform` & co) against their distributions: bounds,
+//!   mean, variance (and the normal's tail) over 65536 draws.
 //! * safetensors: round trips through a file and through bytes (names, dtypes, shapes, values),
 //!   a hand-built file in the format, malformed files.
 //! * `load_state_dict`: values land in the model's own buffers; errors for names, shapes, dtypes.
@@ -14,14 +17,20 @@
 // Native only: the browser tests are tests/web.rs.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod common;
+
 use half::{bf16, f16};
 use serde_json::Value;
 use wgrad::nn::state::{
     get_buffers, get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_bytes,
     safe_save, safe_save_bytes,
 };
-use wgrad::nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
+use wgrad::nn::{
+    BatchNorm, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Embedding, GroupNorm,
+    InstanceNorm, LayerNorm, LayerNorm2d, Linear, LstmCell, RmsNorm,
+};
 use wgrad::{Context, DType, Device, ErrorKind, Tensor};
+use wgrad::{Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Padding1d};
 
 const FIXTURE: &str = include_str!("fixtures/nn.json");
 const FWD_ATOL: f64 = 1e-5;
@@ -110,6 +119,38 @@ enum Layer {
     Ln(LayerNorm),
     Gn(GroupNorm),
     Emb(Embedding),
+    C1(Conv1d),
+    Ct1(ConvTranspose1d),
+    Ct2(ConvTranspose2d),
+    In(InstanceNorm),
+    Ln2(LayerNorm2d),
+    Rms(RmsNorm),
+    /// With its state inputs; the output is cat(h', c').
+    Lstm(LstmCell, Option<(Tensor, Tensor)>),
+}
+
+/// A number (or the first of a pair) under `key`, else `default`.
+fn arg_or(a: &Value, key: &str, default: usize) -> usize {
+    match &a[key] {
+        Value::Null => default,
+        Value::Array(v) => v[0].as_u64().expect(key) as usize,
+        v => v.as_u64().expect(key) as usize,
+    }
+}
+
+/// The conv layers' options from torch's constructor keywords.
+fn conv1d_opts(a: &Value) -> Conv1dOpts {
+    let padding = match &a["padding"] {
+        Value::String(s) if s == "same" => Padding1d::Same,
+        Value::String(_) | Value::Null => Padding1d::Valid,
+        v => Padding1d::Explicit(v.as_u64().expect("padding") as usize),
+    };
+    Conv1dOpts {
+        stride: arg_or(a, "stride", 1),
+        padding,
+        dilation: arg_or(a, "dilation", 1),
+        groups: arg_or(a, "groups", 1),
+    }
 }
 
 impl Layer {
@@ -149,6 +190,85 @@ impl Layer {
                 Embedding::new(arg_usize(a, "vocab_size"), arg_usize(a, "embed_size"))
                     .ctx("Embedding::new")?,
             ),
+            "conv1d" => Layer::C1(
+                Conv1d::with(
+                    arg_usize(a, "in_channels"),
+                    arg_usize(a, "out_channels"),
+                    arg_usize(a, "kernel_size"),
+                    conv1d_opts(a),
+                    arg_bool(a, "bias"),
+                )
+                .ctx("Conv1d::with")?,
+            ),
+            "conv_transpose1d" => Layer::Ct1(
+                ConvTranspose1d::with(
+                    arg_usize(a, "in_channels"),
+                    arg_usize(a, "out_channels"),
+                    arg_usize(a, "kernel_size"),
+                    ConvTranspose1dOpts {
+                        stride: arg_or(a, "stride", 1),
+                        padding: arg_or(a, "padding", 0),
+                        output_padding: arg_or(a, "output_padding", 0),
+                        dilation: arg_or(a, "dilation", 1),
+                        groups: arg_or(a, "groups", 1),
+                    },
+                    arg_bool(a, "bias"),
+                )
+                .ctx("ConvTranspose1d::with")?,
+            ),
+            "conv_transpose2d" => {
+                let two = |k: &str, d: usize| (arg_or(a, k, d), arg_or(a, k, d));
+                let k = arg_usize(a, "kernel_size");
+                Layer::Ct2(
+                    ConvTranspose2d::with(
+                        arg_usize(a, "in_channels"),
+                        arg_usize(a, "out_channels"),
+                        (k, k),
+                        ConvTranspose2dOpts {
+                            stride: two("stride", 1),
+                            padding: two("padding", 0),
+                            output_padding: two("output_padding", 0),
+                            dilation: two("dilation", 1),
+                            groups: arg_or(a, "groups", 1),
+                        },
+                        arg_bool(a, "bias"),
+                    )
+                    .ctx("ConvTranspose2d::with")?,
+                )
+            }
+            "instancenorm" => Layer::In(
+                InstanceNorm::with(
+                    arg_usize(a, "num_features"),
+                    arg_f64(a, "eps"),
+                    arg_bool(a, "affine"),
+                )
+                .ctx("InstanceNorm::with")?,
+            ),
+            "layernorm2d" => Layer::Ln2(
+                LayerNorm2d::with(
+                    arg_usize(a, "num_channels"),
+                    arg_f64(a, "eps"),
+                    arg_bool(a, "elementwise_affine"),
+                )
+                .ctx("LayerNorm2d::with")?,
+            ),
+            "rmsnorm" => Layer::Rms(
+                RmsNorm::with(
+                    arg_usize(a, "dim"),
+                    arg_f64(a, "eps"),
+                    arg_bool(a, "elementwise_affine"),
+                )
+                .ctx("RmsNorm::with")?,
+            ),
+            "lstmcell" => Layer::Lstm(
+                LstmCell::with(
+                    arg_usize(a, "input_size"),
+                    arg_usize(a, "hidden_size"),
+                    arg_bool(a, "bias"),
+                )
+                .ctx("LstmCell::with")?,
+                None,
+            ),
             _ => return Err(format!("unknown layer {kind}")),
         })
     }
@@ -158,6 +278,16 @@ impl Layer {
             Layer::Ln(l) => l.forward(x),
             Layer::Gn(l) => l.forward(x),
             Layer::Emb(l) => l.forward(x),
+            Layer::C1(l) => l.forward(x),
+            Layer::Ct1(l) => l.forward(x),
+            Layer::Ct2(l) => l.forward(x),
+            Layer::In(l) => l.forward(x),
+            Layer::Ln2(l) => l.forward(x),
+            Layer::Rms(l) => l.forward(x),
+            Layer::Lstm(l, hc) => {
+                let (h, c) = l.forward(x, hc.as_ref().map(|(h, c)| (h, c)))?;
+                Tensor::cat(&[&h, &c], 1)
+            }
         }
     }
     fn state(&self) -> Vec<(String, Tensor)> {
@@ -166,21 +296,51 @@ impl Layer {
             Layer::Ln(l) => get_state_dict(l),
             Layer::Gn(l) => get_state_dict(l),
             Layer::Emb(l) => get_state_dict(l),
+            Layer::C1(l) => get_state_dict(l),
+            Layer::Ct1(l) => get_state_dict(l),
+            Layer::Ct2(l) => get_state_dict(l),
+            Layer::In(l) => get_state_dict(l),
+            Layer::Ln2(l) => get_state_dict(l),
+            Layer::Rms(l) => get_state_dict(l),
+            Layer::Lstm(l, _) => get_state_dict(l),
         }
     }
     fn load(&self, state: &[(String, Tensor)]) -> wgrad::Result<()> {
+        // Strict: the fixtures hold every tensor a PyTorch state dict of the layer has.
         match self {
             Layer::Bn(l) => load_state_dict(l, state, false),
             Layer::Ln(l) => load_state_dict(l, state, false),
             Layer::Gn(l) => load_state_dict(l, state, false),
             Layer::Emb(l) => load_state_dict(l, state, false),
+            Layer::C1(l) => load_state_dict(l, state, true),
+            Layer::Ct1(l) => load_state_dict(l, state, true),
+            Layer::Ct2(l) => load_state_dict(l, state, true),
+            Layer::In(l) => load_state_dict(l, state, true),
+            Layer::Ln2(l) => load_state_dict(l, state, true),
+            Layer::Rms(l) => load_state_dict(l, state, true),
+            Layer::Lstm(l, _) => load_state_dict(l, state, true),
         }
     }
 }
 
 fn run_case(case: &Value, dev: Device) -> R<()> {
     let kind = case["layer"].as_str().expect("layer");
-    let layer = Layer::build(kind, &case["args"])?;
+    let mut layer = Layer::build(kind, &case["args"])?;
+    // Extra inputs (the LSTM cell's state), differentiated like x.
+    let mut inputs: Vec<(String, Tensor)> = vec![];
+    if let Some(extra) = case.get("inputs").and_then(Value::as_object) {
+        for (name, v) in extra {
+            let t = tensor_of(v)?;
+            t.set_requires_grad(true);
+            inputs.push((name.clone(), t));
+        }
+    }
+    if let Layer::Lstm(_, hc) = &mut layer {
+        let get = |n: &str| inputs.iter().find(|(k, _)| k == n).map(|(_, t)| t.clone());
+        if let (Some(h), Some(c)) = (get("h0"), get("c0")) {
+            *hc = Some((h, c));
+        }
+    }
     let own = layer.state();
     let mut params = Vec::new();
     for (name, v) in case["params"].as_object().expect("params") {
@@ -189,6 +349,7 @@ fn run_case(case: &Value, dev: Device) -> R<()> {
     layer.load(&params).ctx("load_state_dict")?;
     let find = |name: &str| {
         own.iter()
+            .chain(&inputs)
             .find(|(n, _)| n == name)
             .map(|(_, t)| t.clone())
             .ok_or_else(|| format!("layer has no tensor '{name}'"))
@@ -272,6 +433,13 @@ fn layer_fixtures_cpu() {
     run_fixtures(Device::Cpu);
 }
 
+#[test]
+fn layer_fixtures_wgpu() {
+    if common::usable(Device::Wgpu) {
+        run_fixtures(Device::Wgpu);
+    }
+}
+
 // ------------------------------------------------------------------------------------ layers
 
 #[test]
@@ -280,7 +448,7 @@ fn layer_init_and_errors() {
         let bn = BatchNorm::new(3).unwrap();
         for t in [&bn.running_mean, &bn.running_var, &bn.num_batches_tracked] {
             assert!(!t.requires_grad());
-            assert!(format!("{t:?}").contains("realized=true"), "{t:?}");
+            assert!(t.is_realized(), "{t:?}");
         }
         assert_eq!(bn.running_var.to_vec::<f32>().unwrap(), vec![1.0; 3]);
         assert_eq!(bn.num_batches_tracked.shape(), Vec::<usize>::new());
@@ -705,7 +873,7 @@ fn load_state_dict_into_model() {
         let after = get_state_dict(&b);
         for ((name, t), old) in after.iter().zip(&before) {
             assert!(t.same(old), "{name} keeps its identity");
-            assert!(format!("{t:?}").contains("realized=true"), "{name}: {t:?}");
+            assert!(t.is_realized(), "{name}: {t:?}");
         }
         assert_same_state(&get_state_dict(&a), &after);
         assert!(b.heads[0].weight.requires_grad());
@@ -774,5 +942,249 @@ fn load_state_dict_into_model() {
         // Loading a model's own state into itself is a no-op.
         load_state_dict(&b, &get_state_dict(&b), true).unwrap();
         assert_eq!(b.heads[0].weight.to_vec::<f32>().unwrap(), keep);
+    });
+}
+
+// ------------------------------------------------------------------------------------ h-conv:
+// init helpers, the conv-transpose / norm / LSTM layers
+
+/// Mean and (biased) variance of `t`'s values.
+fn moments(t: &Tensor) -> (Vec<f32>, f64, f64) {
+    let v = t.to_vec::<f32>().unwrap();
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    (v, mean, var)
+}
+
+/// 65536 draws fill [-b, b]: every value inside, the extremes within 0.1% of the bound, mean 0
+/// and variance b²/3 within about 4 standard errors.
+fn check_uniform(what: &str, t: &Tensor, b: f64) {
+    let (v, mean, var) = moments(t);
+    let n = v.len() as f64;
+    assert!(
+        v.iter().all(|&x| (x as f64).abs() <= b * (1.0 + 1e-6)),
+        "{what}: a value outside ±{b}"
+    );
+    let (lo, hi) = v
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(a, c), &x| (a.min(x), c.max(x)));
+    assert!(
+        hi as f64 > 0.999 * b && (lo as f64) < -0.999 * b,
+        "{what}: range {lo}..{hi}, bound {b}"
+    );
+    assert!(
+        mean.abs() < 4.0 * b / (3.0 * n).sqrt(),
+        "{what}: mean {mean}"
+    );
+    let want = b * b / 3.0;
+    assert!(
+        (var / want - 1.0).abs() < 0.015,
+        "{what}: variance {var}, want {want}"
+    );
+}
+
+#[test]
+fn init_helpers_match_their_distributions() {
+    Context::new().dev(Device::Interp).run(|| {
+        Tensor::manual_seed(11);
+        let shape = [64, 16, 8, 8]; // fan-in 1024
+        let t = Tensor::kaiming_uniform(&shape, 0.01).unwrap();
+        assert_eq!((t.shape(), t.dtype()), (shape.to_vec(), DType::F32));
+        check_uniform("kaiming_uniform", &t, (6.0 / 1.0001 / 1024.0f64).sqrt());
+        let t = Tensor::kaiming_uniform(&[256, 256], 0.0).unwrap();
+        check_uniform("kaiming_uniform a=0", &t, (6.0 / 256.0f64).sqrt());
+        let t = Tensor::glorot_uniform(&shape).unwrap();
+        check_uniform("glorot_uniform", &t, (6.0 / (64.0 + 1024.0f64)).sqrt());
+        let t = Tensor::scaled_uniform(&[256, 256]).unwrap();
+        check_uniform("scaled_uniform", &t, 1.0 / 256.0);
+
+        // Normal: standard deviation within 1.5% (the standard error is 0.28%), and the share of
+        // draws beyond two deviations within 4 standard errors of 4.55%.
+        let t = Tensor::kaiming_normal(&shape, 0.01).unwrap();
+        let std = (2.0 / 1.0001 / 1024.0f64).sqrt();
+        let (v, mean, var) = moments(&t);
+        let n = v.len() as f64;
+        assert!(
+            mean.abs() < 4.0 * std / n.sqrt(),
+            "kaiming_normal: mean {mean}"
+        );
+        assert!(
+            (var.sqrt() / std - 1.0).abs() < 0.015,
+            "kaiming_normal: std {}",
+            var.sqrt()
+        );
+        let tail = v.iter().filter(|&&x| (x as f64).abs() > 2.0 * std).count() as f64 / n;
+        let (p, se) = (0.0455, (0.0455f64 * 0.9545 / n).sqrt());
+        assert!(
+            (tail - p).abs() < 4.0 * se,
+            "kaiming_normal: {tail} beyond 2 std"
+        );
+
+        // Two draws differ; the shape is checked.
+        let a = Tensor::kaiming_normal(&[4, 4], 0.01)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        let b = Tensor::kaiming_normal(&[4, 4], 0.01)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert_ne!(a, b);
+        for r in [
+            Tensor::glorot_uniform(&[]),
+            Tensor::kaiming_uniform(&[], 0.01),
+            Tensor::kaiming_normal(&[3, 0], 0.0),
+            Tensor::kaiming_uniform(&[3, 2], f64::NAN),
+        ] {
+            let e = r.unwrap_err();
+            assert!(
+                e.msg.contains("kaiming") || e.msg.contains("glorot") || e.msg.contains("[3, 0]"),
+                "{e}"
+            );
+        }
+    });
+}
+
+#[test]
+fn conv_norm_and_lstm_layers() {
+    Context::new().dev(Device::Interp).run(|| {
+        // PyTorch's state-dict names and shapes.
+        let names = |s: Vec<(String, Tensor)>| -> Vec<(String, Vec<usize>)> {
+            s.into_iter().map(|(n, t)| (n, t.shape())).collect()
+        };
+        let ct = ConvTranspose2d::new(4, 6, (3, 2)).unwrap();
+        assert_eq!(
+            names(get_state_dict(&ct)),
+            [
+                ("weight".into(), vec![4, 6, 3, 2]),
+                ("bias".into(), vec![6])
+            ]
+        );
+        let lstm = LstmCell::new(3, 5).unwrap();
+        assert_eq!(
+            names(get_state_dict(&lstm)),
+            [
+                ("weight_ih".into(), vec![20, 3]),
+                ("weight_hh".into(), vec![20, 5]),
+                ("bias_ih".into(), vec![20]),
+                ("bias_hh".into(), vec![20])
+            ]
+        );
+        assert_eq!(get_parameters(&lstm).len(), 4);
+        let w = lstm.weight_hh.to_vec::<f32>().unwrap();
+        assert!(
+            w.iter().all(|v| v.abs() <= 1.0 / 5f32.sqrt()),
+            "LSTM weight bound"
+        );
+        assert!(lstm
+            .bias_ih
+            .as_ref()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0));
+        assert_eq!(
+            names(get_state_dict(&RmsNorm::new(4).unwrap())),
+            [("weight".into(), vec![4])]
+        );
+        assert!(get_state_dict(&InstanceNorm::with(3, 1e-5, false).unwrap()).is_empty());
+
+        // Shapes through the layers, and the state carried between LSTM steps.
+        let x = Tensor::randn(&[2, 4, 5, 5]).unwrap();
+        let up = ConvTranspose2d::with(
+            4,
+            2,
+            (3, 3),
+            ConvTranspose2dOpts {
+                stride: (2, 2),
+                padding: (1, 1),
+                output_padding: (1, 1),
+                ..Default::default()
+            },
+            true,
+        )
+        .unwrap();
+        assert_eq!(up.forward(&x).unwrap().shape(), [2, 2, 10, 10]);
+        assert_eq!(
+            LayerNorm2d::new(4).unwrap().forward(&x).unwrap().shape(),
+            [2, 4, 5, 5]
+        );
+        let seq = Tensor::randn(&[2, 3, 7]).unwrap();
+        let c1 = Conv1d::with(
+            3,
+            6,
+            3,
+            Conv1dOpts {
+                padding: Padding1d::Same,
+                ..Default::default()
+            },
+            false,
+        )
+        .unwrap();
+        assert_eq!(c1.forward(&seq).unwrap().shape(), [2, 6, 7]);
+        assert_eq!(
+            ConvTranspose1d::new(3, 2, 4)
+                .unwrap()
+                .forward(&seq)
+                .unwrap()
+                .shape(),
+            [2, 2, 10]
+        );
+        let (h, c) = lstm
+            .forward(&Tensor::randn(&[2, 3]).unwrap(), None)
+            .unwrap();
+        let (h2, _) = lstm
+            .forward(&Tensor::randn(&[2, 3]).unwrap(), Some((&h, &c)))
+            .unwrap();
+        assert_eq!(h2.shape(), [2, 5]);
+
+        // Errors name the layer.
+        let err = |r: wgrad::Result<Tensor>, part: &str| {
+            let e = r.unwrap_err();
+            assert!(e.msg.contains(part), "{e}");
+        };
+        err(InstanceNorm::new(3).unwrap().forward(&x), "InstanceNorm");
+        err(
+            InstanceNorm::new(4)
+                .unwrap()
+                .forward(&Tensor::randn(&[2, 4]).unwrap()),
+            "InstanceNorm",
+        );
+        err(RmsNorm::new(3).unwrap().forward(&x), "RMSNorm");
+        err(LayerNorm2d::new(3).unwrap().forward(&x), "LayerNorm2d");
+        err(lstm.forward(&x, None).map(|(h, _)| h), "LSTMCell");
+        err(
+            lstm.forward(
+                &Tensor::randn(&[2, 3]).unwrap(),
+                Some((&h, &h2.reshape(&[5, 2]).unwrap())),
+            )
+            .map(|(h, _)| h),
+            "LSTMCell",
+        );
+        assert!(ConvTranspose2d::with(
+            3,
+            4,
+            (2, 2),
+            ConvTranspose2dOpts {
+                groups: 2,
+                ..Default::default()
+            },
+            true
+        )
+        .is_err());
+        assert!(Conv1d::with(
+            4,
+            4,
+            3,
+            Conv1dOpts {
+                padding: Padding1d::Same,
+                stride: 2,
+                ..Default::default()
+            },
+            true
+        )
+        .is_err());
     });
 }

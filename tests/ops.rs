@@ -28,8 +28,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::Value;
 use wgrad::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Padding, Reduction,
-    Tensor,
+    Axes, Context, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts,
+    CrossEntropyOpts, DType, Device, Index, Interpolation, Operand, PadMode, Padding, Padding1d,
+    Pool2dOpts, Reduction, Tensor,
 };
 
 const FIXTURE: &str = include_str!("fixtures/ops.json");
@@ -390,6 +391,116 @@ impl FromCase for CrossEntropyOpts {
             ignore_index: a["ignore_index"].as_i64(),
             label_smoothing: f64::from_case(a, "label_smoothing", inputs)?,
             reduction: Reduction::from_case(a, "reduction", inputs)?,
+        })
+    }
+}
+
+// ---- The convolution block's arguments (conv1d, conv_transpose, pooling options, pad modes,
+// interpolate). Options objects are the case's `args`, keys as the Python names.
+
+impl FromCase for Vec<(isize, isize)> {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        let v = args[key].as_array()?;
+        Some(
+            v.iter()
+                .map(|p| {
+                    let p = isizes(p);
+                    assert_eq!(p.len(), 2, "fixture: expected a pair, got {p:?}");
+                    (p[0], p[1])
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A mode name, or a number (the fill value).
+impl FromCase for PadMode {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        match &args[key] {
+            Value::Null => None,
+            Value::String(s) => Some(s.parse().expect("fixture: pad mode")),
+            v => Some(PadMode::Constant(num(v))),
+        }
+    }
+}
+
+impl FromCase for Interpolation {
+    fn from_case(args: &Value, key: &str, _: &mut Inputs) -> Option<Self> {
+        args[key]
+            .as_str()
+            .map(|s| s.parse().expect("fixture: interpolate mode"))
+    }
+}
+
+/// A number or a pair under `key`, else `default`.
+fn pair_or(a: &Value, key: &str, default: (usize, usize)) -> (usize, usize) {
+    match &a[key] {
+        Value::Null => default,
+        Value::Number(n) => {
+            let n = n.as_u64().expect("fixture: not a usize") as usize;
+            (n, n)
+        }
+        v => pair(v),
+    }
+}
+
+fn usize_or(a: &Value, key: &str, default: usize) -> usize {
+    a[key].as_u64().map_or(default, |v| v as usize)
+}
+
+impl FromCase for Pool2dOpts {
+    fn from_case(a: &Value, _: &str, _: &mut Inputs) -> Option<Self> {
+        let d = Pool2dOpts::default();
+        Some(Pool2dOpts {
+            stride: None,
+            padding: pair_or(a, "padding", d.padding),
+            dilation: pair_or(a, "dilation", d.dilation),
+            ceil_mode: a["ceil_mode"].as_bool().unwrap_or(d.ceil_mode),
+            count_include_pad: a["count_include_pad"]
+                .as_bool()
+                .unwrap_or(d.count_include_pad),
+        })
+    }
+}
+
+impl FromCase for Conv1dOpts {
+    fn from_case(a: &Value, _: &str, _: &mut Inputs) -> Option<Self> {
+        let padding = match &a["padding"] {
+            Value::String(s) if s == "valid" => Padding1d::Valid,
+            Value::String(s) if s == "same" => Padding1d::Same,
+            Value::Null => Padding1d::Valid,
+            v => Padding1d::Explicit(v.as_u64().expect("fixture: conv1d padding") as usize),
+        };
+        Some(Conv1dOpts {
+            stride: usize_or(a, "stride", 1),
+            padding,
+            dilation: usize_or(a, "dilation", 1),
+            groups: usize_or(a, "groups", 1),
+        })
+    }
+}
+
+impl FromCase for ConvTranspose2dOpts {
+    fn from_case(a: &Value, _: &str, _: &mut Inputs) -> Option<Self> {
+        let d = ConvTranspose2dOpts::default();
+        Some(ConvTranspose2dOpts {
+            stride: pair_or(a, "stride", d.stride),
+            padding: pair_or(a, "padding", d.padding),
+            output_padding: pair_or(a, "output_padding", d.output_padding),
+            dilation: pair_or(a, "dilation", d.dilation),
+            groups: usize_or(a, "groups", d.groups),
+        })
+    }
+}
+
+impl FromCase for ConvTranspose1dOpts {
+    fn from_case(a: &Value, _: &str, _: &mut Inputs) -> Option<Self> {
+        Some(ConvTranspose1dOpts {
+            stride: usize_or(a, "stride", 1),
+            padding: usize_or(a, "padding", 0),
+            output_padding: usize_or(a, "output_padding", 0),
+            dilation: usize_or(a, "dilation", 1),
+            groups: usize_or(a, "groups", 1),
         })
     }
 }

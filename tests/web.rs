@@ -18,7 +18,10 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::*;
 use wgrad::web;
-use wgrad::{Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor};
+use wgrad::{
+    Axes, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, CrossEntropyOpts,
+    DType, Index, Interpolation, Operand, PadMode, Pool2dOpts, Reduction, Tensor,
+};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -273,6 +276,50 @@ impl JsCase for CrossEntropyOpts {
     }
 }
 
+// ---- The convolution block's options objects (keys as in JS).
+
+impl JsCase for Pool2dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        let keys = [
+            ("padding", "padding"),
+            ("dilation", "dilation"),
+            ("ceil_mode", "ceilMode"),
+            ("count_include_pad", "countIncludePad"),
+        ];
+        options(args, &keys)
+    }
+}
+
+impl JsCase for Conv1dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        let keys = ["stride", "padding", "dilation", "groups"].map(|k| (k, k));
+        options(args, &keys)
+    }
+}
+
+fn conv_transpose_options(args: &Value) -> Option<JsValue> {
+    let keys = [
+        ("stride", "stride"),
+        ("padding", "padding"),
+        ("output_padding", "outputPadding"),
+        ("dilation", "dilation"),
+        ("groups", "groups"),
+    ];
+    options(args, &keys)
+}
+
+impl JsCase for ConvTranspose2dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        conv_transpose_options(args)
+    }
+}
+
+impl JsCase for ConvTranspose1dOpts {
+    fn js_case(args: &Value, _: &str, _: &mut Inputs) -> Option<JsValue> {
+        conv_transpose_options(args)
+    }
+}
+
 /// Numbers, booleans, lists, pairs and strings pass as the case's JSON has them.
 macro_rules! json_case {
     ($($t:ty),*) => {
@@ -315,7 +362,10 @@ json_case!(
     Axes,
     (usize, usize),
     Vec<(usize, usize)>,
-    Reduction
+    Reduction,
+    Vec<(isize, isize)>,
+    PadMode,
+    Interpolation
 );
 
 /// The fixture key of a table argument: its `@ "key"`, else its name.
@@ -1238,4 +1288,185 @@ async fn indexing_from_javascript() {
         assert_eq!(got.3, want, "{dev}: x[0, [1, 3]] = -1");
         assert_eq!(got.4, [0.0, -1.0, 2.0, -1.0], "{dev}: x[x < 3]");
     }
+}
+
+/// The layers and init helpers of the convolution block, as JavaScript makes and calls them:
+/// shapes through the layers, the LSTM cell's state, the init bounds, errors naming the layer.
+#[wasm_bindgen_test]
+async fn conv_block_layers_and_init_helpers() {
+    devices().await;
+    let shape = |t: &JsValue| -> Vec<f64> {
+        Array::from(&prop(t, "shape"))
+            .iter()
+            .map(|d| d.as_f64().unwrap_or(-1.0))
+            .collect()
+    };
+    let err = |e: JsError| msg(&e.into());
+    let x = web::JsTensor::randn(nums(&[2.0, 3.0]))
+        .map(JsValue::from)
+        .unwrap();
+    let cell: JsValue = web::LSTMCell::new(3.into(), 4.into(), None)
+        .map_err(err)
+        .unwrap()
+        .into();
+    let hc = call(&cell, "forward", std::slice::from_ref(&x)).unwrap();
+    assert_eq!(shape(&Array::from(&hc).get(1)), [2.0, 4.0]);
+    let hc2 = call(&cell, "forward", &[x.clone(), hc.clone()]).unwrap();
+    assert_eq!(shape(&Array::from(&hc2).get(0)), [2.0, 4.0]);
+    assert_eq!(
+        Array::from(&call(&cell, "parameters", &[]).unwrap()).length(),
+        4
+    );
+    assert_eq!(shape(&prop(&cell, "weightHh")), [16.0, 4.0]);
+    expect_err(
+        call(&cell, "forward", &[x.clone(), nums(&[])]),
+        &["LSTMCell.forward", "[h, c]"],
+    );
+    let img = web::JsTensor::randn(nums(&[1.0, 2.0, 3.0, 3.0]))
+        .map(JsValue::from)
+        .unwrap();
+    let opts = json_to_js(&serde_json::json!({"stride": 2, "padding": 1, "outputPadding": 1}));
+    let up: JsValue = web::ConvTranspose2d::new(2.into(), 5.into(), 3.into(), Some(opts))
+        .map_err(err)
+        .unwrap()
+        .into();
+    assert_eq!(
+        shape(&call(&up, "forward", std::slice::from_ref(&img)).unwrap()),
+        [1.0, 5.0, 6.0, 6.0]
+    );
+    let rms: JsValue = web::RMSNorm::new(4.into(), None)
+        .map_err(err)
+        .unwrap()
+        .into();
+    expect_err(
+        call(&rms, "forward", std::slice::from_ref(&img)),
+        &["RMSNorm", "[1, 2, 3, 3]"],
+    );
+    let k = web::JsTensor::kaiming_uniform(nums(&[64.0, 16.0]), Some(0.0.into()))
+        .map(JsValue::from)
+        .unwrap();
+    let b = (6.0f64 / 16.0).sqrt();
+    assert!(data(&k).await.unwrap().iter().all(|v| v.abs() <= b));
+    expect_err(
+        web::JsTensor::glorot_uniform(nums(&[]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["glorotUniform"],
+    );
+    // Options objects and modes of the op table's rows.
+    let pooled = call(
+        &img,
+        "maxPool2d",
+        &[
+            3.into(),
+            2.into(),
+            json_to_js(&serde_json::json!({"padding": 1, "ceilMode": true})),
+        ],
+    )
+    .unwrap();
+    assert_eq!(shape(&pooled), [1.0, 2.0, 2.0, 2.0]);
+    let padded = call(
+        &img,
+        "pad",
+        &[
+            json_to_js(&serde_json::json!([[0, 0], [0, 0], [1, 1], [2, 0]])),
+            "reflect".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(shape(&padded), [1.0, 2.0, 5.0, 5.0]);
+    expect_err(
+        call(
+            &img,
+            "pad",
+            &[
+                json_to_js(&serde_json::json!([[0, 0], [0, 0], [0, 0], [0, 0]])),
+                "wrap".into(),
+            ],
+        ),
+        &["pad", "wrap"],
+    );
+    expect_err(
+        call(&img, "interpolate", &[nums(&[4.0, 4.0]), "bicubic".into()]),
+        &["interpolate", "bicubic"],
+    );
+}
+
+/// Optimizer groups, schedules and clipping from JavaScript: a group of SGD and Adam steps both
+/// (the members stay usable), a schedule given as an option runs on the device, `clipGradNorm`
+/// returns the norm, and bad schedules throw errors naming the optimizer.
+#[wasm_bindgen_test]
+async fn optimizer_groups_schedules_and_clipping() {
+    devices().await;
+    let err = |e: JsError| msg(&e.into());
+    let param = |v: &[f64]| -> JsValue {
+        let t = tensor(v, &[v.len()], "float32").unwrap();
+        Reflect::set(&t, &"requiresGrad".into(), &true.into()).unwrap();
+        t
+    };
+    let (a, b) = (param(&[1.0, 2.0]), param(&[3.0]));
+    let arr = |v: &[&JsValue]| -> JsValue { v.iter().copied().collect::<Array>().into() };
+    let opts = json_to_js(&serde_json::json!({
+        "lr": 0.5, "schedule": {"kind": "step", "stepSize": 1, "gamma": 0.5}
+    }));
+    let sgd: JsValue = web::sgd(arr(&[&a]), Some(opts))
+        .map_err(err)
+        .unwrap()
+        .into();
+    let adam: JsValue = web::adam(arr(&[&b]), None).map_err(err).unwrap().into();
+    let group: JsValue = web::optimizer_group(arr(&[&sgd, &adam]))
+        .map_err(err)
+        .unwrap()
+        .into();
+    let ones = |n: usize| tensor(&vec![1.0; n], &[n], "float32").unwrap();
+    for _ in 0..2 {
+        call(&a, "setGrad", &[ones(2)]).unwrap();
+        call(&b, "setGrad", &[ones(1)]).unwrap();
+        let norm = web::clip_grad_norm_js(arr(&[&a, &b]), 1.0.into(), None)
+            .map(JsValue::from)
+            .map_err(err)
+            .unwrap();
+        let g = group.clone();
+        training(move || call(&g, "step", &[])).unwrap();
+        assert!((item(&norm).await.unwrap() - 3f64.sqrt()).abs() < 1e-5);
+    }
+    // SGD's rates were 0.5 then 0.25, on gradients clipped to 1/sqrt(3).
+    let g = 1.0 / 3f64.sqrt();
+    let got = data(&a).await.unwrap();
+    assert!((got[0] - (1.0 - 0.75 * g)).abs() < 1e-5, "{got:?}");
+    assert_eq!(
+        item(&call(&sgd, "currentLr", &[]).unwrap()).await.unwrap(),
+        0.25
+    );
+    assert!(data(&b).await.unwrap()[0] < 3.0, "Adam did not step");
+    expect_err(
+        call(
+            &sgd,
+            "setSchedule",
+            &[json_to_js(&serde_json::json!({"kind": "step"}))],
+        ),
+        &["SGD.setSchedule", "stepSize"],
+    );
+    expect_err(
+        call(
+            &adam,
+            "setSchedule",
+            &[json_to_js(
+                &serde_json::json!({"kind": "cosine", "totalSteps": 0}),
+            )],
+        ),
+        &["Adam", "schedule"],
+    );
+    expect_err(
+        web::optimizer_group(arr(&[&sgd, &sgd]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["OptimizerGroup", "also in"],
+    );
+    expect_err(
+        web::optimizer_group(arr(&[&a]))
+            .map(JsValue::from)
+            .map_err(err),
+        &["OptimizerGroup", "element 0"],
+    );
 }

@@ -1,8 +1,11 @@
 //! Layers: plain structs holding their parameters as Tensors, initialised like tinygrad
 //! (uniform in ±1/sqrt(fan_in)).
 //!
-//! `Conv2d` and `Linear` hold learned weights; `BatchNorm`, `LayerNorm` and `GroupNorm`
-//! normalise (affine weight 1 and bias 0 at start); `Embedding` looks rows up by integer index.
+//! `Conv1d`, `Conv2d`, `ConvTranspose1d`, `ConvTranspose2d` and `Linear` hold learned weights;
+//! `BatchNorm`, `LayerNorm`, `LayerNorm2d`, `GroupNorm`, `InstanceNorm` and `RmsNorm` normalise
+//! (affine weight 1 and bias 0 at start); `Embedding` looks rows up by integer index; `LstmCell`
+//! is one step of an LSTM. Parameter names and shapes are PyTorch's, so a PyTorch state dict
+//! loads with `state::load_state_dict`.
 //! Every layer has `forward(&self, x) -> Result<Tensor>`, and every learned parameter is a
 //! realized buffer with `requires_grad` on. `state` collects the tensors of a model by name
 //! (state dicts, parameters, safetensors files, PyTorch checkpoints). `gpt` builds a GPT from
@@ -10,6 +13,7 @@
 
 pub mod datasets;
 pub mod gpt;
+mod init;
 pub mod optim;
 mod pickle;
 pub mod state;
@@ -18,6 +22,7 @@ mod zip;
 
 use crate::dtype::DType;
 use crate::error::{bail, Result};
+use crate::tensor::conv::{Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Padding1d};
 use crate::tensor::functional::{Conv2dOpts, Padding};
 use crate::tensor::Tensor;
 
@@ -372,8 +377,7 @@ pub struct Embedding {
 
 impl Embedding {
     pub fn new(vocab_size: usize, embed_size: usize) -> Result<Embedding> {
-        let b = (6.0 / (vocab_size as f64 + embed_size as f64)).sqrt();
-        let weight = Tensor::uniform(&[vocab_size, embed_size], -b, b)?.realize()?;
+        let weight = Tensor::glorot_uniform(&[vocab_size, embed_size])?.realize()?;
         weight.set_requires_grad(true);
         Ok(Embedding {
             weight,
@@ -390,5 +394,343 @@ impl Embedding {
             );
         }
         self.weight.index(idx)
+    }
+}
+
+// ---------------------------------------------------------------- conv-transpose, norms, LSTM
+
+/// Check the groups of a convolution layer.
+fn check_groups(op: &str, cin: usize, cout: usize, groups: usize) -> Result<()> {
+    if groups == 0 || cin % groups != 0 || cout % groups != 0 {
+        bail!(
+            Shape,
+            "{op}: {cin} in and {cout} out channels are not divisible by groups={groups}"
+        );
+    }
+    Ok(())
+}
+
+/// A learned bias of `n` elements initialised like the weight (`Some` when `on`).
+fn bias_init(on: bool, n: usize, fan_in: usize) -> Result<Option<Tensor>> {
+    on.then(|| init(&[n], fan_in)).transpose()
+}
+
+/// Learned affine weight (ones) and bias (zeros) of `shape`, when `affine`.
+type Affine = (Option<Tensor>, Option<Tensor>);
+fn affine(shape: &[usize], on: bool) -> Result<Affine> {
+    if !on {
+        return Ok((None, None));
+    }
+    Ok((
+        Some(filled(shape, 1.0, DType::F32, true)?),
+        Some(filled(shape, 0.0, DType::F32, true)?),
+    ))
+}
+
+/// `x * weight + bias` per channel (axis 1), for those present.
+fn affine_per_channel(x: Tensor, w: &Option<Tensor>, b: &Option<Tensor>) -> Result<Tensor> {
+    let nd = x.ndim();
+    let x = match w {
+        Some(w) => x.mul(&per_channel(w, nd)?)?,
+        None => x,
+    };
+    match b {
+        Some(b) => x.add(&per_channel(b, nd)?),
+        None => Ok(x),
+    }
+}
+
+/// A 1-D convolution layer: weight (out, in/groups, k) and optional bias (out), initialised like
+/// `Conv2d` (uniform in ±1/sqrt(in/groups · k)).
+pub struct Conv1d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: Conv1dOpts,
+}
+
+impl Conv1d {
+    pub fn new(cin: usize, cout: usize, kernel: usize) -> Result<Conv1d> {
+        Conv1d::with(cin, cout, kernel, Conv1dOpts::default(), true)
+    }
+    pub fn with(
+        cin: usize,
+        cout: usize,
+        kernel: usize,
+        opts: Conv1dOpts,
+        bias: bool,
+    ) -> Result<Conv1d> {
+        check_groups("Conv1d", cin, cout, opts.groups)?;
+        if opts.padding == Padding1d::Same && opts.stride != 1 {
+            bail!(
+                Shape,
+                "Conv1d: padding \"same\" requires stride 1, got {}",
+                opts.stride
+            );
+        }
+        let fan_in = cin / opts.groups * kernel;
+        Ok(Conv1d {
+            weight: init(&[cout, cin / opts.groups, kernel], fan_in)?,
+            bias: bias_init(bias, cout, fan_in)?,
+            opts,
+        })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.conv1d(&self.weight, self.bias.as_ref(), &self.opts)
+    }
+}
+
+/// A 2-D transposed convolution layer: weight (in, out/groups, kh, kw) and optional bias (out),
+/// PyTorch's layout. Initialised uniform in ±1/sqrt(in/groups · kh · kw): tinygrad's bound for
+/// groups = 1 (PyTorch counts out/groups instead of in/groups).
+pub struct ConvTranspose2d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvTranspose2dOpts,
+}
+
+impl ConvTranspose2d {
+    pub fn new(cin: usize, cout: usize, kernel: (usize, usize)) -> Result<ConvTranspose2d> {
+        ConvTranspose2d::with(cin, cout, kernel, ConvTranspose2dOpts::default(), true)
+    }
+    pub fn with(
+        cin: usize,
+        cout: usize,
+        kernel: (usize, usize),
+        opts: ConvTranspose2dOpts,
+        bias: bool,
+    ) -> Result<ConvTranspose2d> {
+        check_groups("ConvTranspose2d", cin, cout, opts.groups)?;
+        let fan_in = cin / opts.groups * kernel.0 * kernel.1;
+        Ok(ConvTranspose2d {
+            weight: init(&[cin, cout / opts.groups, kernel.0, kernel.1], fan_in)?,
+            bias: bias_init(bias, cout, fan_in)?,
+            opts,
+        })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
+    }
+}
+
+/// A 1-D transposed convolution layer: weight (in, out/groups, k) and optional bias (out),
+/// initialised like `ConvTranspose2d`.
+pub struct ConvTranspose1d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvTranspose1dOpts,
+}
+
+impl ConvTranspose1d {
+    pub fn new(cin: usize, cout: usize, kernel: usize) -> Result<ConvTranspose1d> {
+        ConvTranspose1d::with(cin, cout, kernel, ConvTranspose1dOpts::default(), true)
+    }
+    pub fn with(
+        cin: usize,
+        cout: usize,
+        kernel: usize,
+        opts: ConvTranspose1dOpts,
+        bias: bool,
+    ) -> Result<ConvTranspose1d> {
+        check_groups("ConvTranspose1d", cin, cout, opts.groups)?;
+        let fan_in = cin / opts.groups * kernel;
+        Ok(ConvTranspose1d {
+            weight: init(&[cin, cout / opts.groups, kernel], fan_in)?,
+            bias: bias_init(bias, cout, fan_in)?,
+            opts,
+        })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.conv_transpose1d(&self.weight, self.bias.as_ref(), &self.opts)
+    }
+}
+
+/// Instance normalisation of an `(N, C, ...)` input (at least one dim after the channels):
+/// each sample's channel is normalised over its other dims (biased variance), then
+/// `* weight + bias` per channel (ones and zeros, learned) when `affine`. As tinygrad, `affine`
+/// is on by default and there are no running statistics (PyTorch's `InstanceNorm2d` defaults
+/// to neither).
+pub struct InstanceNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub num_features: usize,
+    pub eps: f64,
+}
+
+impl InstanceNorm {
+    /// eps 1e-5, affine.
+    pub fn new(num_features: usize) -> Result<InstanceNorm> {
+        InstanceNorm::with(num_features, 1e-5, true)
+    }
+    pub fn with(num_features: usize, eps: f64, affine_on: bool) -> Result<InstanceNorm> {
+        let (weight, bias) = affine(&[num_features], affine_on)?;
+        Ok(InstanceNorm {
+            weight,
+            bias,
+            num_features,
+            eps,
+        })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let s = x.shape();
+        let c = self.num_features;
+        if s.len() < 3 || s[1] != c {
+            bail!(
+                Shape,
+                "InstanceNorm: input {s:?} must be (N, {c}, ...) with at least one dim after                  the channels"
+            );
+        }
+        let rows = x
+            .to_float("InstanceNorm")?
+            .reshape_u(&[s[0], c, x.numel() / (s[0] * c)])?;
+        let out = normalize(&rows, &[-1], self.eps)?.reshape_u(&s)?;
+        affine_per_channel(out, &self.weight, &self.bias)
+    }
+}
+
+/// Layer normalisation over the channels (axis 1) of an `(N, C, ...)` input, e.g. each pixel
+/// of an image (tinygrad's `LayerNorm2d`, a `LayerNorm(C)` applied channels-last), then
+/// `* weight + bias` per channel when `elementwise_affine`.
+pub struct LayerNorm2d {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub num_channels: usize,
+    pub eps: f64,
+}
+
+impl LayerNorm2d {
+    /// eps 1e-5, elementwise affine.
+    pub fn new(num_channels: usize) -> Result<LayerNorm2d> {
+        LayerNorm2d::with(num_channels, 1e-5, true)
+    }
+    pub fn with(num_channels: usize, eps: f64, elementwise_affine: bool) -> Result<LayerNorm2d> {
+        let (weight, bias) = affine(&[num_channels], elementwise_affine)?;
+        Ok(LayerNorm2d {
+            weight,
+            bias,
+            num_channels,
+            eps,
+        })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let s = x.shape();
+        let c = self.num_channels;
+        if s.len() < 2 || s[1] != c {
+            bail!(Shape, "LayerNorm2d: input {s:?} must be (N, {c}, ...)");
+        }
+        let out = normalize(&x.to_float("LayerNorm2d")?, &[1], self.eps)?;
+        affine_per_channel(out, &self.weight, &self.bias)
+    }
+}
+
+/// Root-mean-square normalisation over the last dim: `x / sqrt(mean(x²) + eps)`, then
+/// `* weight` (ones, learned) when `elementwise_affine`. f16 inputs are normalised in f32 and
+/// cast back. As tinygrad, eps defaults to 1e-6 (PyTorch's `RMSNorm` takes the dtype's machine
+/// epsilon).
+pub struct RmsNorm {
+    pub weight: Option<Tensor>,
+    pub dim: usize,
+    pub eps: f64,
+}
+
+impl RmsNorm {
+    /// eps 1e-6, elementwise affine.
+    pub fn new(dim: usize) -> Result<RmsNorm> {
+        RmsNorm::with(dim, 1e-6, true)
+    }
+    pub fn with(dim: usize, eps: f64, elementwise_affine: bool) -> Result<RmsNorm> {
+        let weight = elementwise_affine
+            .then(|| filled(&[dim], 1.0, DType::F32, true))
+            .transpose()?;
+        Ok(RmsNorm { weight, dim, eps })
+    }
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let s = x.shape();
+        if s.last() != Some(&self.dim) {
+            bail!(
+                Shape,
+                "RMSNorm: the last dim of input {s:?} must be {}",
+                self.dim
+            );
+        }
+        let xf = x.to_float("RMSNorm")?;
+        let mut out = xf.mul(&xf.square()?.mean(-1, true)?.add(self.eps)?.rsqrt()?)?;
+        if x.dtype().is_float() {
+            out = out.cast(x.dtype())?;
+        }
+        match &self.weight {
+            Some(w) => out.mul(w),
+            None => Ok(out),
+        }
+    }
+}
+
+/// One step of a long short-term memory: from the input `x` (N, input_size) and the state
+/// `(h, c)` (each (N, hidden_size); zeros when absent), the gates
+/// `i, f, g, o = split4(x Wᵢₕᵀ + bᵢₕ + h Wₕₕᵀ + bₕₕ)` give `c' = σ(f)·c + σ(i)·tanh(g)` and
+/// `h' = σ(o)·tanh(c')`. Weights `weight_ih` (4·hidden, input) and `weight_hh` (4·hidden,
+/// hidden) are uniform in ±1/sqrt(hidden); the biases (4·hidden) start at zero, as tinygrad
+/// (PyTorch draws them like the weights).
+pub struct LstmCell {
+    pub weight_ih: Tensor,
+    pub weight_hh: Tensor,
+    pub bias_ih: Option<Tensor>,
+    pub bias_hh: Option<Tensor>,
+    pub input_size: usize,
+    pub hidden_size: usize,
+}
+
+impl LstmCell {
+    pub fn new(input_size: usize, hidden_size: usize) -> Result<LstmCell> {
+        LstmCell::with(input_size, hidden_size, true)
+    }
+    pub fn with(input_size: usize, hidden_size: usize, bias: bool) -> Result<LstmCell> {
+        let (i, h) = (input_size, hidden_size);
+        let zeros = || filled(&[4 * h], 0.0, DType::F32, true);
+        Ok(LstmCell {
+            weight_ih: init(&[4 * h, i], h)?,
+            weight_hh: init(&[4 * h, h], h)?,
+            bias_ih: bias.then(zeros).transpose()?,
+            bias_hh: bias.then(zeros).transpose()?,
+            input_size,
+            hidden_size,
+        })
+    }
+    /// `(h', c')` from `x` and the state `(h, c)`.
+    pub fn forward(&self, x: &Tensor, hc: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, Tensor)> {
+        let s = x.shape();
+        let (i, h) = (self.input_size, self.hidden_size);
+        if s.len() != 2 || s[1] != i {
+            bail!(Shape, "LSTMCell: input {s:?} must be (N, {i})");
+        }
+        let x = x.to_float("LSTMCell")?;
+        let zeros;
+        let (h0, c0) = match hc {
+            Some((h0, c0)) => {
+                if h0.shape() != [s[0], h] || c0.shape() != [s[0], h] {
+                    bail!(
+                        Shape,
+                        "LSTMCell: state {:?} and {:?} must both be ({}, {h}) for input {s:?}",
+                        h0.shape(),
+                        c0.shape(),
+                        s[0]
+                    );
+                }
+                (h0.clone(), c0.clone())
+            }
+            None => {
+                zeros = x.const_shaped(0.0, x.dtype(), &[s[0], h]);
+                (zeros.clone(), zeros)
+            }
+        };
+        let gates = x
+            .linear(&self.weight_ih.t()?, self.bias_ih.as_ref())?
+            .add(&h0.linear(&self.weight_hh.t()?, self.bias_hh.as_ref())?)?;
+        let g = gates.chunk(4, 1)?;
+        let c = g[1]
+            .sigmoid()?
+            .mul(&c0)?
+            .add(&g[0].sigmoid()?.mul(&g[2].tanh()?)?)?;
+        let h = g[3].sigmoid()?.mul(&c.tanh()?)?;
+        Ok((h, c))
     }
 }

@@ -1,17 +1,22 @@
 //! Optimizers, as in tinygrad's `nn/optim.py`: `Sgd`, `Lars` and `Muon` share one LARS core
 //! (trust ratio, weight decay, classic or popular momentum, optional Newton–Schulz
 //! orthogonalisation); `Adam`, `AdamW` and `Lamb` share one LAMB core (bias-corrected moments,
-//! weight decay, optional trust ratio); `OptimizerGroup` steps several of them as one.
+//! weight decay, optional trust ratio).
 //!
 //! It sits on top of the tensor API: a step is an ordinary lazy graph ending in `Tensor::assign`
 //! on every parameter and on every piece of optimizer state, realized together with whatever
 //! else the caller realizes (loss, metrics), so the scheduler fuses each update into the kernel
 //! that computes its gradient where it can. All state (learning rate, momentum buffers, moments,
-//! the running powers b1^t and b2^t) lives in realized device buffers created by `new` and is
+//! the bias corrections 1 - b1^t and 1 - b2^t) lives in realized device buffers created by `new` and is
 //! only ever changed by `assign` inside `schedule_step`: a step captured by a JIT and replayed
 //! without running this Rust code still advances it correctly. (Chainable setters cannot fail,
 //! so what they change on the device, a new learning rate or momentum buffers turned on, is
 //! written or allocated at the next step: capture a step after the first one, or use `set_lr`.)
+//!
+//! On top: learning-rate schedules (`LrSchedule`, set with `Optimizer::set_schedule`) computed
+//! on the device from a step counter inside the step, `OptimizerGroup` (several optimizers
+//! stepped as one, tinygrad's) and `clip_grad_norm` (global-norm gradient clipping, lazily on
+//! the device like the step it joins).
 
 use crate::context::training;
 use crate::dtype::DType;
@@ -53,8 +58,30 @@ pub trait Optimizer {
     fn learning_rate(&self) -> f64;
 
     /// Change the learning rate now: the value is written into the learning-rate tensor at once,
-    /// so a replayed (JIT-captured) step sees it too.
+    /// so a replayed (JIT-captured) step sees it too. With a schedule, this is its base.
     fn set_lr(&mut self, lr: f64) -> Result<()>;
+
+    /// Follow `schedule` from the next step on, counting steps from 0, with the learning rate
+    /// (`lr`, `set_lr`) as its base. The step count and the learning rate each step uses are
+    /// computed on the device inside the step, so a step captured by `TinyJit` follows the
+    /// schedule on replay with no host work. `LrSchedule::Constant` turns scheduling off.
+    fn set_schedule(&mut self, schedule: LrSchedule) -> Result<()> {
+        let _ = schedule;
+        bail!(
+            Other,
+            "set_schedule: this optimizer has no learning-rate schedules"
+        )
+    }
+
+    /// The learning rate of the last step as a 0-d f32 device tensor (before the first step of a
+    /// schedule: the first step's; without one: the learning rate), to log a schedule without
+    /// reading it back every step.
+    fn current_lr(&self) -> Result<Tensor> {
+        bail!(
+            Other,
+            "current_lr: this optimizer has no learning-rate tensor"
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------- helpers
@@ -106,6 +133,15 @@ fn trust_ratio(
     r1.gt(0.0)?.where_(&inner, 1.0)
 }
 
+/// A learning-rate schedule and its device state.
+struct Sched {
+    schedule: LrSchedule,
+    /// Steps taken, `(1,)` f32 (whole numbers are exact in f32 up to 2^24 steps).
+    count: Tensor,
+    /// The learning rate of the last step (before the first: of the first), `(1,)` f32.
+    used: Tensor,
+}
+
 /// What every optimizer holds: its parameters and the learning rate (as a device tensor).
 struct Common {
     name: &'static str,
@@ -115,6 +151,11 @@ struct Common {
     lr_t: Tensor,
     /// The value last written into `lr_t`.
     lr_written: f64,
+    /// The schedule and its device state: `(1,)` f32 buffers holding the steps taken and the
+    /// learning rate of the last step. (Two buffers, not one `(2,)` advanced by one kernel:
+    /// such a kernel would read element 0 while writing it, which the scheduler does not see
+    /// as a hazard when the read is a 0-d load broadcast by a view.)
+    sched: Option<Sched>,
 }
 
 impl Common {
@@ -156,6 +197,7 @@ impl Common {
             lr,
             lr_t,
             lr_written: lr,
+            sched: None,
         })
     }
 
@@ -178,6 +220,54 @@ impl Common {
     /// The learning rate as a 0-d tensor (broadcasts against any parameter shape).
     fn lr(&self) -> Result<Tensor> {
         self.lr_t.reshape(&[])
+    }
+
+    /// The learning rate this step uses: the schedule's at the step count `t` (the counter then
+    /// advances by one, and the rate is kept as the last step's), else the learning rate.
+    fn step_lr(&mut self) -> Result<Tensor> {
+        let Some(s) = &self.sched else {
+            return self.lr();
+        };
+        // The rate reads the count before the count's own update (the scheduler orders an
+        // assign after every kernel reading the previous value).
+        let t = s.count.reshape(&[])?;
+        let used = s.schedule.lr_tensor(&self.lr()?, &t)?.reshape(&[1])?;
+        s.used.assign(&used)?;
+        s.count.assign(&s.count.add(1.0)?)?;
+        s.used.reshape(&[])
+    }
+
+    fn set_schedule(&mut self, schedule: LrSchedule) -> Result<()> {
+        schedule.check(self.name)?;
+        check_lr(self.name, self.lr)?;
+        self.sync_lr()?;
+        self.sched = match schedule {
+            LrSchedule::Constant => None,
+            _ => {
+                let first = &self.params[0];
+                Some(Sched {
+                    schedule,
+                    count: filled(first, &[1], 0.0)?,
+                    used: filled(first, &[1], schedule.lr_at(self.lr, 0))?,
+                })
+            }
+        };
+        Ok(())
+    }
+
+    fn current_lr(&self) -> Result<Tensor> {
+        match &self.sched {
+            Some(s) => s.used.reshape(&[]),
+            None => self.lr(),
+        }
+    }
+
+    /// The schedule's state tensors (none without one).
+    fn sched_state(&self) -> Vec<Tensor> {
+        self.sched
+            .iter()
+            .flat_map(|s| [s.count.clone(), s.used.clone()])
+            .collect()
     }
 
     /// Check that a step may run and collect each parameter's gradient, detached and as f32.
@@ -351,7 +441,7 @@ impl Lars {
     fn schedule(&mut self) -> Result<Vec<Tensor>> {
         let grads = self.c.begin_step()?;
         self.alloc_state()?;
-        let lr = self.c.lr()?;
+        let lr = self.c.step_lr()?;
         let wd = self.weight_decay;
         for (i, (p, g)) in self.c.params.iter().zip(grads).enumerate() {
             let t = p.detach().cast(DType::F32)?;
@@ -397,12 +487,14 @@ impl Lars {
         }
         let mut out = self.c.params.clone();
         out.extend(self.bufs.iter().cloned());
+        out.extend(self.c.sched_state());
         Ok(out)
     }
 
     fn state_tensors(&self) -> Vec<Tensor> {
         let mut s = vec![self.c.lr_t.clone()];
         s.extend(self.bufs.iter().cloned());
+        s.extend(self.c.sched_state());
         s
     }
 }
@@ -508,8 +600,12 @@ impl Muon {
 /// `r = ‖t‖ / ‖up‖` (1 if either is 0; always 1 for Adam/AdamW), `t ← t − lr·r·up`.
 ///
 /// The state of each parameter is one f32 buffer of shape `(2, numel + 1)`: row 0 is `m`
-/// followed by `b1^k`, row 1 is `v` followed by `b2^k`, so that one kernel advances all of it
-/// (`state·[b1; b2] + [(1−b1)·g, 0; (1−b2)·g², 0]`) and a second one updates the parameter.
+/// followed by `1−b1^k`, row 1 is `v` followed by `1−b2^k`, so that one kernel advances all of
+/// it (`state·[b1; b2] + [(1−b1)·g, 1−b1; (1−b2)·g², 1−b2]`) and a second one updates the
+/// parameter. The corrections are the moments of a constant gradient of 1, computed with the
+/// same float32 operations as the moments: `1−b^k` is never formed by a subtraction that
+/// cancels (`1 − f32(0.999)` is 1.3e-5 off), and with a constant gradient `m / (1−b1^k)` is
+/// exactly it.
 pub struct Lamb {
     c: Common,
     b1: f64,
@@ -542,13 +638,10 @@ impl Lamb {
             .params
             .iter()
             .map(|p| {
-                // Moments 0, powers b1^0 = b2^0 = 1.
-                placed_like(
-                    Tensor::zeros(&[2, p.numel()])?.pad(&[(0, 0), (0, 1)], 1.0)?,
-                    p,
-                )?
-                .contiguous()
-                .realize()
+                // Moments 0, corrections 1 - b^0 = 0.
+                placed_like(Tensor::zeros(&[2, p.numel() + 1])?, p)?
+                    .contiguous()
+                    .realize()
             })
             .collect::<Result<_>>()?;
         Ok(Lamb {
@@ -590,13 +683,14 @@ impl Lamb {
 
     fn schedule(&mut self) -> Result<Vec<Tensor>> {
         let grads = self.c.begin_step()?;
-        let lr = self.c.lr()?;
+        let lr = self.c.step_lr()?;
         let (b1, b2) = (self.b1, self.b2);
         for ((p, g), s) in self.c.params.iter().zip(grads).zip(&self.state) {
             let n = p.numel();
             let shape = p.shape();
-            // Advance m, v and the powers in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
-            // [0; 1-b2]·g') with g' the gradient laid out like the state (0 in the last column).
+            // Advance m, v and the corrections in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
+            // [0; 1-b2]·g') with g' the gradient laid out like the state (1 in the last column:
+            // the corrections are moments of a gradient of 1).
             // Every broadcast or padded operand is a buffer or a constant, so the scheduler
             // inlines it all instead of materializing padded subexpressions.
             let wide = [2, n + 1];
@@ -609,12 +703,12 @@ impl Lamb {
             };
             let g_wide = g
                 .reshape(&[1, n as isize])?
-                .pad(&[(0, 0), (0, 1)], 0.0)?
+                .pad(&[(0, 0), (0, 1)], 1.0)?
                 .broadcast_to(&wide)?;
             let grad_term =
                 g_wide.mul(&rows(1.0 - b1, 0.0)?.add(&rows(0.0, 1.0 - b2)?.mul(&g_wide)?)?)?;
             s.assign(&s.mul(&rows(b1, b2)?)?.add(&grad_term)?)?;
-            // Read the new state back as m, v, b1^k, b2^k (views of its buffer).
+            // Read the new state back as m, v, 1-b1^k, 1-b2^k (views of its buffer).
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             let part = |row: usize, a: usize, b: usize| -> Result<Tensor> {
                 let x = s.shrink(&[(row, row + 1), (a, b)])?;
@@ -625,9 +719,9 @@ impl Lamb {
                 }
             };
             let (m, v) = (part(0, 0, n)?, part(1, 0, n)?);
-            let (b1_t, b2_t) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
-            let m_hat = m.div(&b1_t.neg()?.add(1.0)?)?;
-            let v_hat = v.div(&b2_t.neg()?.add(1.0)?)?;
+            let (c1, c2) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
+            let m_hat = m.div(&c1)?;
+            let v_hat = v.div(&c2)?;
             let t = p.detach().cast(DType::F32)?;
             let mut up = m_hat.div(&v_hat.sqrt()?.add(self.eps)?)?;
             if self.weight_decay != 0.0 {
@@ -641,12 +735,14 @@ impl Lamb {
         }
         let mut out = self.c.params.clone();
         out.extend(self.state.iter().cloned());
+        out.extend(self.c.sched_state());
         Ok(out)
     }
 
     fn state_tensors(&self) -> Vec<Tensor> {
         let mut s = vec![self.c.lr_t.clone()];
         s.extend(self.state.iter().cloned());
+        s.extend(self.c.sched_state());
         s
     }
 }
@@ -712,64 +808,6 @@ impl AdamW {
     }
 }
 
-/// Several optimizers stepped as one (tinygrad's `OptimizerGroup`): for example AdamW with
-/// weight decay on the matrices and another without it on biases and norms, as nanoGPT
-/// configures it. Its parameters are theirs in order; `set_lr` sets every member's learning
-/// rate and `learning_rate` is the first one's; `state` is every member's state in order.
-pub struct OptimizerGroup {
-    members: Vec<Box<dyn Optimizer>>,
-    params: Vec<Tensor>,
-}
-
-impl OptimizerGroup {
-    /// Errors when there is no member or a parameter belongs to two members.
-    pub fn new(members: Vec<Box<dyn Optimizer>>) -> Result<OptimizerGroup> {
-        if members.is_empty() {
-            bail!(Other, "OptimizerGroup: no optimizers given");
-        }
-        let mut params: Vec<Tensor> = vec![];
-        for (i, m) in members.iter().enumerate() {
-            for p in m.params() {
-                if params.iter().any(|q| q.same(p)) {
-                    bail!(
-                        Other,
-                        "OptimizerGroup: a parameter of shape {:?} of optimizer {i} belongs to an \
-                         earlier optimizer too",
-                        p.shape()
-                    );
-                }
-                params.push(p.clone());
-            }
-        }
-        Ok(OptimizerGroup { members, params })
-    }
-}
-
-impl Optimizer for OptimizerGroup {
-    fn params(&self) -> &[Tensor] {
-        &self.params
-    }
-    fn schedule_step(&mut self) -> Result<Vec<Tensor>> {
-        let mut out = vec![];
-        for m in &mut self.members {
-            out.extend(m.schedule_step()?);
-        }
-        Ok(out)
-    }
-    fn state(&self) -> Vec<Tensor> {
-        self.members.iter().flat_map(|m| m.state()).collect()
-    }
-    fn learning_rate(&self) -> f64 {
-        self.members[0].learning_rate()
-    }
-    fn set_lr(&mut self, lr: f64) -> Result<()> {
-        for m in &mut self.members {
-            m.set_lr(lr)?;
-        }
-        Ok(())
-    }
-}
-
 // ---------------------------------------------------------------------------------- trait impls
 
 macro_rules! impl_core {
@@ -789,6 +827,12 @@ macro_rules! impl_core {
             }
             fn set_lr(&mut self, lr: f64) -> Result<()> {
                 self.c.set_lr(lr)
+            }
+            fn set_schedule(&mut self, schedule: LrSchedule) -> Result<()> {
+                self.c.set_schedule(schedule)
+            }
+            fn current_lr(&self) -> Result<Tensor> {
+                self.c.current_lr()
             }
         }
     };
@@ -813,6 +857,12 @@ macro_rules! impl_delegate {
             fn set_lr(&mut self, lr: f64) -> Result<()> {
                 self.0.set_lr(lr)
             }
+            fn set_schedule(&mut self, schedule: LrSchedule) -> Result<()> {
+                self.0.set_schedule(schedule)
+            }
+            fn current_lr(&self) -> Result<Tensor> {
+                self.0.current_lr()
+            }
         }
     };
 }
@@ -823,3 +873,375 @@ impl_delegate!(Sgd);
 impl_delegate!(Muon);
 impl_delegate!(Adam);
 impl_delegate!(AdamW);
+
+// ---------------------------------------------------------------------------------- schedules
+
+/// A learning-rate schedule: the rate of step `k` (0 for the first step) from the optimizer's
+/// learning rate `lr`, as PyTorch's schedulers give it when `scheduler.step()` follows each
+/// `optimizer.step()`. Set it with `Optimizer::set_schedule`; it runs on the device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LrSchedule {
+    /// `lr` at every step.
+    Constant,
+    /// `lr · (start + (end − start) · min(k, total_steps) / total_steps)` (PyTorch's
+    /// `LinearLR`; a linear warmup has `end_factor` 1).
+    Linear {
+        start_factor: f64,
+        end_factor: f64,
+        total_steps: usize,
+    },
+    /// `lr · gamma^⌊k / step_size⌋` (PyTorch's `StepLR`).
+    Step { step_size: usize, gamma: f64 },
+    /// `lr · gamma^k` (PyTorch's `ExponentialLR`).
+    Exponential { gamma: f64 },
+    /// A linear warmup from `lr · start_factor` over `warmup_steps` steps, then a cosine decay
+    /// from `lr` to `min_lr` at `total_steps`, held after: PyTorch's `CosineAnnealingLR(T_max =
+    /// total_steps − warmup_steps, eta_min = min_lr)` after a `LinearLR(start_factor,
+    /// total_iters = warmup_steps)` in a `SequentialLR`. (PyTorch's cosine goes back up after
+    /// `T_max`; this one stays at `min_lr`.)
+    Cosine {
+        warmup_steps: usize,
+        start_factor: f64,
+        total_steps: usize,
+        min_lr: f64,
+    },
+    /// One cycle (PyTorch's `OneCycleLR`, two phases, cosine annealing, no momentum cycling):
+    /// from `lr / div_factor` up to `lr` (the peak) at step `pct_start · total_steps − 1`, then
+    /// down to `lr / (div_factor · final_div_factor)` at step `total_steps − 1`, held after.
+    OneCycle {
+        total_steps: usize,
+        pct_start: f64,
+        div_factor: f64,
+        final_div_factor: f64,
+    },
+}
+
+/// `g^x` for a constant `g >= 0` and a tensor `x >= 0`.
+fn pow_of(g: f64, x: &Tensor) -> Result<Tensor> {
+    if g == 0.0 {
+        return x.eq(0.0)?.where_(1.0, 0.0);
+    }
+    x.mul(g.ln())?.exp()
+}
+
+/// PyTorch's cosine annealing from `a` to `b` at fraction `pct`.
+fn cos_anneal(a: &Tensor, b: &Tensor, pct: &Tensor) -> Result<Tensor> {
+    let c = pct.mul(std::f64::consts::PI)?.cos()?.add(1.0)?.mul(0.5)?;
+    b.add(&a.sub(b)?.mul(&c)?)
+}
+
+impl LrSchedule {
+    /// Check the schedule's numbers (`op` names the optimizer in the error).
+    pub fn check(&self, op: &str) -> Result<()> {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        let bad = match *self {
+            LrSchedule::Constant => None,
+            LrSchedule::Linear {
+                start_factor,
+                end_factor,
+                total_steps,
+            } => (!(ok(start_factor) && ok(end_factor)) || total_steps == 0)
+                .then_some("the factors must be finite numbers >= 0 and total_steps at least 1"),
+            LrSchedule::Step { step_size, gamma } => (!ok(gamma) || step_size == 0)
+                .then_some("gamma must be a finite number >= 0 and step_size at least 1"),
+            LrSchedule::Exponential { gamma } => {
+                (!ok(gamma)).then_some("gamma must be a finite number >= 0")
+            }
+            LrSchedule::Cosine {
+                warmup_steps,
+                start_factor,
+                total_steps,
+                min_lr,
+            } => (!(ok(start_factor) && ok(min_lr)) || total_steps <= warmup_steps).then_some(
+                "start_factor and min_lr must be finite numbers >= 0, and total_steps more than \
+                 warmup_steps",
+            ),
+            LrSchedule::OneCycle {
+                total_steps,
+                pct_start,
+                div_factor,
+                final_div_factor,
+            } => {
+                let peak = pct_start * total_steps as f64 - 1.0;
+                let good = pct_start.is_finite()
+                    && peak > 0.0
+                    && peak < total_steps as f64 - 1.0
+                    && div_factor.is_finite()
+                    && div_factor > 0.0
+                    && final_div_factor.is_finite()
+                    && final_div_factor > 0.0;
+                (!good).then_some(
+                    "the peak step pct_start · total_steps − 1 must lie strictly between 0 and \
+                     total_steps − 1, and the div factors must be finite numbers > 0",
+                )
+            }
+        };
+        match bad {
+            Some(why) => bail!(Other, "{op}: schedule {self:?}: {why}"),
+            None => Ok(()),
+        }
+    }
+
+    /// The learning rate of step `k` from the base rate `lr`, in f64 on the host (the device
+    /// computes the same in f32).
+    pub fn lr_at(&self, lr: f64, k: usize) -> f64 {
+        let k = k as f64;
+        let anneal = |a: f64, b: f64, pct: f64| {
+            b + (a - b) * ((std::f64::consts::PI * pct).cos() + 1.0) / 2.0
+        };
+        match *self {
+            LrSchedule::Constant => lr,
+            LrSchedule::Linear {
+                start_factor: s,
+                end_factor: e,
+                total_steps: n,
+            } => lr * (s + (e - s) * k.min(n as f64) / n as f64),
+            LrSchedule::Step { step_size, gamma } => {
+                lr * gamma.powi((k as usize / step_size) as i32)
+            }
+            LrSchedule::Exponential { gamma } => lr * gamma.powf(k),
+            LrSchedule::Cosine {
+                warmup_steps: w,
+                start_factor: s,
+                total_steps: n,
+                min_lr: m,
+            } => {
+                let w = w as f64;
+                if k < w {
+                    lr * (s + (1.0 - s) * k / w)
+                } else {
+                    anneal(lr, m, (k - w).min(n as f64 - w) / (n as f64 - w))
+                }
+            }
+            LrSchedule::OneCycle {
+                total_steps: n,
+                pct_start,
+                div_factor,
+                final_div_factor,
+            } => {
+                let (start, low) = (lr / div_factor, lr / div_factor / final_div_factor);
+                let (peak, end) = (pct_start * n as f64 - 1.0, n as f64 - 1.0);
+                if k <= peak {
+                    anneal(start, lr, k / peak)
+                } else {
+                    anneal(lr, low, ((k - peak) / (end - peak)).min(1.0))
+                }
+            }
+        }
+    }
+
+    /// `lr_at` on the device: the learning rate for the base rate `lr` and the step count `t`
+    /// (0-d f32 tensors).
+    fn lr_tensor(&self, lr: &Tensor, t: &Tensor) -> Result<Tensor> {
+        match *self {
+            LrSchedule::Constant => Ok(lr.clone()),
+            LrSchedule::Linear {
+                start_factor: s,
+                end_factor: e,
+                total_steps: n,
+            } => {
+                let n = n as f64;
+                lr.mul(&t.minimum(n)?.mul((e - s) / n)?.add(s)?)
+            }
+            LrSchedule::Step { step_size, gamma } => {
+                // ⌊(t + ½) / s⌋ is ⌊t / s⌋ for whole t, whatever the division rounds to.
+                let q = t.add(0.5)?.div(step_size as f64)?.floor()?;
+                lr.mul(&pow_of(gamma, &q)?)
+            }
+            LrSchedule::Exponential { gamma } => lr.mul(&pow_of(gamma, t)?),
+            LrSchedule::Cosine {
+                warmup_steps: w,
+                start_factor: s,
+                total_steps: n,
+                min_lr: m,
+            } => {
+                let (w, n) = (w as f64, n as f64);
+                let pct = t.sub(w)?.maximum(0.0)?.minimum(n - w)?.div(n - w)?;
+                let decay = cos_anneal(lr, &lr.const_like(m), &pct)?;
+                if w == 0.0 {
+                    return Ok(decay);
+                }
+                let warm = lr.mul(&t.mul((1.0 - s) / w)?.add(s)?)?;
+                t.lt(w)?.where_(&warm, &decay)
+            }
+            LrSchedule::OneCycle {
+                total_steps: n,
+                pct_start,
+                div_factor,
+                final_div_factor,
+            } => {
+                let start = lr.div(div_factor)?;
+                let low = start.div(final_div_factor)?;
+                let (peak, end) = (pct_start * n as f64 - 1.0, n as f64 - 1.0);
+                let up = cos_anneal(&start, lr, &t.div(peak)?)?;
+                let pct = t.sub(peak)?.div(end - peak)?.minimum(1.0)?;
+                let down = cos_anneal(lr, &low, &pct)?;
+                t.le(peak)?.where_(&up, &down)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------- groups
+
+/// Several optimizers stepped as one (tinygrad's `OptimizerGroup`), e.g. Muon for the matrices
+/// and AdamW for the rest: `schedule_step` gathers every member's update, so one realize (or
+/// one captured step) runs them all. A parameter may belong to one member only.
+///
+/// `learning_rate` is the first member's; `set_lr` and `set_schedule` apply to every member
+/// (a schedule scales each member's own learning rate); `current_lr` is the first member's.
+pub struct OptimizerGroup {
+    members: Vec<Box<dyn Optimizer>>,
+    params: Vec<Tensor>,
+}
+
+impl OptimizerGroup {
+    pub fn new(members: Vec<Box<dyn Optimizer>>) -> Result<OptimizerGroup> {
+        if members.is_empty() {
+            bail!(Other, "OptimizerGroup: no optimizers");
+        }
+        let mut params: Vec<Tensor> = vec![];
+        for (j, m) in members.iter().enumerate() {
+            for (i, p) in m.params().iter().enumerate() {
+                if params.iter().any(|q| q.same(p)) {
+                    bail!(
+                        Other,
+                        "OptimizerGroup: parameter {i} (shape {:?}) of optimizer {j} is also in \
+                         an earlier optimizer; a parameter is updated by one optimizer only",
+                        p.shape()
+                    );
+                }
+                params.push(p.clone());
+            }
+        }
+        Ok(OptimizerGroup { members, params })
+    }
+    /// Member `i`.
+    pub fn get(&self, i: usize) -> Option<&dyn Optimizer> {
+        self.members.get(i).map(|m| m.as_ref())
+    }
+    /// Member `i`, to change its settings.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut (dyn Optimizer + 'static)> {
+        self.members.get_mut(i).map(|m| m.as_mut())
+    }
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+impl Optimizer for OptimizerGroup {
+    fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+    fn schedule_step(&mut self) -> Result<Vec<Tensor>> {
+        // What a member's step refuses is checked for all of them first, so that no member has
+        // built its (lazy, in-place) update when another one fails.
+        if !training() {
+            bail!(
+                Other,
+                "OptimizerGroup.step: training mode is off; optimizers only step in training \
+                 mode: enable training with `Context::new().training(true).run(|| ...)` (or \
+                 TRAINING=1)"
+            );
+        }
+        for (i, p) in self.params.iter().enumerate() {
+            if p.grad().is_none_or(|g| g.shape() != p.shape()) {
+                bail!(
+                    Other,
+                    "OptimizerGroup.step: parameter {i} (shape {:?}) has no gradient of its \
+                     shape: call backward() on the loss before stepping",
+                    p.shape()
+                );
+            }
+        }
+        for m in &self.members {
+            check_lr("OptimizerGroup", m.learning_rate())?;
+        }
+        let mut out = vec![];
+        for m in &mut self.members {
+            out.extend(m.schedule_step()?);
+        }
+        Ok(out)
+    }
+    fn state(&self) -> Vec<Tensor> {
+        self.members.iter().flat_map(|m| m.state()).collect()
+    }
+    fn learning_rate(&self) -> f64 {
+        self.members[0].learning_rate()
+    }
+    fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_lr("OptimizerGroup", lr)?;
+        self.members.iter_mut().try_for_each(|m| m.set_lr(lr))
+    }
+    fn set_schedule(&mut self, schedule: LrSchedule) -> Result<()> {
+        schedule.check("OptimizerGroup")?;
+        self.members
+            .iter_mut()
+            .try_for_each(|m| m.set_schedule(schedule))
+    }
+    fn current_lr(&self) -> Result<Tensor> {
+        self.members[0].current_lr()
+    }
+}
+
+// ---------------------------------------------------------------------------------- clipping
+
+/// Scale the gradients of `params` so that their global `norm_type`-norm (2: Euclidean; also
+/// any p > 0, and `f64::INFINITY`: the largest magnitude) is at most `max_norm`, as PyTorch's
+/// `clip_grad_norm_`: every gradient is multiplied by `min(1, max_norm / (norm + 1e-6))`.
+/// Returns the norm before clipping, a 0-d f32 tensor. Lazy, like the gradients: it joins the
+/// step that realizes them, so a captured step clips on the device with no host work.
+/// Parameters without a gradient are skipped; without any, the norm is 0.
+pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Tensor> {
+    let op = "clip_grad_norm";
+    if !(max_norm.is_finite() && max_norm >= 0.0) {
+        bail!(
+            Other,
+            "{op}: max_norm must be a finite number >= 0, got {max_norm}"
+        );
+    }
+    if norm_type.is_nan() || norm_type <= 0.0 {
+        bail!(
+            Other,
+            "{op}: norm_type must be > 0 (or infinity), got {norm_type}"
+        );
+    }
+    let with_grad: Vec<(&Tensor, Tensor)> = params
+        .iter()
+        .filter_map(|p| p.grad().map(|g| (p, g)))
+        .collect();
+    let mut total: Option<Tensor> = None;
+    for (_, g) in &with_grad {
+        let a = g.detach().cast(DType::F32)?.abs()?;
+        let part = if norm_type.is_infinite() {
+            a.max((), false)?
+        } else if norm_type == 2.0 {
+            a.square()?.sum((), false)?
+        } else {
+            a.pow(norm_type)?.sum((), false)?
+        };
+        total = Some(match total {
+            None => part,
+            Some(t) if norm_type.is_infinite() => t.maximum(&part)?,
+            Some(t) => t.add(&part)?,
+        });
+    }
+    let Some(total) = total else {
+        return Tensor::full(&[], 0.0);
+    };
+    let norm = if norm_type.is_infinite() {
+        total
+    } else if norm_type == 2.0 {
+        total.sqrt()?
+    } else {
+        total.pow(1.0 / norm_type)?
+    };
+    let coef = norm.add(1e-6)?.reciprocal()?.mul(max_norm)?.minimum(1.0)?;
+    for (p, g) in with_grad {
+        p.set_grad(Some(g.mul(&coef.cast(g.dtype())?)?));
+    }
+    Ok(norm)
+}

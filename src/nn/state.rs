@@ -31,7 +31,10 @@
 
 use crate::dtype::DType;
 use crate::error::{bail, Error, ErrorKind, Result};
-use crate::nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
+use crate::nn::{
+    BatchNorm, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Embedding, GroupNorm,
+    InstanceNorm, LayerNorm, LayerNorm2d, Linear, LstmCell, RmsNorm,
+};
 use crate::tensor::Tensor;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -147,6 +150,18 @@ crate::state!(BatchNorm {
 crate::state!(LayerNorm { weight, bias });
 crate::state!(GroupNorm { weight, bias });
 crate::state!(Embedding { weight });
+crate::state!(Conv1d { weight, bias });
+crate::state!(ConvTranspose1d { weight, bias });
+crate::state!(ConvTranspose2d { weight, bias });
+crate::state!(InstanceNorm { weight, bias });
+crate::state!(LayerNorm2d { weight, bias });
+crate::state!(RmsNorm { weight });
+crate::state!(LstmCell {
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh
+});
 
 /// Every tensor of `model` with its name, in visiting order (deterministic). A tensor reachable
 /// under two names (tied weights) appears under both.

@@ -1,40 +1,11 @@
-//! Neural-network functions on `Tensor`: matmul/linear, conv2d and pooling (as windowed views
-//! plus a reduction), dropout, and the losses.
+//! Neural-network functions on `Tensor`: matmul/linear, dropout, and the losses (convolutions
+//! and pooling are in `conv.rs`).
 
 use super::{Axes, Tensor};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 
-/// Padding of a convolution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Padding {
-    #[default]
-    Valid,
-    /// Output as large as the input; requires stride 1.
-    Same,
-    /// (rows, columns) of zeros on each side.
-    Explicit(usize, usize),
-}
-
-/// Options of `conv2d`: stride, padding, dilation, groups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conv2dOpts {
-    pub stride: (usize, usize),
-    pub padding: Padding,
-    pub dilation: (usize, usize),
-    pub groups: usize,
-}
-
-impl Default for Conv2dOpts {
-    fn default() -> Self {
-        Conv2dOpts {
-            stride: (1, 1),
-            padding: Padding::Valid,
-            dilation: (1, 1),
-            groups: 1,
-        }
-    }
-}
+pub use super::conv::{Conv2dOpts, Padding};
 
 /// How a loss reduces over the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -121,204 +92,6 @@ impl Tensor {
             Some(b) => x.add(b),
             None => Ok(x),
         }
-    }
-
-    /// Sliding windows over the last `k.len()` dims: shape `(..., o_0, o_1, .., k_0, k_1, ..)`.
-    pub(crate) fn pool(&self, k: &[usize], stride: &[usize], dilation: &[usize]) -> Result<Tensor> {
-        let s = self.shape();
-        let nd = k.len();
-        if s.len() < nd {
-            bail!(Shape, "pool: {nd} window dims for a tensor of shape {s:?}");
-        }
-        let lead = s.len() - nd;
-        let noop = s[..lead].to_vec();
-        let i = s[lead..].to_vec();
-        let mut o = vec![];
-        for d in 0..nd {
-            // Checked: a zero or huge window size comes from the caller (the JS API too).
-            let span = k[d]
-                .checked_sub(1)
-                .and_then(|x| x.checked_mul(dilation[d]))
-                .and_then(|x| x.checked_add(1));
-            let Some(span) = span.filter(|&n| n <= i[d] && stride[d] > 0 && dilation[d] > 0) else {
-                bail!(
-                    Shape,
-                    "pool: window {k:?} (dilation {dilation:?}) does not fit input {i:?}"
-                );
-            };
-            o.push((i[d] - span) / stride[d] + 1);
-        }
-        let full =
-            |x: &Tensor| -> Vec<(usize, usize)> { x.shape().iter().map(|&d| (0, d)).collect() };
-        // Fit dim `lead + j` (of `x`) to exactly `n` elements by shrinking or zero padding.
-        let fit = |x: Tensor, dim: usize, n: usize| -> Result<Tensor> {
-            let cur = x.shape()[dim];
-            if n <= cur {
-                let mut a = full(&x);
-                a[dim] = (0, n);
-                x.shrink(&a)
-            } else {
-                let mut p = vec![(0, 0); x.ndim()];
-                p[dim] = (0, n - cur);
-                x.pad(&p, 0.0)
-            }
-        };
-        let mut order: Vec<isize> = (0..lead as isize).collect();
-        if (0..nd).all(|d| k[d] <= stride[d] && dilation[d] == 1) {
-            // Non-overlapping windows: (o*s) -> (o, s) -> keep the first k of each s.
-            let mut x = self.clone();
-            for d in 0..nd {
-                x = fit(x, lead + d, o[d] * stride[d])?;
-            }
-            let mut sh = noop.clone();
-            for d in 0..nd {
-                sh.extend([o[d], stride[d]]);
-            }
-            let x = x.reshape_u(&sh)?;
-            let mut a = full(&x);
-            for d in 0..nd {
-                a[lead + 2 * d + 1] = (0, k[d]);
-            }
-            let x = x.shrink(&a)?;
-            order.extend((0..nd).map(|d| (lead + 2 * d) as isize));
-            order.extend((0..nd).map(|d| (lead + 2 * d + 1) as isize));
-            return x.permute(&order);
-        }
-        // Overlapping or dilated windows: repeat the input k times and zero pad it to k*(i+d),
-        // so that row kk, column m of a (k, i+d) reshape is element kk*d + m (the windows only
-        // read columns m <= i - 1 - kk*d, which lie in the repeats), then take columns o*s.
-        // Repeating k times, not ceil(k*(i+d)/i) times and shrinking, keeps the gradient's
-        // sum over the repeats at k terms (col2im: 3x3 terms per input, not 4x4).
-        let mut reps = vec![1usize; lead];
-        reps.extend(k);
-        let mut x = self.repeat(&reps)?;
-        for d in 0..nd {
-            x = fit(x, lead + d, k[d] * (i[d] + dilation[d]))?;
-        }
-        let mut sh = noop.clone();
-        for d in 0..nd {
-            sh.extend([k[d], i[d] + dilation[d]]);
-        }
-        let mut x = x.reshape_u(&sh)?;
-        for d in 0..nd {
-            x = fit(x, lead + 2 * d + 1, o[d] * stride[d])?;
-        }
-        let mut sh = noop.clone();
-        for d in 0..nd {
-            sh.extend([k[d], o[d], stride[d]]);
-        }
-        let x = x.reshape_u(&sh)?;
-        let mut a = full(&x);
-        for d in 0..nd {
-            a[lead + 3 * d + 2] = (0, 1);
-        }
-        let x = x.shrink(&a)?;
-        let mut sh = noop.clone();
-        for d in 0..nd {
-            sh.extend([k[d], o[d]]);
-        }
-        let x = x.reshape_u(&sh)?;
-        order.extend((0..nd).map(|d| (lead + 2 * d + 1) as isize));
-        order.extend((0..nd).map(|d| (lead + 2 * d) as isize));
-        x.permute(&order)
-    }
-
-    /// 2-D convolution of (N, C, H, W) with weight (O, C/groups, kh, kw).
-    pub fn conv2d(
-        &self,
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        opts: &Conv2dOpts,
-    ) -> Result<Tensor> {
-        let (xs, ws) = (self.shape(), weight.shape());
-        if xs.len() != 4 || ws.len() != 4 {
-            bail!(
-                Shape,
-                "conv2d: input {xs:?} must be (N, C, H, W) and weight {ws:?} (O, C/groups, kh, kw)"
-            );
-        }
-        let g = opts.groups;
-        let (n, cin, cout) = (xs[0], xs[1], ws[0]);
-        if g == 0 || cin % g != 0 || cout % g != 0 || ws[1] != cin / g {
-            bail!(
-                Shape,
-                "conv2d: input {xs:?} and weight {ws:?} do not match for groups={g}"
-            );
-        }
-        let (kh, kw) = (ws[2], ws[3]);
-        let (dh, dw) = opts.dilation;
-        let (ph, pw) = match opts.padding {
-            Padding::Valid => ((0, 0), (0, 0)),
-            Padding::Explicit(a, b) => ((a, a), (b, b)),
-            Padding::Same => {
-                if opts.stride != (1, 1) {
-                    bail!(
-                        Shape,
-                        "conv2d: padding \"same\" requires stride 1, got {:?}",
-                        opts.stride
-                    );
-                }
-                let (th, tw) = (dh * (kh - 1), dw * (kw - 1));
-                ((th / 2, th - th / 2), (tw / 2, tw - tw / 2))
-            }
-        };
-        let x = self.pad(&[(0, 0), (0, 0), ph, pw], 0.0)?;
-        let win = x.pool(&[kh, kw], &[opts.stride.0, opts.stride.1], &[dh, dw])?; // (N, C, oh, ow, kh, kw)
-        let (oh, ow) = (win.shape()[2], win.shape()[3]);
-        let (cg, rc) = (cin / g, cout / g);
-        let win = win
-            .reshape_u(&[n, g, cg, 1, oh, ow, kh, kw])?
-            .expand_u(&[n, g, cg, rc, oh, ow, kh, kw])?
-            .permute(&[0, 1, 3, 4, 5, 2, 6, 7])?;
-        let w = weight.reshape_u(&[1, g, rc, 1, 1, cg, kh, kw])?;
-        let out = win
-            .mul(&w)?
-            .sum([-1, -2, -3], false)?
-            .reshape_u(&[n, cout, oh, ow])?;
-        match bias {
-            Some(b) => {
-                if b.shape() != [cout] {
-                    bail!(Shape, "conv2d: bias {:?} must be ({cout},)", b.shape());
-                }
-                out.add(&b.reshape_u(&[1, cout, 1, 1])?)
-            }
-            None => Ok(out),
-        }
-    }
-
-    fn windows2d(
-        &self,
-        op: &str,
-        kernel: (usize, usize),
-        stride: Option<(usize, usize)>,
-    ) -> Result<Tensor> {
-        if self.ndim() < 2 {
-            bail!(
-                Shape,
-                "{op}: input {:?} needs at least 2 dims",
-                self.shape()
-            );
-        }
-        let s = stride.unwrap_or(kernel);
-        self.pool(&[kernel.0, kernel.1], &[s.0, s.1], &[1, 1])
-    }
-    /// Max over each window; tied maxima share the gradient equally (PyTorch gives all of it
-    /// to one of them).
-    pub fn max_pool2d(
-        &self,
-        kernel: (usize, usize),
-        stride: Option<(usize, usize)>,
-    ) -> Result<Tensor> {
-        self.windows2d("max_pool2d", kernel, stride)?
-            .max([-1, -2], false)
-    }
-    pub fn avg_pool2d(
-        &self,
-        kernel: (usize, usize),
-        stride: Option<(usize, usize)>,
-    ) -> Result<Tensor> {
-        self.windows2d("avg_pool2d", kernel, stride)?
-            .mean([-1, -2], false)
     }
 
     /// Zero elements with probability `p` and scale the rest by 1/(1-p), in training mode only.
@@ -670,6 +443,15 @@ impl Tensor {
             bail!(
                 Shape,
                 "newton_schulz: needs a tensor of at least 2 dimensions and at least one parameter, got {s:?} and {params:?}"
+            );
+        }
+        // Each step adds a few nodes to the lazy graph: a bound keeps a wrong argument (a step
+        // count of 2^31 from JavaScript) from filling memory with graph nodes.
+        const MAX_STEPS: usize = 1000;
+        if steps > MAX_STEPS {
+            bail!(
+                Shape,
+                "newton_schulz: {steps} steps is more than {MAX_STEPS} (each one is a node of the lazy graph)"
             );
         }
         if s[s.len() - 2] > s[s.len() - 1] {

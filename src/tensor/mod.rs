@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+pub mod conv;
 mod einsum;
 mod format;
 pub mod functional;
@@ -435,6 +436,10 @@ impl Tensor {
     }
     pub fn ndim(&self) -> usize {
         self.lazy().shape.len()
+    }
+    /// Whether the value is computed and held in buffers (on every device it lives on).
+    pub fn is_realized(&self) -> bool {
+        self.lazy().shards.iter().all(|s| s.is_realized())
     }
     /// Whether two handles are the same tensor.
     pub fn same(&self, other: &Tensor) -> bool {

@@ -28,7 +28,9 @@
 /// come from the case's inputs in order). An optional argument that is `undefined` (or `null`)
 /// takes the default. `call` is an expression of the receiver and the arguments returning a
 /// `Result` of a tensor (or of a `Vec` of them). Types are named unqualified: a consumer imports
-/// `Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor`.
+/// `Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor` and the options
+/// of the convolution block: `Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Interpolation,
+/// PadMode, Pool2dOpts`.
 #[macro_export]
 macro_rules! for_each_op {
     ($row:ident) => {
@@ -137,9 +139,16 @@ macro_rules! for_each_op {
         $row! { "squeeze" squeeze(x; axis: Option<isize> as "number | null" = None) => x.squeeze(axis) }
         $row! { "unsqueeze" unsqueeze(x, axis: isize as "number") => x.unsqueeze(axis) }
         $row! {
-            #[doc = " `pads`: one `[before, after]` pair per axis."]
-            "pad" pad(x, pads: Vec<(usize, usize)> as "[number, number][]";
-                value: f64 as "number" = 0.0) => x.pad(&pads, value)
+            #[doc = " `pads`: one `[before, after]` pair per axis (a negative one crops); `mode`: the"]
+            #[doc = " fill value, or \"constant\" (with `value`, default 0), \"reflect\", \"replicate\","]
+            #[doc = " \"circular\" (tinygrad's `pad(padding, mode, value)`)."]
+            "pad" pad(x, pads: Vec<(isize, isize)> as "[number, number][]";
+                mode: PadMode as "number | PadMode" = PadMode::Constant(0.0),
+                value: Option<f64> as "number" = None)
+                => x.pad_with(&pads, match (mode, value) {
+                    (PadMode::Constant(_), Some(v)) => PadMode::Constant(v),
+                    (m, _) => m,
+                })
         }
         $row! {
             #[doc = " `arg`: one `[start, end]` pair per axis."]
@@ -205,16 +214,22 @@ macro_rules! for_each_op {
                 => x.conv2d(&weight, bias.as_ref(), &opts)
         }
         $row! {
+            #[doc = " Max over `kernel` windows every `stride` (default: the kernel) of the last two axes;"]
+            #[doc = " opts: `{ padding, dilation, ceilMode }`."]
             "maxPool2d" max_pool2d(x;
                 kernel: (usize, usize) as "number | [number, number]" = (2, 2),
-                stride: Option<(usize, usize)> as "number | [number, number] | null" = None)
-                => x.max_pool2d(kernel, stride)
+                stride: Option<(usize, usize)> as "number | [number, number] | null" = None,
+                opts: Pool2dOpts as "Pool2dOptions" = Pool2dOpts::default())
+                => x.max_pool2d_with(kernel, &Pool2dOpts { stride, ..opts })
         }
         $row! {
+            #[doc = " Mean over `kernel` windows every `stride` (default: the kernel) of the last two axes;"]
+            #[doc = " opts: `{ padding, dilation, ceilMode, countIncludePad }`."]
             "avgPool2d" avg_pool2d(x;
                 kernel: (usize, usize) as "number | [number, number]" = (2, 2),
-                stride: Option<(usize, usize)> as "number | [number, number] | null" = None)
-                => x.avg_pool2d(kernel, stride)
+                stride: Option<(usize, usize)> as "number | [number, number] | null" = None,
+                opts: Pool2dOpts as "Pool2dOptions" = Pool2dOpts::default())
+                => x.avg_pool2d_with(kernel, &Pool2dOpts { stride, ..opts })
         }
         $row! {
             #[doc = " Cross-entropy of logits (classes last) against integer labels;"]
@@ -468,6 +483,69 @@ macro_rules! for_each_op {
                 enable_gqa "enableGqa": bool as "boolean" = false)
                 => x.scaled_dot_product_attention(&key, &value, attn_mask.as_ref(), dropout_p,
                     is_causal, enable_gqa)
+        }
+
+        // ---- Convolutions, pooling and resampling (h-conv; `pad`, `maxPool2d` and
+        // `avgPool2d` above take their options too). Code in src/tensor/conv.rs.
+        $row! {
+            #[doc = " 1-D convolution of `[N, C, L]` by `weight` `[out, C/groups, k]`;"]
+            #[doc = " opts: `{ stride, padding: number | \"valid\" | \"same\", dilation, groups }`."]
+            "conv1d" conv1d(x, weight "the weight": Tensor as "Tensor";
+                bias "the bias": Option<Tensor> as "Tensor | null" = None,
+                opts: Conv1dOpts as "Conv1dOptions" = Conv1dOpts::default())
+                => x.conv1d(&weight, bias.as_ref(), &opts)
+        }
+        $row! {
+            #[doc = " Transposed 2-D convolution of `[N, C_in, H, W]` by `weight` `[C_in, out/groups, kh, kw]`;"]
+            #[doc = " opts: `{ stride, padding, outputPadding, dilation, groups }`."]
+            "convTranspose2d" conv_transpose2d(x, weight "the weight": Tensor as "Tensor";
+                bias "the bias": Option<Tensor> as "Tensor | null" = None,
+                opts: ConvTranspose2dOpts as "ConvTranspose2dOptions" = ConvTranspose2dOpts::default())
+                => x.conv_transpose2d(&weight, bias.as_ref(), &opts)
+        }
+        $row! {
+            #[doc = " Transposed 1-D convolution of `[N, C_in, L]` by `weight` `[C_in, out/groups, k]`;"]
+            #[doc = " opts: `{ stride, padding, outputPadding, dilation, groups }` (numbers)."]
+            "convTranspose1d" conv_transpose1d(x, weight "the weight": Tensor as "Tensor";
+                bias "the bias": Option<Tensor> as "Tensor | null" = None,
+                opts: ConvTranspose1dOpts as "ConvTranspose1dOptions" = ConvTranspose1dOpts::default())
+                => x.conv_transpose1d(&weight, bias.as_ref(), &opts)
+        }
+        $row! {
+            #[doc = " `[values, indices]` of `maxPool2d`: each maximum's flat position `row * W + col`"]
+            #[doc = " in the last two axes (int32), as `maxUnpool2d` takes."]
+            "maxPool2dWithIndices" max_pool2d_with_indices(x;
+                kernel: (usize, usize) as "number | [number, number]" = (2, 2),
+                stride: Option<(usize, usize)> as "number | [number, number] | null" = None,
+                opts: Pool2dOpts as "Pool2dOptions" = Pool2dOpts::default())
+                -> "Tensor[]" => x
+                    .max_pool2d_with_indices(kernel, &Pool2dOpts { stride, ..opts })
+                    .map(|(v, i)| vec![v, i])
+        }
+        $row! {
+            #[doc = " Each value put back where `indices` (from `maxPool2dWithIndices`) says, zeros"]
+            #[doc = " elsewhere; the output size follows from the pooling's, or is `outputSize`."]
+            "maxUnpool2d" max_unpool2d(x, indices "the indices": Tensor as "Tensor";
+                kernel: (usize, usize) as "number | [number, number]" = (2, 2),
+                stride: Option<(usize, usize)> as "number | [number, number] | null" = None,
+                opts: Pool2dOpts as "Pool2dOptions" = Pool2dOpts::default(),
+                output_size "outputSize": Option<(usize, usize)>
+                    as "number | [number, number] | null" = None)
+                => x.max_unpool2d(&indices, kernel, &Pool2dOpts { stride, ..opts }, output_size)
+        }
+        $row! {
+            #[doc = " Resize the last `size.length` axes to `size`; mode \"linear\" (default; also"]
+            #[doc = " \"bilinear\", \"trilinear\"), \"nearest\" or \"nearest-exact\"."]
+            "interpolate" interpolate(x, size "the size": Vec<usize> as "number[]";
+                mode: Interpolation as "InterpolateMode" = Interpolation::Linear,
+                align_corners "alignCorners": bool as "boolean" = false)
+                => x.interpolate(&size, mode, align_corners)
+        }
+        $row! {
+            #[doc = " Windows of `size` elements every `step` along `dim`: `dim` becomes the window"]
+            #[doc = " count and a new last axis holds each window."]
+            "unfold" unfold(x, dim: isize as "number", size: usize as "number",
+                step: usize as "number") => x.unfold(dim, size, step)
         }
     };
     (@unary $row:ident $($js:literal $rs:ident),*) => {

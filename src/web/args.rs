@@ -5,7 +5,9 @@
 
 use super::{fail, lookup, JsResult, OrFail};
 use crate::{
-    Axes, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Padding, Reduction, Tensor,
+    Axes, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, CrossEntropyOpts,
+    DType, Device, Index, Interpolation, Operand, PadMode, Padding, Padding1d, Pool2dOpts,
+    Reduction, Tensor,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
@@ -614,6 +616,144 @@ impl FromJs for CrossEntropyOpts {
             ignore_index: opts.get("ignoreIndex")?,
             label_smoothing: opts.or("labelSmoothing", 0.0)?,
             reduction: opts.or("reduction", Reduction::Mean)?,
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ convolutions
+
+/// One `[before, after]` pair per axis; negative pads crop.
+impl FromJs for Vec<(isize, isize)> {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        if !Array::is_array(v) {
+            return Err(fail(
+                op,
+                format!(
+                    "{what} must be an array of [before, after] pairs, got {}",
+                    describe(v)
+                ),
+            ));
+        }
+        elements(v)
+            .enumerate()
+            .map(|(i, p)| {
+                let what = format!("{what}[{i}]");
+                match list::<isize>(&p, op, &what)?.as_slice() {
+                    [a, b] => Ok((*a, *b)),
+                    xs => Err(fail(
+                        op,
+                        format!("{what} must be a pair of integers, got {xs:?}"),
+                    )),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A number (the fill value) or a mode name.
+impl FromJs for PadMode {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        if let Some(x) = v.as_f64() {
+            return Ok(PadMode::Constant(x));
+        }
+        match v.as_string() {
+            Some(s) => s.parse().or_fail(op),
+            None => Err(fail(
+                op,
+                format!(
+                    "{what} must be a number or \"constant\", \"reflect\", \"replicate\", \
+                     \"circular\", got {}",
+                    describe(v)
+                ),
+            )),
+        }
+    }
+}
+
+impl FromJs for Interpolation {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        match v.as_string() {
+            Some(s) => s.parse().or_fail(op),
+            None => Err(fail(
+                op,
+                format!(
+                    "{what} must be \"linear\", \"nearest\" or \"nearest-exact\", got {}",
+                    describe(v)
+                ),
+            )),
+        }
+    }
+}
+
+/// `{ padding: number | [ph, pw], dilation, ceilMode, countIncludePad }` (the stride is an
+/// argument of its own).
+impl FromJs for Pool2dOpts {
+    fn from_js(v: &JsValue, op: &str, _what: &str) -> JsResult<Self> {
+        let opts = Opts::new(v, op)?;
+        let d = Pool2dOpts::default();
+        Ok(Pool2dOpts {
+            stride: None,
+            padding: opts.or("padding", d.padding)?,
+            dilation: opts.or("dilation", d.dilation)?,
+            ceil_mode: opts.or("ceilMode", d.ceil_mode)?,
+            count_include_pad: opts.or("countIncludePad", d.count_include_pad)?,
+        })
+    }
+}
+
+/// `{ stride, padding: number | "valid" | "same", dilation, groups }`.
+impl FromJs for Conv1dOpts {
+    fn from_js(v: &JsValue, op: &str, _what: &str) -> JsResult<Self> {
+        let opts = Opts::new(v, op)?;
+        let d = Conv1dOpts::default();
+        let pad = opts.raw("padding");
+        let padding = match pad.as_string().as_deref() {
+            _ if absent(&pad) => Padding1d::Valid,
+            Some("valid") => Padding1d::Valid,
+            Some("same") => Padding1d::Same,
+            Some(other) => {
+                return Err(fail(
+                    op,
+                    format!("padding must be a number, \"valid\" or \"same\", got {other:?}"),
+                ))
+            }
+            None => Padding1d::Explicit(arg(&pad, op, "padding")?),
+        };
+        Ok(Conv1dOpts {
+            stride: opts.or("stride", d.stride)?,
+            padding,
+            dilation: opts.or("dilation", d.dilation)?,
+            groups: opts.or("groups", d.groups)?,
+        })
+    }
+}
+
+/// `{ stride, padding, outputPadding, dilation, groups }` (numbers or pairs).
+impl FromJs for ConvTranspose2dOpts {
+    fn from_js(v: &JsValue, op: &str, _what: &str) -> JsResult<Self> {
+        let opts = Opts::new(v, op)?;
+        let d = ConvTranspose2dOpts::default();
+        Ok(ConvTranspose2dOpts {
+            stride: opts.or("stride", d.stride)?,
+            padding: opts.or("padding", d.padding)?,
+            output_padding: opts.or("outputPadding", d.output_padding)?,
+            dilation: opts.or("dilation", d.dilation)?,
+            groups: opts.or("groups", d.groups)?,
+        })
+    }
+}
+
+/// `{ stride, padding, outputPadding, dilation, groups }` (numbers).
+impl FromJs for ConvTranspose1dOpts {
+    fn from_js(v: &JsValue, op: &str, _what: &str) -> JsResult<Self> {
+        let opts = Opts::new(v, op)?;
+        let d = ConvTranspose1dOpts::default();
+        Ok(ConvTranspose1dOpts {
+            stride: opts.or("stride", d.stride)?,
+            padding: opts.or("padding", d.padding)?,
+            output_padding: opts.or("outputPadding", d.output_padding)?,
+            dilation: opts.or("dilation", d.dilation)?,
+            groups: opts.or("groups", d.groups)?,
         })
     }
 }

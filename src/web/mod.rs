@@ -24,8 +24,11 @@ mod tensor;
 
 pub use engine::*;
 pub use jit::TinyJitJs;
-pub use nn::{BatchNorm, Conv2d, Embedding, GroupNorm, LayerNorm, Linear};
-pub use optim::{adam, adamw, lamb, lars, muon, sgd, Optim};
+pub use nn::{
+    BatchNorm, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Embedding, GroupNorm,
+    InstanceNorm, LSTMCell, LayerNorm, LayerNorm2d, Linear, RMSNorm,
+};
+pub use optim::{adam, adamw, clip_grad_norm_js, lamb, lars, muon, optimizer_group, sgd, Optim};
 
 use crate::Tensor;
 use js_sys::Array;
@@ -48,11 +51,46 @@ export interface Conv2dOptions {
   dilation?: number | [number, number];
   groups?: number;
 }
+export interface Conv1dOptions {
+  stride?: number;
+  padding?: number | "valid" | "same";
+  dilation?: number;
+  groups?: number;
+}
+export interface ConvTranspose2dOptions {
+  stride?: number | [number, number];
+  padding?: number | [number, number];
+  outputPadding?: number | [number, number];
+  dilation?: number | [number, number];
+  groups?: number;
+}
+export interface ConvTranspose1dOptions {
+  stride?: number;
+  padding?: number;
+  outputPadding?: number;
+  dilation?: number;
+  groups?: number;
+}
+export interface Pool2dOptions {
+  padding?: number | [number, number];
+  dilation?: number | [number, number];
+  ceilMode?: boolean;
+  countIncludePad?: boolean;
+}
+export type PadMode = "constant" | "reflect" | "replicate" | "circular";
+export type InterpolateMode = "linear" | "bilinear" | "trilinear" | "nearest" | "nearest-exact";
 export interface CrossEntropyOptions {
   ignoreIndex?: number;
   labelSmoothing?: number;
   reduction?: Reduction;
 }
+export type LrScheduleOptions =
+  | { kind: "constant" }
+  | { kind: "linear"; startFactor?: number; endFactor?: number; totalSteps?: number }
+  | { kind: "step"; stepSize: number; gamma?: number }
+  | { kind: "exponential"; gamma: number }
+  | { kind: "cosine"; totalSteps: number; warmupSteps?: number; startFactor?: number; minLr?: number }
+  | { kind: "onecycle"; totalSteps: number; pctStart?: number; divFactor?: number; finalDivFactor?: number };
 export interface InitOptions { device?: "webgpu" | "cpu"; }
 export interface AdapterInfo {
   name: string;

@@ -1,19 +1,108 @@
 //! Optimizers for JavaScript: `SGD`, `LARS`, `Muon`, `Adam`, `AdamW` and `LAMB` make an `Optim`
 //! over an array of parameters (`getParameters(model)` in js/wgrad.js makes one), with their
-//! hyper-parameters from an options object.
+//! hyper-parameters from an options object; `OptimizerGroup` steps several as one (its members
+//! stay usable: they are shared, found through a registry of live optimizers like the tensors'),
+//! `setSchedule` gives one a learning-rate schedule, `clipGradNorm` clips gradients.
 
-use super::args::{arg, Opts};
-use super::{fail, tensor_array, JsResult, OrFail};
-use crate::nn::optim::{Adam, AdamW, Lamb, Lars, Muon, Optimizer, Sgd};
+use super::args::{arg, describe, get, FromJs, Opts};
+use super::{fail, register, tensor_array, JsResult, JsTensor, OrFail};
+use crate::nn::optim::{
+    clip_grad_norm, Adam, AdamW, Lamb, Lars, LrSchedule, Muon, Optimizer, OptimizerGroup, Sgd,
+};
 use crate::Tensor;
 use js_sys::Array;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
 use wasm_bindgen::prelude::*;
 
-/// An optimizer; `opts` is `{ lr, momentum, weightDecay, nesterov, b1, b2, eps }` as it applies.
+type SharedOpt = Rc<RefCell<Box<dyn Optimizer>>>;
+
+/// Every live `Optim` by id (and the last id given), so that `OptimizerGroup` can find the
+/// optimizers it is given.
+type Live = (u32, HashMap<u32, Weak<RefCell<Box<dyn Optimizer>>>>);
+
+thread_local! {
+    static LIVE: RefCell<Live> = RefCell::new((0, HashMap::new()));
+}
+
+/// An optimizer; `opts` is `{ lr, momentum, weightDecay, nesterov, b1, b2, eps, schedule }` as
+/// it applies.
 #[wasm_bindgen]
 pub struct Optim {
-    inner: Box<dyn Optimizer>,
+    inner: SharedOpt,
+    id: u32,
     name: &'static str,
+}
+
+impl Optim {
+    fn wrap(inner: Box<dyn Optimizer>, name: &'static str) -> Optim {
+        let inner = Rc::new(RefCell::new(inner));
+        let id = LIVE.with(|l| {
+            let mut l = l.borrow_mut();
+            l.0 = l.0.wrapping_add(1).max(1);
+            let id = l.0;
+            l.1.insert(id, Rc::downgrade(&inner));
+            id
+        });
+        Optim { inner, id, name }
+    }
+    /// The optimizer, mutably (an error, not a panic, if a step of it is already running).
+    fn with<T>(&self, op: &str, f: impl FnOnce(&mut dyn Optimizer) -> T) -> JsResult<T> {
+        let mut o = self
+            .inner
+            .try_borrow_mut()
+            .map_err(|_| fail(op, "the optimizer is in use"))?;
+        Ok(f(o.as_mut()))
+    }
+}
+
+impl Drop for Optim {
+    fn drop(&mut self) {
+        let id = self.id;
+        let _ = LIVE.try_with(|l| l.try_borrow_mut().map(|mut l| l.1.remove(&id)));
+    }
+}
+
+/// A member of an `OptimizerGroup` shared with its JS `Optim` (which stays usable).
+struct Shared {
+    inner: SharedOpt,
+    params: Vec<Tensor>,
+}
+
+impl Shared {
+    fn get(&self) -> crate::Result<std::cell::RefMut<'_, Box<dyn Optimizer>>> {
+        self.inner.try_borrow_mut().map_err(|_| {
+            crate::Error::new(
+                crate::ErrorKind::Other,
+                "OptimizerGroup: a member optimizer is in use",
+            )
+        })
+    }
+}
+
+impl Optimizer for Shared {
+    fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+    fn schedule_step(&mut self) -> crate::Result<Vec<Tensor>> {
+        self.get()?.schedule_step()
+    }
+    fn state(&self) -> Vec<Tensor> {
+        self.get().map(|o| o.state()).unwrap_or_default()
+    }
+    fn learning_rate(&self) -> f64 {
+        self.get().map_or(f64::NAN, |o| o.learning_rate())
+    }
+    fn set_lr(&mut self, lr: f64) -> crate::Result<()> {
+        self.get()?.set_lr(lr)
+    }
+    fn set_schedule(&mut self, schedule: LrSchedule) -> crate::Result<()> {
+        self.get()?.set_schedule(schedule)
+    }
+    fn current_lr(&self) -> crate::Result<Tensor> {
+        self.get()?.current_lr()
+    }
 }
 
 /// The parameters (a non-empty array of tensors) and the options of optimizer `name`.
@@ -28,52 +117,195 @@ fn optim(
         return Err(fail(name, "no parameters (pass getParameters(model))"));
     }
     let opts = Opts::new(&opts.unwrap_or(JsValue::UNDEFINED), name)?;
-    Ok(Optim {
-        inner: make(ps, &opts)?,
-        name,
-    })
+    let mut inner = make(ps, &opts)?;
+    if let Some(schedule) = opts.get::<LrSchedule>("schedule")? {
+        inner.set_schedule(schedule).or_fail(name)?;
+    }
+    Ok(Optim::wrap(inner, name))
 }
 
 #[wasm_bindgen]
 impl Optim {
     /// Forget every parameter's gradient.
     #[wasm_bindgen(js_name = zeroGrad)]
-    pub fn zero_grad(&self) {
-        self.inner.zero_grad();
+    pub fn zero_grad(&self) -> JsResult<()> {
+        let op = format!("{}.zeroGrad", self.name);
+        self.with(&op, |o| o.zero_grad())
     }
     /// Update the parameters from their gradients now (in training mode).
     pub fn step(&mut self) -> JsResult<()> {
-        let name = self.name;
-        self.inner.step().or_fail(&format!("{name}.step"))
+        let op = format!("{}.step", self.name);
+        self.with(&op, |o| o.step())?.or_fail(&op)
     }
     /// The update as tensors to realize together with the loss (one schedule).
     #[wasm_bindgen(js_name = scheduleStep, unchecked_return_type = "Tensor[]")]
     pub fn schedule_step(&mut self) -> JsResult<Array> {
-        let name = self.name;
+        let op = format!("{}.scheduleStep", self.name);
         Ok(tensor_array(
-            self.inner
-                .schedule_step()
-                .or_fail(&format!("{name}.scheduleStep"))?,
+            self.with(&op, |o| o.schedule_step())?.or_fail(&op)?,
         ))
     }
     #[wasm_bindgen(getter)]
-    pub fn lr(&self) -> f64 {
-        self.inner.learning_rate()
+    pub fn lr(&self) -> JsResult<f64> {
+        self.with(&format!("{}.lr", self.name), |o| o.learning_rate())
     }
     #[wasm_bindgen(setter)]
     pub fn set_lr(&mut self, lr: f64) -> JsResult<()> {
-        let name = self.name;
-        self.inner.set_lr(lr).or_fail(&format!("{name}.lr"))
+        let op = format!("{}.lr", self.name);
+        self.with(&op, |o| o.set_lr(lr))?.or_fail(&op)
+    }
+    /// Follow a learning-rate schedule from the next step on (counting from 0, on the device,
+    /// so a jitted step follows it): `{ kind: "constant" | "linear" | "step" | "exponential" |
+    /// "cosine" | "onecycle", ... }` (see `LrScheduleOptions`).
+    #[wasm_bindgen(js_name = setSchedule)]
+    pub fn set_schedule(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "LrScheduleOptions")] schedule: JsValue,
+    ) -> JsResult<()> {
+        let op = format!("{}.setSchedule", self.name);
+        let s: LrSchedule = arg(&schedule, &op, "schedule")?;
+        self.with(&op, |o| o.set_schedule(s))?.or_fail(&op)
+    }
+    /// The learning rate of the last step, as a 0-d tensor on the device.
+    #[wasm_bindgen(js_name = currentLr)]
+    pub fn current_lr(&self) -> JsResult<JsTensor> {
+        let op = format!("{}.currentLr", self.name);
+        Ok(register(self.with(&op, |o| o.current_lr())?.or_fail(&op)?))
     }
     /// The optimizer's device state: the learning-rate tensor first, then its momentum buffers
-    /// or moments (save them with the weights to resume training; `assign` to restore).
+    /// or moments, then a schedule's step counter (save them with the weights to resume
+    /// training; `assign` to restore).
     #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
-    pub fn state(&self) -> Array {
-        tensor_array(self.inner.state())
+    pub fn state(&self) -> JsResult<Array> {
+        Ok(tensor_array(
+            self.with(&format!("{}.state", self.name), |o| o.state())?,
+        ))
     }
     #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
-    pub fn params(&self) -> Array {
-        tensor_array(self.inner.params().to_vec())
+    pub fn params(&self) -> JsResult<Array> {
+        let op = format!("{}.params", self.name);
+        Ok(tensor_array(self.with(&op, |o| o.params().to_vec())?))
+    }
+    /// The id through which `OptimizerGroup` finds this optimizer.
+    #[wasm_bindgen(getter, js_name = "_wgradOptimId")]
+    pub fn optim_id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// `OptimizerGroup([muon, adamw])`: the optimizers stepped as one (each parameter in one of
+/// them); the members stay usable on their own.
+#[wasm_bindgen(js_name = OptimizerGroup)]
+pub fn optimizer_group(
+    #[wasm_bindgen(unchecked_param_type = "Optim[]")] optimizers: JsValue,
+) -> JsResult<Optim> {
+    const OP: &str = "OptimizerGroup";
+    if !Array::is_array(&optimizers) {
+        return Err(fail(
+            OP,
+            format!(
+                "expected an array of optimizers, got {}",
+                describe(&optimizers)
+            ),
+        ));
+    }
+    let mut members: Vec<Box<dyn Optimizer>> = vec![];
+    for (i, v) in Array::from(&optimizers).iter().enumerate() {
+        let id = get(&v, "_wgradOptimId").as_f64();
+        let inner =
+            id.and_then(|id| LIVE.with(|l| l.borrow().1.get(&(id as u32)).and_then(Weak::upgrade)));
+        let Some(inner) = inner else {
+            return Err(fail(
+                OP,
+                format!("element {i} must be a live optimizer, got {}", describe(&v)),
+            ));
+        };
+        let params = inner
+            .try_borrow()
+            .map_err(|_| fail(OP, "an optimizer is in use"))?
+            .params()
+            .to_vec();
+        members.push(Box::new(Shared { inner, params }));
+    }
+    Ok(Optim::wrap(
+        Box::new(OptimizerGroup::new(members).or_fail(OP)?),
+        OP,
+    ))
+}
+
+/// `clipGradNorm(params, maxNorm, normType = 2)`: scale the gradients so that their global
+/// norm is at most `maxNorm` (on the device, lazily: it joins the step) and return the norm
+/// before clipping as a 0-d tensor (PyTorch's `clip_grad_norm_`; `normType` may be Infinity).
+#[wasm_bindgen(js_name = clipGradNorm)]
+pub fn clip_grad_norm_js(
+    #[wasm_bindgen(unchecked_param_type = "Tensor[]")] params: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] max_norm: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "number")] norm_type: Option<JsValue>,
+) -> JsResult<JsTensor> {
+    const OP: &str = "clipGradNorm";
+    let ps: Vec<Tensor> = arg(&params, OP, "params")?;
+    let max_norm: f64 = arg(&max_norm, OP, "maxNorm")?;
+    let norm_type: Option<f64> = arg(&norm_type.unwrap_or(JsValue::UNDEFINED), OP, "normType")?;
+    Ok(register(
+        clip_grad_norm(&ps, max_norm, norm_type.unwrap_or(2.0)).or_fail(OP)?,
+    ))
+}
+
+/// `{ kind, ... }`: "constant"; "linear" `{ startFactor = 1/3, endFactor = 1, totalSteps = 5 }`;
+/// "step" `{ stepSize, gamma = 0.1 }`; "exponential" `{ gamma }`; "cosine" `{ totalSteps,
+/// warmupSteps = 0, startFactor = 1/3, minLr = 0 }`; "onecycle" `{ totalSteps, pctStart = 0.3,
+/// divFactor = 25, finalDivFactor = 1e4 }` (PyTorch's defaults).
+impl FromJs for LrSchedule {
+    fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
+        let o = Opts::new(v, op)?;
+        let need = |key: &str| -> JsResult<f64> {
+            o.get::<f64>(key)?
+                .ok_or_else(|| fail(op, format!("{what}: {key} is required")))
+        };
+        let steps = |key: &str, default: Option<usize>| -> JsResult<usize> {
+            match (o.get::<usize>(key)?, default) {
+                (Some(n), _) | (None, Some(n)) => Ok(n),
+                (None, None) => Err(fail(op, format!("{what}: {key} is required"))),
+            }
+        };
+        let kind: Option<String> = o.raw("kind").as_string();
+        Ok(match kind.as_deref() {
+            Some("constant") => LrSchedule::Constant,
+            Some("linear") => LrSchedule::Linear {
+                start_factor: o.or("startFactor", 1.0 / 3.0)?,
+                end_factor: o.or("endFactor", 1.0)?,
+                total_steps: steps("totalSteps", Some(5))?,
+            },
+            Some("step") => LrSchedule::Step {
+                step_size: steps("stepSize", None)?,
+                gamma: o.or("gamma", 0.1)?,
+            },
+            Some("exponential") => LrSchedule::Exponential {
+                gamma: need("gamma")?,
+            },
+            Some("cosine") => LrSchedule::Cosine {
+                warmup_steps: steps("warmupSteps", Some(0))?,
+                start_factor: o.or("startFactor", 1.0 / 3.0)?,
+                total_steps: steps("totalSteps", None)?,
+                min_lr: o.or("minLr", 0.0)?,
+            },
+            Some("onecycle") => LrSchedule::OneCycle {
+                total_steps: steps("totalSteps", None)?,
+                pct_start: o.or("pctStart", 0.3)?,
+                div_factor: o.or("divFactor", 25.0)?,
+                final_div_factor: o.or("finalDivFactor", 1e4)?,
+            },
+            _ => {
+                return Err(fail(
+                    op,
+                    format!(
+                        "{what}: kind must be \"constant\", \"linear\", \"step\", \
+                         \"exponential\", \"cosine\" or \"onecycle\", got {}",
+                        describe(&o.raw("kind"))
+                    ),
+                ))
+            }
+        })
     }
 }
 

@@ -5,7 +5,9 @@
 use super::args::{arg, describe, device_name, elements, js_dtype, FromJs};
 use super::{fail, lookup, register, release, tensor_array, JsResult, JsTensor, OrFail};
 use crate::{
-    Axes, Context, Conv2dOpts, CrossEntropyOpts, DType, Device, Index, Operand, Reduction, Tensor,
+    Axes, Context, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts,
+    CrossEntropyOpts, DType, Device, Index, Interpolation, Operand, PadMode, Pool2dOpts, Reduction,
+    Tensor,
 };
 use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
