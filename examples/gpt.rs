@@ -18,10 +18,9 @@
 //! `--load model.safetensors` starts from saved weights (`STEPS=0` only samples);
 //! `--save model.safetensors` writes the trained weights.
 
-use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
-use wgrad::nn::gpt::{cosine_lr, windows, Generator, Gpt, GptConfig, Sampling};
+use wgrad::nn::gpt::{cosine_schedule, windows, Generator, Gpt, GptConfig, Sampling};
 use wgrad::nn::optim::Optimizer;
 use wgrad::nn::state::{get_parameters, get_state_dict, load_state_dict, safe_load, safe_save};
 use wgrad::{Context, Device, Error, ErrorKind, Result, Tensor, TinyJit};
@@ -128,14 +127,12 @@ fn main() -> Result<()> {
         val_text.len()
     );
 
-    let opt = RefCell::new(gpt.configure_optimizers(0.1, lr, (0.9, 0.99))?);
-    let mut step = TinyJit::new(|_: &[Tensor]| {
-        Ok(vec![gpt.train_step(
-            &mut *opt.borrow_mut(),
-            &train_data,
-            bs,
-        )?])
-    });
+    let mut opt = gpt.configure_optimizers(0.1, lr, (0.9, 0.99))?;
+    if steps > 0 {
+        opt.set_schedule(cosine_schedule(lr, warmup.min(steps - 1), steps))?;
+    }
+    let mut step =
+        TinyJit::new(|_: &[Tensor]| Ok(vec![gpt.train_step(&mut opt, &train_data, bs)?]));
     // The validation loss: consecutive windows of BLOCK + 1 characters from the start of the
     // validation text, EVAL_BATCH per captured call; the start offsets are the input.
     let total_windows = (val_text.len() - 1) / cfg.block_size;
@@ -174,8 +171,6 @@ fn main() -> Result<()> {
     let (mut window, mut window_start) = (0usize, Instant::now());
     let mut replay = (0usize, Duration::ZERO);
     for i in 1..=steps {
-        opt.borrow_mut()
-            .set_lr(cosine_lr(i - 1, lr, warmup, steps))?;
         let out = step.call(&[])?.remove(0);
         window += 1;
         let evaluate = i % eval_every == 0 && i < steps;

@@ -148,6 +148,7 @@ def main():
 
     start = time.time()
     t_steps = 0.0
+    warmup = min(warmup, max(steps - 1, 0))
     for i in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(i, lr, warmup, steps)

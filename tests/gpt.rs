@@ -1,9 +1,9 @@
-//! The GPT of `wgrad::nn::gpt`: 10 AdamW steps (nanoGPT's recipe, through `TinyJit`) equal
-//! PyTorch's losses and final weights (tests/fixtures/gpt_steps.json, made by
-//! scripts/gen_gpt_fixture.py); the key/value-cache decode step equals the full forward token
-//! by token, across a slide of the window too; a captured decode step replays without running
-//! the function again or creating anything on the device; the sampler draws from the
-//! distribution top-k and top-p leave.
+//! The GPT of `wgrad::nn::gpt`: 10 AdamW steps (nanoGPT's recipe, its learning-rate schedule
+//! on the device, through `TinyJit`) equal PyTorch's losses and final weights
+//! (tests/fixtures/gpt_steps.json, made by scripts/gen_gpt_fixture.py); the key/value-cache
+//! decode step equals the full forward token by token, across a slide of the window too; a
+//! captured decode step replays without running the function again or creating anything on
+//! the device; the sampler draws from the distribution top-k and top-p leave.
 
 // Native only: the browser tests are tests/web.rs.
 #![cfg(not(target_arch = "wasm32"))]
@@ -11,7 +11,7 @@
 mod common;
 
 use std::cell::{Cell, RefCell};
-use wgrad::nn::gpt::{sample, Generator, Gpt, GptConfig, Sampling};
+use wgrad::nn::gpt::{cosine_schedule, sample, Generator, Gpt, GptConfig, Sampling};
 use wgrad::nn::optim::Optimizer;
 use wgrad::nn::state::get_state_dict;
 use wgrad::{s, Context, Device, GlobalCounters, Tensor, TinyJit};
@@ -76,7 +76,10 @@ fn training_steps_equal_pytorch() {
     for dev in common::devices() {
         Context::new().dev(dev).run(|| {
             let gpt = det_gpt(cfg);
-            let opt = RefCell::new(gpt.configure_optimizers(0.1, 1e-2, (0.9, 0.99)).unwrap());
+            let mut opt = gpt.configure_optimizers(0.1, 1e-2, (0.9, 0.99)).unwrap();
+            // The fixture's learning rates are gpt_torch.lr_at(k, 1e-2, 2, 10).
+            opt.set_schedule(cosine_schedule(1e-2, 2, 10)).unwrap();
+            let opt = RefCell::new(opt);
             // The step as the example captures it, with the batch as the input.
             let mut step = TinyJit::new(|inputs: &[Tensor]| {
                 Context::new().training(true).run(|| {
@@ -90,7 +93,6 @@ fn training_steps_equal_pytorch() {
             });
             let mut worst = 0.0f64;
             for (k, &want) in want_losses.iter().enumerate() {
-                opt.borrow_mut().set_lr(lrs[k]).unwrap();
                 let rows: Vec<Vec<i32>> = fx["windows"][k]
                     .as_array()
                     .unwrap()
@@ -101,6 +103,12 @@ fn training_steps_equal_pytorch() {
                     .item::<f32>()
                     .unwrap() as f64;
                 worst = worst.max((got - want).abs());
+                let lr = opt.borrow().current_lr().unwrap().item::<f32>().unwrap() as f64;
+                assert!(
+                    (lr - lrs[k]).abs() <= 1e-6 * lrs[k],
+                    "{dev}: step {k}: learning rate {lr}, PyTorch {}",
+                    lrs[k]
+                );
                 assert!(
                     (got - want).abs() <= 1e-5 * want.abs().max(1.0),
                     "{dev}: step {k}: loss {got}, PyTorch {want}"

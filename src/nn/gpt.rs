@@ -7,7 +7,7 @@
 //!
 //! Training: [`Gpt::loss`] on windows of `block_size + 1` tokens, [`random_windows`] to draw a
 //! batch on the device (so a `TinyJit` replay of the step needs no host work),
-//! [`Gpt::configure_optimizers`] and [`cosine_lr`] for nanoGPT's recipe.
+//! [`Gpt::configure_optimizers`] and [`cosine_schedule`] for nanoGPT's recipe.
 //!
 //! Generation: [`Generator`] runs one decode step at a time against a fixed-size key/value
 //! cache ([`KvCache`]: per layer `[batch, n_head, block_size, head_dim]`, written in place at
@@ -15,7 +15,7 @@
 //! `TinyJit` captures the step once and every later token replays the same kernels. The next
 //! token is sampled on the device ([`sample`]: temperature, top-k, top-p).
 
-use super::optim::{AdamW, Optimizer, OptimizerGroup};
+use super::optim::{AdamW, LrSchedule, Optimizer, OptimizerGroup};
 use super::{Embedding, LayerNorm, Linear};
 use crate::context::Context;
 use crate::dtype::DType;
@@ -426,15 +426,17 @@ pub fn windows(data: &Tensor, starts: &Tensor, len: usize) -> Result<Tensor> {
     data.get(&s![&idx])
 }
 
-/// nanoGPT's learning rate at `step` (0-based) of `steps`: a linear warmup over `warmup`
-/// steps, then a cosine decay from `lr` to `lr / 10` at the last step.
-pub fn cosine_lr(step: usize, lr: f64, warmup: usize, steps: usize) -> f64 {
-    if step < warmup {
-        return lr * (step + 1) as f64 / (warmup + 1) as f64;
+/// nanoGPT's learning-rate schedule for `steps` steps from the peak `lr`: a linear warmup over
+/// `warmup` steps (step `k` at `lr · (k + 1) / (warmup + 1)`), then a cosine decay from `lr`
+/// to `lr / 10` at the last step. Computed on the device inside the step once set with
+/// `Optimizer::set_schedule`, so a replayed step follows it with no host work.
+pub fn cosine_schedule(lr: f64, warmup: usize, steps: usize) -> LrSchedule {
+    LrSchedule::Cosine {
+        warmup_steps: warmup,
+        start_factor: 1.0 / (warmup + 1) as f64,
+        total_steps: steps,
+        min_lr: lr / 10.0,
     }
-    let ratio = ((step - warmup) as f64 / steps.saturating_sub(warmup).max(1) as f64).min(1.0);
-    let min = lr / 10.0;
-    min + 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos()) * (lr - min)
 }
 
 /// How the next token is drawn from the logits.
