@@ -15,8 +15,12 @@
 //! buffers that read themselves; a mismatch is minimized (steps dropped while it persists) and
 //! printed as the program to keep as a regression test.
 //!
-//! `WGRAD_DIFF_PROGRAMS` and `WGRAD_DIFF_SEED` run more programs or other ones (to hunt; the
-//! test command runs the default 40 and 150 from the fixed seeds); `WGRAD_DIFF_DEVICES=cpu,webgpu`
+//! A third (`random_programs_over_long_prime_axes_agree_across_backends`) starts from an input
+//! with an axis of 65,537, 98,305 or 131,071 elements, lengths no useful part count divides.
+//!
+//! `WGRAD_DIFF_PROGRAMS` (`WGRAD_DIFF_LONG_PROGRAMS` for the third) and `WGRAD_DIFF_SEED` run
+//! more programs or other ones (to hunt; the test command runs the default 40, 150 and 24 from
+//! the fixed seeds); `WGRAD_DIFF_DEVICES=cpu,webgpu`
 //! compares the interpreter with those backends only.
 
 #![cfg(not(target_arch = "wasm32"))]
@@ -651,14 +655,33 @@ fn try_step(
     Some(step)
 }
 
-fn generate(rng: &mut Rng, wide: bool) -> Program {
+/// A shape with one long axis of a length no useful number divides (65,537 and 131,071 are
+/// prime, 98,305 = 5 x 19,661): the optimizer splits it into parts that do not divide it.
+fn long_shape(rng: &mut Rng) -> Vec<usize> {
+    let big = rng.pick(&[65_537, 131_071, 98_305]);
+    match rng.below(3) {
+        0 => vec![big],
+        1 => vec![big, 2],
+        _ => vec![2, big],
+    }
+}
+
+fn generate(rng: &mut Rng, wide: bool, long: bool) -> Program {
     Context::new().dev(Device::Interp).run(|| {
-        let large = wide && rng.below(4) == 0;
+        let large = wide && !long && rng.below(4) == 0;
         let g = Gen {
             wide,
-            cap: if large { 8192 } else { 400 },
+            cap: if long {
+                1 << 19
+            } else if large {
+                8192
+            } else {
+                400
+            },
         };
-        let shape = if large {
+        let shape = if long {
+            long_shape(rng)
+        } else if large {
             large_shape(rng)
         } else {
             random_shape(rng)
@@ -696,7 +719,7 @@ fn generate(rng: &mut Rng, wide: bool) -> Program {
 /// such a program tests nothing, so another is drawn.
 fn finite_program(rng: &mut Rng, wide: bool) -> Program {
     loop {
-        let p = generate(rng, wide);
+        let p = generate(rng, wide, false);
         // (One that fails on the interpreter is kept: `problems` reports it.)
         let ok = run(&p, Device::Interp).map_or(true, |r| {
             let mut all = r.out.iter().chain(r.grads.iter().flatten());
@@ -885,6 +908,34 @@ fn random_wider_programs_agree_across_backends() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Programs whose first input has a long axis of a prime (or nearly prime) length, with the
+/// wider step set: reductions over it are split into padded parts on every target.
+#[test]
+fn random_programs_over_long_prime_axes_agree_across_backends() {
+    let devices = compared();
+    let programs = knob("WGRAD_DIFF_LONG_PROGRAMS", 24) as usize;
+    let mut rng = Rng(knob("WGRAD_DIFF_SEED", 0x5eed_0033));
+    let t0 = std::time::Instant::now();
+    let mut failures = vec![];
+    for i in 0..programs {
+        let p = generate(&mut rng, true, true);
+        let errs = problems(&p, &devices);
+        if !errs.is_empty() {
+            failures.push(format!(
+                "program {i} (steps {:?}): {}",
+                p.steps,
+                errs.join("; ")
+            ));
+        }
+    }
+    eprintln!(
+        "{programs} random programs over long prime axes on INTERP and {devices:?} in {:.1} s, {} disagree",
+        t0.elapsed().as_secs_f64(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

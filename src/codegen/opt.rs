@@ -67,6 +67,9 @@ const GPU_BIG_WORK: usize = 1 << 16;
 const GPU_WAVE: usize = 65536;
 /// Loop iterations per invocation a GPU kernel should stay under.
 pub const GPU_MAX_LOOP: usize = 2048;
+/// The longest reduce loop even `OptTarget::None` keeps: lavapipe's llvmpipe stops a loop
+/// after 65,535 iterations, silently (a reduce over a prime length of 65,537 came out short).
+const NOOPT_MAX_LOOP: usize = 1 << 15;
 /// The largest group (invocations sharing one reduce).
 const MAX_GROUP: usize = 256;
 /// The cost of launching one more kernel, in loop iterations of the time model.
@@ -159,7 +162,17 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
     let (out, axes) = reduce_of(ast)?;
     let rlen: usize = axes.iter().map(|a| a.1).product();
     match t.kind {
-        OptTarget::None => None,
+        // No optimization, but no loop so long that a software adapter cuts it short.
+        OptTarget::None => {
+            let fits = |&(a, p): &(usize, usize)| part_len(&axes, a, p) <= NOOPT_MAX_LOOP;
+            if rlen <= NOOPT_MAX_LOOP {
+                return None;
+            }
+            candidates(&axes)
+                .chain(padded_candidates(&axes))
+                .filter(fits)
+                .min_by_key(|&(_, p)| p)
+        }
         // A software adapter runs its invocations on the CPU's cores, so its long reduces are
         // split as the CPU's are (a weight gradient's few invocations leave cores idle).
         OptTarget::Cpu | OptTarget::SoftGpu => {
@@ -170,33 +183,57 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
             // core several of them.
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let want = (4 * cores).div_ceil(out);
+            // Exact parts first; padded ones where no divisor will do (a prime length).
+            let fits = |&(a, p): &(usize, usize)| p >= want && part_len(&axes, a, p) <= CPU_PART;
             candidates(&axes)
-                .filter(|&(_, p)| p >= want && rlen / p <= CPU_PART)
+                .filter(fits)
                 .min_by_key(|&(_, p)| p)
                 .or_else(|| {
+                    padded_candidates(&axes)
+                        .filter(fits)
+                        .min_by_key(|&(_, p)| p)
+                })
+                .or_else(|| {
                     candidates(&axes)
+                        .chain(padded_candidates(&axes))
                         .filter(|&(_, p)| p >= want)
-                        .min_by_key(|&(_, p)| p.max(rlen / p))
+                        .min_by_key(|&(a, p)| p.max(part_len(&axes, a, p)))
                 })
         }
         OptTarget::Gpu => {
             let aligned = aligned_reduce(ast).is_some();
             let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
             let loop0 = gpu_time(out, rlen, g0).2;
-            let mut best: Option<((usize, usize), f64)> = None;
-            for (axis, p) in candidates(&axes) {
-                let first: Vec<(usize, usize)> = axes
-                    .iter()
-                    .map(|&(a, s)| if a == axis { (a, s / p) } else { (a, s) })
-                    .collect();
-                let (_, _, t1) = gpu_group(out * p, &first, true, t);
-                let (_, _, t2) = gpu_group(out, &[(axis, p)], true, t);
-                let time = t1 + t2 + LAUNCH;
-                if best.is_none_or(|b| time < b.1) {
-                    best = Some(((axis, p), time));
+            // The best split by the time model: (choice, time, its first kernel's loop).
+            let best_of = |cands: &mut dyn Iterator<Item = (usize, usize)>| {
+                let mut best: Option<((usize, usize), f64, usize)> = None;
+                for (axis, p) in cands {
+                    let first: Vec<(usize, usize)> = axes
+                        .iter()
+                        .map(|&(a, s)| {
+                            if a == axis {
+                                (a, s.div_ceil(p))
+                            } else {
+                                (a, s)
+                            }
+                        })
+                        .collect();
+                    let (_, g1, t1) = gpu_group(out * p, &first, true, t);
+                    let (_, _, t2) = gpu_group(out, &[(axis, p)], true, t);
+                    let time = t1 + t2 + LAUNCH;
+                    if best.is_none_or(|b| time < b.1) {
+                        let lp = gpu_time(out * p, part_len(&axes, axis, p), g1).2;
+                        best = Some(((axis, p), time, lp));
+                    }
                 }
+                best
+            };
+            // Exact parts first; padded ones where no divisor leaves a short enough loop.
+            let mut best = best_of(&mut candidates(&axes));
+            if best.is_none_or(|b| b.2 > GPU_MAX_LOOP) {
+                best = best_of(&mut padded_candidates(&axes)).or(best);
             }
-            let (choice, time) = best?;
+            let (choice, time, _) = best?;
             (time < t0 || loop0 > GPU_MAX_LOOP).then_some(choice)
         }
     }
@@ -207,6 +244,26 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
 fn candidates(axes: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
     axes.iter()
         .flat_map(|&(a, s)| divisors(s).filter(move |&p| p < s).map(move |p| (a, p)))
+}
+
+/// Splits of an axis into parts that do not divide it (`split` pads the axis with the reduce's
+/// identity): powers of two up to an eighth of its length, so the padding stays under 1/8.
+fn padded_candidates(axes: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    axes.iter().flat_map(|&(a, s)| {
+        (1..usize::BITS)
+            .map(|k| 1usize << k)
+            .take_while(move |&p| p <= s / 8)
+            .filter(move |&p| s % p != 0)
+            .map(move |p| (a, p))
+    })
+}
+
+/// The reduce length each part of a split of `axis` into `p` keeps (padded where `p` does not
+/// divide it).
+fn part_len(axes: &[(usize, usize)], axis: usize, p: usize) -> usize {
+    axes.iter()
+        .map(|&(a, s)| if a == axis { s.div_ceil(p) } else { s })
+        .product()
 }
 
 /// The target's default actions for a kernel.

@@ -2,9 +2,13 @@
 //! reduces each of `parts` slices of a reduce axis into a scratch buffer (so it launches
 //! `parts` times as many invocations, each looping `parts` times less); the second reduces
 //! the partial results and computes the rest of the original kernel (its epilogue). Both are
-//! ordinary `KernelAst`s, optimized and lowered like any other.
+//! ordinary `KernelAst`s, optimized and lowered like any other. An axis that `parts` does not
+//! divide (a prime length) is padded up to a multiple of it, the padding reading the reduce's
+//! identity: no loop is ever left longer than a split meant it to be.
 
+use crate::dtype::DType;
 use crate::kernel::{AstNode, AstOp, KernelAst};
+use crate::ops::ReduceOp;
 use crate::shape::ShapeTracker;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +25,10 @@ pub struct Split {
 }
 
 /// Split the reduce of `k` (its single reduce, wherever it is) over `axis` into `parts`, or
-/// `None` when that reduce has no such axis or `parts` does not divide it.
+/// `None` when that reduce has no such axis or `parts` is not below its length. Where `parts`
+/// does not divide the axis, the first kernel's view pads it to `parts * ceil(len / parts)`
+/// with the reduce's identity (0 for a sum, through the padded view itself; for max and prod, a
+/// `where` of the pad's validity).
 pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     let r = find_reduce(&k.root)?;
     let r = &r;
@@ -30,13 +37,16 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     };
     let src = &r.src[0];
     let full = &src.shape;
-    if !axes.contains(&axis) || parts < 2 || full[axis] % parts != 0 {
+    if !axes.contains(&axis) || parts < 2 || parts >= full[axis] {
         return None;
     }
-    // First kernel: view the source with the axis split into (parts, rest) and reduce `rest`
-    // (and the other reduce axes), keeping `parts`.
+    // First kernel: view the source with the axis (padded to a multiple of `parts`) split into
+    // (parts, rest) and reduce `rest` (and the other reduce axes), keeping `parts`.
+    let rest = full[axis].div_ceil(parts);
+    let mut padded = full.clone();
+    padded[axis] = rest * parts;
     let mut split_shape = full.clone();
-    split_shape[axis] = full[axis] / parts;
+    split_shape[axis] = rest;
     split_shape.insert(axis, parts);
     let shifted: Vec<usize> = axes
         .iter()
@@ -48,12 +58,32 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     }
     let mut first_slots = SlotMap::new(1, false);
     let first_src = first_slots.renumber(src);
-    let view = Arc::new(AstNode {
-        op: AstOp::View(ShapeTracker::contiguous(full).reshape(&split_shape)),
-        dtype: src.dtype,
-        shape: split_shape.clone(),
-        src: vec![first_src],
-    });
+    let mut pad = vec![(0, 0); full.len()];
+    pad[axis].1 = padded[axis] - full[axis];
+    let st = ShapeTracker::contiguous(full)
+        .pad(&pad)
+        .reshape(&split_shape);
+    let node = |op: AstOp, dtype, src: Vec<Arc<AstNode>>| {
+        Arc::new(AstNode {
+            op,
+            dtype,
+            shape: split_shape.clone(),
+            src,
+        })
+    };
+    let mut view = node(AstOp::View(st.clone()), src.dtype, vec![first_src]);
+    if padded[axis] != full[axis] && *op != ReduceOp::Sum {
+        // The padded view reads 0 outside; max and prod need their identity there.
+        let one = Arc::new(AstNode {
+            op: AstOp::Const(1.0),
+            dtype: DType::Bool,
+            shape: full.clone(),
+            src: vec![],
+        });
+        let valid = node(AstOp::View(st), DType::Bool, vec![one]);
+        let identity = node(AstOp::Const(op.identity(src.dtype)), src.dtype, vec![]);
+        view = node(AstOp::Where, src.dtype, vec![valid, view, identity]);
+    }
     let partial = Arc::new(AstNode {
         op: AstOp::Reduce(*op, shifted),
         dtype: r.dtype,
@@ -197,8 +227,7 @@ impl SlotMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
-    use crate::ops::{BinaryOp, ReduceOp};
+    use crate::ops::BinaryOp;
 
     /// out[i] = sum_j x[i, j] * 2 + y[i]: a reduce with an epilogue reading another buffer.
     fn kernel(rows: usize, cols: usize) -> KernelAst {
@@ -312,8 +341,15 @@ mod tests {
     }
 
     #[test]
-    fn parts_must_divide_a_reduce_axis() {
-        assert!(split(&kernel(3, 64), 1, 7).is_none());
+    fn parts_that_do_not_divide_the_axis_pad_it() {
+        let s = split(&kernel(3, 67), 1, 8).expect("splits");
+        // 67 padded to 72 = 8 x 9: the partials are [3, 8, 1].
+        assert_eq!(s.first.root.shape, vec![3, 8, 1]);
+        assert_eq!(s.first.root.src[0].shape, vec![3, 8, 9]);
+        assert!(
+            split(&kernel(3, 64), 1, 64).is_none(),
+            "parts below the length"
+        );
         assert!(
             split(&kernel(3, 64), 0, 3).is_none(),
             "axis 0 is not reduced"
