@@ -200,8 +200,18 @@ pub fn exec_binary(op: BinaryOp, dtype: DType, a: f64, b: f64) -> f64 {
     }
 }
 
-/// Cast semantics: float to integer truncates (and wraps), to bool tests non-zero.
-pub fn exec_cast(to: DType, a: f64) -> f64 {
+/// Cast semantics: float to integer truncates toward zero and saturates at the integer type's
+/// range, NaN giving 0 (as Rust's `as`, JAX and WGSL; C leaves it undefined and PyTorch follows
+/// the hardware); integer to integer wraps; to bool tests non-zero.
+pub fn exec_cast(from: DType, to: DType, a: f64) -> f64 {
+    if from.is_float() {
+        match to {
+            DType::I32 => return a as i32 as f64,
+            DType::U32 => return a as u32 as f64,
+            DType::U8 => return a as u8 as f64,
+            _ => {}
+        }
+    }
     match to {
         DType::F32 => a as f32 as f64,
         // Round to nearest even (`DType::normalize`); NaN stays NaN, values past the largest

@@ -411,3 +411,56 @@ fn vector_pooling_matches_the_interpreter_bit_for_bit() {
     let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert!(bits(&run(Device::Cpu)) == bits(&run(Device::Interp)));
 }
+
+/// Float-to-integer casts out of range: truncated toward zero and saturated at the target's
+/// range, NaN giving 0 (Rust's `as`, JAX's and WGSL's rule), on every backend, from a buffer and
+/// from a constant folded at compile time. (C leaves them undefined: x86 gave i32::MIN for
+/// 1e10 where WGSL clamped to i32::MAX and the interpreter wrapped.)
+#[test]
+fn float_to_integer_casts_saturate_on_every_backend() {
+    let v: [f32; 16] = [
+        1e10,
+        -1e10,
+        3e9,
+        -3e9,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        2.9,
+        -2.9,
+        300.0,
+        -5.0,
+        255.5,
+        4294967296.0,
+        2147483520.0,
+        -0.5,
+        -2147483648.0,
+    ];
+    each_device(|dev| {
+        let x = Tensor::from_slice(&v, &[16])?.realize()?;
+        let i: Vec<i32> = x.cast(DType::I32)?.to_vec()?;
+        let u: Vec<u32> = x.cast(DType::U32)?.to_vec()?;
+        let b: Vec<u8> = x.cast(DType::U8)?.to_vec()?;
+        assert_eq!(i, v.map(|f| f as i32), "{dev}: to i32");
+        assert_eq!(u, v.map(|f| f as u32), "{dev}: to u32");
+        assert_eq!(b, v.map(|f| f as u8), "{dev}: to u8");
+        // A half-precision source saturates likewise (its inf and NaN included).
+        let h: Vec<i32> = x.cast(DType::F16)?.cast(DType::I32)?.to_vec()?;
+        let want: Vec<i32> = v
+            .iter()
+            .map(|&f| half::f16::from_f32(f).to_f32() as i32)
+            .collect();
+        assert_eq!(h, want, "{dev}: f16 to i32");
+        // Constants fold by the same rule.
+        for &f in &v {
+            let c: i32 = Tensor::full(&[1], f as f64)?.cast(DType::I32)?.item()?;
+            assert_eq!(c, f as i32, "{dev}: the constant {f} to i32");
+        }
+        // Integer to integer still wraps (as in PyTorch and C).
+        let w: Vec<u8> = Tensor::from_slice(&[-1i32, 256, 300], &[3])?
+            .cast(DType::U8)?
+            .to_vec()?;
+        assert_eq!(w, vec![255, 0, 44], "{dev}: i32 to u8 wraps");
+        Ok(())
+    });
+}

@@ -277,11 +277,13 @@ impl Renderer for CRenderer {
         l.resize(width, "0.0f".into());
         format!("((v{width}f){{{}}})", l.join(", "))
     }
-    fn cast(&self, _from: DType, to: DType, a: &str) -> String {
+    fn cast(&self, from: DType, to: DType, a: &str) -> String {
         match to {
             DType::F16 => format!("h2f(f2h((float){a}))"),
             DType::BF16 => format!("b2f(f2b((float){a}))"),
             DType::Bool => format!("({a} != 0)"),
+            _ if from.is_float() => super::render::c_float_to_int(to, self.ty(to), a)
+                .unwrap_or_else(|| format!("({}){a}", self.ty(to))),
             _ => format!("({}){a}", self.ty(to)),
         }
     }

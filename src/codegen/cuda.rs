@@ -22,8 +22,8 @@
 //! an `unsigned char` (C's conversions wrap every result to 8 bits), bool a `bool`. Where C's
 //! rules differ from the interpreter's (`ops::exec_*`), the rendering spells the interpreter's:
 //! integer division and modulo by zero give 0, shifts take the amount mod 32 and shift the
-//! 32-bit pattern (logical even for i32), float-to-integer casts truncate and wrap (through a
-//! 64-bit conversion, which saturates like the interpreter's `as i64` and gives 0 for NaN).
+//! 32-bit pattern (logical even for i32), float-to-integer casts truncate and saturate (NaN
+//! gives 0, `render::c_float_to_int`).
 
 use super::linearize::{Inst, LinearKernel};
 use super::render::Renderer;
@@ -314,9 +314,8 @@ impl Renderer for CudaRenderer {
             DType::BF16 => format!("b2f(f2b((float){a}))"),
             DType::Bool if from == DType::Bool => a.to_string(),
             DType::Bool => format!("({a} != {})", zero(from)),
-            // Truncate toward zero, saturating at the i64 range (NaN gives 0), then wrap: the
-            // interpreter's `a.trunc() as i64` followed by its integer wrap.
-            _ if from.is_float() => format!("({})(long long){a}", self.ty(to)),
+            _ if from.is_float() => super::render::c_float_to_int(to, self.ty(to), a)
+                .unwrap_or_else(|| format!("({}){a}", self.ty(to))),
             _ if from == to => a.to_string(),
             _ => format!("({}){a}", self.ty(to)),
         }
@@ -420,7 +419,7 @@ mod tests {
         assert_eq!(d.binary(BinaryOp::Shl, DType::U32, "a", "33u"), "(a << 1)");
         assert_eq!(
             d.cast(DType::F32, DType::U32, "x"),
-            "(unsigned int)(long long)x"
+            "(x > -1.0 ? (x >= 4294967296.0 ? 4294967295u : (unsigned int)x) : 0u)"
         );
         assert_eq!(d.cast(DType::F16, DType::F32, "x"), "x");
         assert_eq!(d.cast(DType::I32, DType::Bool, "x"), "(x != 0)");

@@ -479,3 +479,18 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     out.push_str(&d.epilogue(k));
     out
 }
+
+/// A float-to-integer cast in the C-family dialects (C, CUDA), where out-of-range conversions
+/// are undefined: truncate toward zero, saturating at the range of `to`, NaN giving 0 (the
+/// interpreter's `exec_cast`). `a` is a register name (read several times); `ty` is `to`'s
+/// C type. `None` when `to` is not an integer type.
+pub fn c_float_to_int(to: DType, ty: &str, a: &str) -> Option<String> {
+    Some(match to {
+        DType::I32 => format!(
+            "({a} == {a} ? ({a} >= 2147483648.0 ? 2147483647 : {a} <= -2147483648.0 ? (-2147483647 - 1) : ({ty}){a}) : 0)"
+        ),
+        DType::U32 => format!("({a} > -1.0 ? ({a} >= 4294967296.0 ? 4294967295u : ({ty}){a}) : 0u)"),
+        DType::U8 => format!("({a} > -1.0 ? ({a} >= 255.0 ? 255 : ({ty}){a}) : 0)"),
+        _ => return None,
+    })
+}

@@ -195,8 +195,27 @@ fn wrap(dt: DType, e: String) -> String {
 
 /// A float register converted to u32 the interpreter's way: negative values wrap (WGSL's own
 /// conversion clamps them to 0).
+/// A float cast to u32 by the interpreter's rule (truncate, saturate, NaN gives 0). WGSL's
+/// conversion clamps to the largest f32 below 2^32 (4294967040) and leaves NaN unspecified (tested
+/// by its bits: compilers may fold `a != a`).
 fn float_to_u32(a: &str) -> String {
-    format!("select(u32({a}), u32(i32({a})), {a} < 0.0f)")
+    format!(
+        "select(select(u32({a}), 4294967295u, {a} >= 4294967296.0f), 0u, {})",
+        nan_bits(a)
+    )
+}
+
+/// A float cast to i32 likewise (WGSL clamps at 2147483520, the largest f32 below 2^31).
+fn float_to_i32(a: &str) -> String {
+    format!(
+        "select(select(i32({a}), 2147483647i, {a} >= 2147483648.0f), 0i, {})",
+        nan_bits(a)
+    )
+}
+
+/// Whether the f32 `a` is NaN, by its bits.
+fn nan_bits(a: &str) -> String {
+    format!("((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)")
 }
 
 impl WgslRenderer {
@@ -426,7 +445,7 @@ impl Renderer for WgslRenderer {
             // A float compared with itself is a NaN test (`isnan`), which WGSL compilers may
             // fold away (they can assume no NaNs): test the bits instead.
             BinaryOp::CmpNe | BinaryOp::CmpEq if f && a == b => {
-                let nan = format!("((bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u)");
+                let nan = nan_bits(a);
                 if op == BinaryOp::CmpNe {
                     nan
                 } else {
@@ -457,6 +476,7 @@ impl Renderer for WgslRenderer {
             DType::BF16 if from.is_float() => format!("bf16_round({a})"),
             DType::BF16 => format!("bf16_round(f32({a}))"),
             DType::I32 if from == DType::I32 => a.to_string(),
+            DType::I32 if from.is_float() => float_to_i32(a),
             DType::I32 => format!("i32({a})"),
             DType::U32 => match from {
                 DType::U32 | DType::U8 => a.to_string(),
@@ -468,9 +488,7 @@ impl Renderer for WgslRenderer {
                 DType::Bool => format!("u32({a})"),
                 DType::U32 => format!("({a} & 0xffu)"),
                 DType::I32 => format!("(u32({a}) & 0xffu)"),
-                DType::F32 | DType::F16 | DType::BF16 => {
-                    format!("({} & 0xffu)", float_to_u32(a))
-                }
+                DType::F32 | DType::F16 | DType::BF16 => format!("min({}, 255u)", float_to_u32(a)),
             },
             DType::Bool if from == DType::Bool => a.to_string(),
             DType::Bool => format!("({a} != {})", zero(from)),

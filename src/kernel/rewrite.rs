@@ -117,7 +117,7 @@ pub fn simplify(g: &mut KGraph, op: &KOp, dtype: DType, src: &[Ref]) -> Option<R
                 c[1],
             )),
             KOp::Where => Some(if c[0] != 0.0 { c[1] } else { c[2] }),
-            KOp::Cast => Some(exec_cast(dtype, c[0])),
+            KOp::Cast => Some(exec_cast(g.node(src[0]).dtype, dtype, c[0])),
             _ => None,
         };
         if let Some(v) = v {

@@ -225,9 +225,10 @@ fn block(
                     };
                 }
             }
-            Inst::Cast { dst, to, a, .. } => {
+            Inst::Cast { dst, from, to, a } => {
+                let from = compute_dtype(*from);
                 for l in 0..n {
-                    regs[r(*dst) + l] = exec_cast(*to, regs[r(*a) + l]);
+                    regs[r(*dst) + l] = exec_cast(from, *to, regs[r(*a) + l]);
                 }
             }
             Inst::Load {
