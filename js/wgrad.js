@@ -106,11 +106,27 @@ raw.Tensor.fromUrl = async function fromUrl(url, options = {}) {
 
 let ready = null;
 
+/** Whether this is Node.js (which `fetch`es no `file:` URLs: the .wasm is read from disk). */
+const isNode = () => typeof process !== "undefined" && !!(process.versions && process.versions.node);
+
+async function loadEngine(wasm) {
+  let source = wasm;
+  if (source === undefined && isNode()) {
+    // A computed specifier: bundlers for the browser leave it alone.
+    const fsName = "node:fs/promises";
+    const { readFile } = await import(/* @vite-ignore */ /* webpackIgnore: true */ fsName);
+    source = await readFile(new URL("../pkg/web/wgrad_bg.wasm", import.meta.url));
+  }
+  return wasmInit(source === undefined ? undefined : { module_or_path: source });
+}
+
 /**
  * Load the engine and pick its device: WebGPU when the browser has it (with the adapter's
  * limits), else the CPU interpreter with a console warning. `device: "webgpu"` makes a missing
  * WebGPU an error; `device: "cpu"` skips WebGPU. `wasm` overrides where the .wasm file is
- * fetched from. Resolves to `{ device, adapter }`.
+ * fetched from (a URL, a `Response`, the bytes or a `WebAssembly.Module`); in Node.js it is read
+ * from the package's files. Where WebGPU is missing (Node.js, a browser with it off) the
+ * default falls back to the interpreter. Resolves to `{ device, adapter }`.
  */
 export async function init(options = {}) {
   if (options === null || typeof options !== "object") {
@@ -118,13 +134,13 @@ export async function init(options = {}) {
   }
   const { wasm, ...engine } = options;
   if (!ready) {
-    ready = wasmInit(wasm === undefined ? undefined : { module_or_path: wasm });
+    ready = loadEngine(wasm);
   }
   try {
     await ready;
   } catch (e) {
     ready = null;
-    throw e;
+    throw new Error(`init: cannot load the engine's WebAssembly (${e && e.message ? e.message : e})`);
   }
   const info = await raw.initEngine(engine);
   // wgpu reports only the adapter's description, which browsers often leave empty: name it from

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
 # chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
-# webdriver.json), then the npm package built, packed and loaded by a plain page that trains a
-# model (scripts/page_test.mjs), the TypeScript declarations type-check, and the demo page is
+# webdriver.json), then the npm package built, packed and loaded in Node.js (scripts/node_test.mjs:
+# the interpreter where there is no WebGPU) and by a plain page that trains a model
+# (scripts/page_test.mjs), the TypeScript declarations type-check, and the demo page is
 # driven end to end (scripts/demo_test.mjs: training in its worker, charts, predictions, save and
 # load, a corrupt upload, resume after a reload, the kernel inspector; screenshots in
 # target/demo-shots). Installs what it
@@ -20,6 +21,8 @@ echo "== npm package"
 bash scripts/build_web.sh
 echo "== TypeScript declarations (tsc --strict tests/types/check.ts)"
 npm run -s typecheck
+echo "== the packed package in Node.js (scripts/node_test.mjs)"
+node scripts/node_test.mjs
 bash scripts/data.sh
 echo "== the packed package in a plain page"
 node scripts/page_test.mjs

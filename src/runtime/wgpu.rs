@@ -314,6 +314,32 @@ pub fn lose_device() -> Result<()> {
     Ok(())
 }
 
+/// Why this JavaScript environment has no WebGPU for wgpu, checked before wgpu looks: wgpu's
+/// instance panics (killing the wasm instance) outside a browser window or dedicated worker,
+/// such as in Node.js, instead of reporting it.
+#[cfg(target_arch = "wasm32")]
+fn no_browser_gpu() -> Option<String> {
+    use js_sys::Reflect;
+    let global = js_sys::global();
+    let has = |obj: &wasm_bindgen::JsValue, key: &str| {
+        Reflect::get(obj, &key.into())
+            .ok()
+            .filter(|v| !v.is_undefined() && !v.is_null())
+    };
+    if has(&global, "Window").is_none() && has(&global, "WorkerGlobalScope").is_none() {
+        return Some(
+            "not a browser window or worker (Node.js, Deno or another runtime without WebGPU for wgpu)"
+                .into(),
+        );
+    }
+    match has(&global, "navigator").and_then(|n| has(&n, "gpu")) {
+        Some(_) => None,
+        None => Some(
+            "navigator.gpu is missing (this browser lacks WebGPU or has it switched off)".into(),
+        ),
+    }
+}
+
 fn leak(g: GpuOrWhy) -> &'static GpuOrWhy {
     Box::leak(Box::new(g))
 }
@@ -400,6 +426,10 @@ impl Gpu {
     async fn create() -> std::result::Result<Gpu, String> {
         #[cfg(not(target_arch = "wasm32"))]
         quiet_mesa_device_select();
+        #[cfg(target_arch = "wasm32")]
+        if let Some(why) = no_browser_gpu() {
+            return Err(why);
+        }
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
