@@ -214,6 +214,17 @@ try {
     ["setDebug(2**32 + 1)", "setDebug", () => w.setDebug(2 ** 32 + 1)],
     ["manualSeed(1.5)", "manualSeed", () => Tensor.manualSeed(1.5)],
   ]) await expectError(what, op, f);
+  // A revoked Proxy as an argument (Array.isArray throws on one): Errors naming the op.
+  const { proxy: revoked, revoke } = Proxy.revocable({}, {});
+  revoke();
+  for (const [what, op, f] of [
+    ["new nn.Conv2d(3, revokedProxy, 3)", "Conv2d", () => new nn.Conv2d(3, revoked, 3)],
+    ["leakyRelu(revokedProxy)", "leakyRelu", () => x.leakyRelu(revoked)],
+    ["hardtanh(revokedProxy)", "hardtanh", () => x.hardtanh(revoked)],
+    ["new optim.Adam(revokedProxy)", "Adam", () => new optim.Adam(revoked)],
+    ["new nn.LayerNorm(revokedProxy)", "LayerNorm", () => new nn.LayerNorm(revoked)],
+    ["reshape(revokedProxy)", "reshape", () => x.reshape(revoked)],
+  ]) await expectError(what, op, f);
   // Malformed IDX headers.
   const idx = (...b) => new Uint8Array(b);
   const ok = idx(0, 0, 8, 1, 0, 0, 0, 1, 0);

@@ -9,8 +9,21 @@ use crate::{
     DType, Device, Index, Interpolation, Operand, PadMode, Padding, Padding1d, Pool2dOpts,
     Reduction, Tensor,
 };
-use js_sys::{Array, Reflect};
+use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Array.isArray`, which throws a bare `TypeError` on a revoked `Proxy`.
+    #[wasm_bindgen(catch, js_namespace = Array, js_name = isArray)]
+    fn array_is_array(v: &JsValue) -> Result<bool, JsValue>;
+}
+
+/// Whether `v` is an array: false for what `Array.isArray` throws on (a revoked `Proxy`), so
+/// the caller's error names its op and argument instead.
+pub fn is_array(v: &JsValue) -> bool {
+    array_is_array(v).unwrap_or(false)
+}
 
 /// A Rust argument from a JS value; `what` names the argument in error messages.
 pub(crate) trait FromJs: Sized {
@@ -50,7 +63,7 @@ pub(crate) fn describe(v: &JsValue) -> String {
     if let Some(s) = v.as_string() {
         return format!("the string {s:?}");
     }
-    if Array::is_array(v) {
+    if is_array(v) {
         return "an array".into();
     }
     let ctor = Reflect::get(v, &"constructor".into())
@@ -92,7 +105,7 @@ pub(crate) struct Opts<'a> {
 
 impl<'a> Opts<'a> {
     pub(crate) fn new(v: &JsValue, op: &'a str) -> JsResult<Opts<'a>> {
-        if absent(v) || (v.is_object() && !Array::is_array(v)) {
+        if absent(v) || (v.is_object() && !is_array(v)) {
             Ok(Opts { obj: v.clone(), op })
         } else {
             Err(fail(
@@ -191,7 +204,7 @@ impl FromJs for Operand {
 /// An array of tensors.
 impl FromJs for Vec<Tensor> {
     fn from_js(v: &JsValue, op: &str, _what: &str) -> JsResult<Self> {
-        if !Array::is_array(v) {
+        if !is_array(v) {
             return Err(fail(
                 op,
                 format!("expected an array of Tensors, got {}", describe(v)),
@@ -276,7 +289,7 @@ fn list<T: FromJs>(v: &JsValue, op: &str, what: &str) -> JsResult<Vec<T>> {
     if v.as_f64().is_some() {
         return Ok(vec![T::from_js(v, op, what)?]);
     }
-    if !Array::is_array(v) && !js_sys::ArrayBuffer::is_view(v) {
+    if !is_array(v) && !js_sys::ArrayBuffer::is_view(v) {
         return Err(fail(
             op,
             format!("{what} must be an array of integers, got {}", describe(v)),
@@ -358,7 +371,7 @@ impl FromJs for (usize, usize) {
 /// One `[a, b]` pair per axis.
 impl FromJs for Vec<(usize, usize)> {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
-        if !Array::is_array(v) {
+        if !is_array(v) {
             return Err(fail(
                 op,
                 format!(
@@ -414,7 +427,7 @@ fn index_entry(v: &JsValue, op: &str, what: &str) -> JsResult<Index> {
             .parse::<Index>()
             .map_err(|e| fail(op, format!("{what}: {}", e.msg)));
     }
-    if Array::is_array(v) || js_sys::ArrayBuffer::is_view(v) {
+    if is_array(v) || js_sys::ArrayBuffer::is_view(v) {
         return Ok(Index::List(list(v, op, what)?));
     }
     match tensor_ref(v) {
@@ -443,7 +456,7 @@ fn index_entry(v: &JsValue, op: &str, what: &str) -> JsResult<Index> {
 /// integer indices).
 impl FromJs for Vec<Index> {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
-        if !Array::is_array(v) {
+        if !is_array(v) {
             return Ok(vec![index_entry(v, op, what)?]);
         }
         if get(v, "length").as_f64().unwrap_or(0.0) > MAX_LIST {
@@ -544,7 +557,7 @@ impl FromJs for Device {
 /// A list of devices (`shard`).
 impl FromJs for Vec<Device> {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
-        if !Array::is_array(v) {
+        if !is_array(v) {
             return Err(fail(
                 op,
                 format!(
@@ -625,7 +638,7 @@ impl FromJs for CrossEntropyOpts {
 /// One `[before, after]` pair per axis; negative pads crop.
 impl FromJs for Vec<(isize, isize)> {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
-        if !Array::is_array(v) {
+        if !is_array(v) {
             return Err(fail(
                 op,
                 format!(

@@ -2,7 +2,7 @@
 //! `init`), settings for a function (`withContext`), `tidy` scopes, debug output and counters,
 //! MNIST from IDX bytes, safetensors bytes.
 
-use super::args::{arg, describe, device_name, elements, handle_id, Opts};
+use super::args::{arg, describe, device_name, elements, handle_id, is_array, Opts};
 use super::{fail, js_error_message, register, release, JsResult, OrFail, REG};
 use crate::{Context, Device, GlobalCounters, Tensor};
 use js_sys::{Array, Function, Object, Reflect};
@@ -286,7 +286,7 @@ fn bytes_arg(v: &JsValue, op: &str, what: &str) -> JsResult<Vec<u8>> {
         view.copy_to(&mut out);
         return Ok(out);
     }
-    if !Array::is_array(v) {
+    if !is_array(v) {
         return Err(fail(
             op,
             format!("{what} must be a Uint8Array, got {}", describe(v)),
@@ -372,7 +372,7 @@ pub fn safe_save(
 
 /// The string-keyed own properties of a plain object (not an array).
 fn entries(v: &JsValue, op: &str, want: &str) -> JsResult<Vec<(String, JsValue)>> {
-    if !v.is_object() || Array::is_array(v) {
+    if !v.is_object() || is_array(v) {
         return Err(fail(op, format!("expected {want}, got {}", describe(v))));
     }
     let keys = Reflect::own_keys(v).map_err(|e| fail(op, js_error_message(&e)))?;

@@ -1,7 +1,7 @@
 //! The TinyJit for JavaScript: `TinyJitJs` wraps a JS function of tensors (js/wgrad.js's
 //! `jit(fn)` makes one and hides it behind a plain function).
 
-use super::args::{arg, describe};
+use super::args::{arg, describe, is_array};
 use super::{fail, js_error_message, register, tensor_array, JsResult, OrFail};
 use crate::{Error, ErrorKind, Tensor, Timer, TinyJit};
 use js_sys::{Array, Function, Object, Reflect};
@@ -44,7 +44,7 @@ impl TinyJitJs {
                 ));
             }
             // A Tensor, or an array of them.
-            let (ts, one) = if Array::is_array(&out) {
+            let (ts, one) = if is_array(&out) {
                 (arg(&out, "jit", "the function's result"), false)
             } else {
                 (

@@ -4,7 +4,7 @@
 //! stay usable: they are shared, found through a registry of live optimizers like the tensors'),
 //! `setSchedule` gives one a learning-rate schedule, `clipGradNorm` clips gradients.
 
-use super::args::{arg, describe, get, FromJs, Opts};
+use super::args::{arg, describe, get, is_array, FromJs, Opts};
 use super::{fail, register, tensor_array, JsResult, JsTensor, OrFail};
 use crate::nn::optim::{
     clip_grad_norm, Adam, AdamW, Lamb, Lars, LrSchedule, Muon, Optimizer, OptimizerGroup, Sgd,
@@ -200,7 +200,7 @@ pub fn optimizer_group(
     #[wasm_bindgen(unchecked_param_type = "Optim[]")] optimizers: JsValue,
 ) -> JsResult<Optim> {
     const OP: &str = "OptimizerGroup";
-    if !Array::is_array(&optimizers) {
+    if !is_array(&optimizers) {
         return Err(fail(
             OP,
             format!(

@@ -2,7 +2,7 @@
 //! src/tensor/table.rs), and by hand what is not an op: the constructor and creation functions,
 //! properties, reading values back, autograd.
 
-use super::args::{arg, describe, device_name, elements, js_dtype, FromJs};
+use super::args::{arg, describe, device_name, elements, is_array, js_dtype, FromJs};
 use super::{fail, lookup, register, release, tensor_array, JsResult, JsTensor, OrFail};
 use crate::{
     Axes, Context, Conv1dOpts, Conv2dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts,
@@ -684,7 +684,7 @@ fn flatten(v: &JsValue, op: &str) -> JsResult<(Vec<f64>, Vec<usize>, bool)> {
         bools: &mut bool,
         op: &str,
     ) -> JsResult<()> {
-        if Array::is_array(v) {
+        if is_array(v) {
             let n = v.unchecked_ref::<Array>().length() as usize;
             if shape.len() == depth {
                 shape.push(n);
@@ -821,7 +821,7 @@ fn tensor_from_js(
         (vec![b as u8 as f64], vec![], DType::Bool)
     } else if let Some(x) = data.as_f64() {
         (vec![x], vec![], DType::F32)
-    } else if Array::is_array(data) {
+    } else if is_array(data) {
         let (v, s, bools) = flatten(data, OP)?;
         (v, s, if bools { DType::Bool } else { DType::F32 })
     } else {
