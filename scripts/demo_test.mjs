@@ -57,7 +57,7 @@ const srv = await serve({ port: 0, root: ROOT });
 const context = await browser.newContext({ viewport: { width: 1280, height: 1180 }, acceptDownloads: true });
 const problems = [];
 
-async function openPage(query) {
+async function openPage(query, { startEarly = false } = {}) {
   const page = await context.newPage();
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
@@ -73,6 +73,8 @@ async function openPage(query) {
       .observe({ type: "longtask", buffered: true });
   });
   await page.goto(`${srv.url}www/index.html?${new URLSearchParams(query)}`, { waitUntil: "load" });
+  // `start()` before the engine is ready: queued until it is.
+  if (startEarly) page.wasReady = await page.evaluate(() => { const r = window.wgradDemo.ready; window.wgradDemo.start(); return r; });
   await waitFor(page, () => window.wgradDemo?.ready || window.wgradDemo?.errors.length, 300, "the demo to get ready");
   const errs = await page.evaluate(() => window.wgradDemo.errors);
   check(errs.length === 0, `the page reported: ${errs.join("; ")}`);
@@ -276,6 +278,13 @@ async function endToEnd() {
   const same = p2.every((p, i) => p.every((v, j) => v === p1[i][j]));
   check(same, "the loaded model.safetensors does not predict exactly like the model that saved it");
   console.log("ok: model.safetensors loaded into a fresh model gives identical predictions on the 20 images");
+  await page.close();
+
+  // 8. `wgradDemo.start()` called as the page loads, before the engine is ready, trains once it is.
+  page = await openPage(trainQuery({ fresh: 1, steps: 3, evalEvery: 0, ckptEvery: 0 }), { startEarly: true });
+  check(page.wasReady === false, "the demo was ready at page load: start() before ready was not exercised");
+  await waitFor(page, () => window.wgradDemo.step >= 3 && !window.wgradDemo.running, 300, "a start() called before ready to train");
+  console.log("ok: start() called before the engine was ready trained 3 steps once it was");
   await page.close();
 }
 

@@ -2,7 +2,8 @@
 // from node_modules), the drawing pad with per-class bars, a strip of test images, save/load and
 // the kernel inspector. All engine work happens in www/train_worker.js; this thread only draws,
 // so the page stays responsive while training. `window.wgradDemo` exposes the state and
-// `start()`, `pause()`, `predict(pixels)` (784 numbers 0..255 → 10 probabilities) for tests.
+// `start()` (queued until the engine is ready), `pause()`, `predict(pixels)` (784 numbers 0..255
+// → 10 probabilities) for tests.
 
 const $ = (id) => document.getElementById(id);
 const q = new URLSearchParams(location.search);
@@ -186,7 +187,7 @@ function onMessage(ev) {
       redraw();
       refreshStrip();
       predictPad();
-      if (q.get("autostart") === "1") demo.start();
+      if (q.get("autostart") === "1" || demo.startQueued) demo.start();
       break;
     }
     case "lost":
@@ -255,7 +256,7 @@ function startWorker({ resume }) {
   if (worker) worker.terminate();
   for (const c of calls.values()) c.fail(new Error("the worker was restarted"));
   calls = new Map();
-  Object.assign(demo, { ready: false, running: false, step: 0, losses: [], accuracies: [], kernels: [], msPerStep: null });
+  Object.assign(demo, { ready: false, startQueued: false, running: false, step: 0, losses: [], accuracies: [], kernels: [], msPerStep: null });
   series.speed = [[], [], []];
   series.mem = [[], [], []];
   renderKernels();
@@ -268,7 +269,13 @@ function startWorker({ resume }) {
 }
 
 demo.start = () => {
-  if (!worker) return;
+  if (!worker) throw new Error("wgradDemo.start: the training worker is not running");
+  // Before the engine is ready the worker cannot train yet: start as soon as it is.
+  if (!demo.ready) {
+    demo.startQueued = true;
+    return;
+  }
+  demo.startQueued = false;
   worker.postMessage({ type: "set", lr: Number($("lr").value), steps: Number($("steps").value) });
   worker.postMessage({ type: "start" });
   demo.running = true;
