@@ -359,6 +359,10 @@ impl Tensor {
         if n == 0 {
             bail!(Shape, "chunk: cannot split into 0 pieces");
         }
+        if s[a] == 0 {
+            // PyTorch: `n` empty pieces.
+            return Ok(vec![self.clone(); n]);
+        }
         let size = s[a].div_ceil(n);
         let mut sizes = vec![];
         let mut left = s[a];
