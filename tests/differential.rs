@@ -651,18 +651,24 @@ fn try_step(
     Some(step)
 }
 
-fn generate(rng: &mut Rng, wide: bool) -> Program {
+/// A random program; with `empty`, its first input has an axis of size 0 (so does much of the
+/// program: what is computed from an empty tensor is a constant, see tests/empty.rs).
+fn generate(rng: &mut Rng, wide: bool, empty: bool) -> Program {
     Context::new().dev(Device::Interp).run(|| {
         let large = wide && rng.below(4) == 0;
         let g = Gen {
             wide,
             cap: if large { 8192 } else { 400 },
         };
-        let shape = if large {
+        let mut shape = if large {
             large_shape(rng)
         } else {
             random_shape(rng)
         };
+        if empty {
+            let a = rng.below(shape.len());
+            shape[a] = 0;
+        }
         let data = input_data(rng, shape.iter().product());
         let x = Tensor::from_slice(&data, &shape).expect("input");
         x.set_requires_grad(true);
@@ -694,9 +700,9 @@ fn generate(rng: &mut Rng, wide: bool) -> Program {
 /// bounds forward values; a gradient can still overflow (through an f16 round trip, whose
 /// backward casts the gradient to f16: `x³` at x = 200 has a gradient past f16's 65,504), and
 /// such a program tests nothing, so another is drawn.
-fn finite_program(rng: &mut Rng, wide: bool) -> Program {
+fn finite_program(rng: &mut Rng, wide: bool, empty: bool) -> Program {
     loop {
-        let p = generate(rng, wide);
+        let p = generate(rng, wide, empty);
         // (One that fails on the interpreter is kept: `problems` reports it.)
         let ok = run(&p, Device::Interp).map_or(true, |r| {
             let mut all = r.out.iter().chain(r.grads.iter().flatten());
@@ -854,7 +860,7 @@ fn random_wider_programs_agree_across_backends() {
     let (t0, mut failures, mut large) = (std::time::Instant::now(), vec![], 0);
     let mut kinds = std::collections::BTreeMap::new();
     for i in 0..programs {
-        let p = finite_program(&mut rng, true);
+        let p = finite_program(&mut rng, true, false);
         large += usize::from(p.inputs[0].1.len() >= 100);
         for st in &p.steps {
             let name = format!("{st:?}");
@@ -896,7 +902,7 @@ fn random_programs_agree_across_backends() {
     let t0 = std::time::Instant::now();
     let mut spent = 0.0;
     for i in 0..programs {
-        let p = finite_program(&mut rng, false);
+        let p = finite_program(&mut rng, false, false);
         let t = std::time::Instant::now();
         let errs = problems(&p, &devices);
         spent += t.elapsed().as_secs_f64();
@@ -919,6 +925,37 @@ fn random_programs_agree_across_backends() {
     assert!(
         failures.is_empty(),
         "{} of {programs} random programs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Programs whose input has an empty axis: reductions over it give their identities, slices,
+/// pads and broadcasts of it, and the gradients back to it, on every backend as on the
+/// interpreter.
+#[test]
+fn random_programs_with_an_empty_axis_agree_across_backends() {
+    let devices = compared();
+    let programs = knob("WGRAD_DIFF_PROGRAMS", PROGRAMS as u64) as usize;
+    let mut rng = Rng(knob("WGRAD_DIFF_SEED", 0x5eed_e0));
+    let (mut failures, mut nonempty) = (vec![], 0);
+    for i in 0..programs {
+        let p = finite_program(&mut rng, true, true);
+        let errs = problems(&p, &devices);
+        nonempty += run(&p, Device::Interp).map_or(0, |r| usize::from(!r.out.is_empty()));
+        if !errs.is_empty() {
+            failures.push(format!(
+                "program {i} (inputs {:?}): {}\n  steps {:?}",
+                p.inputs.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+                errs.join("; "),
+                p.steps
+            ));
+        }
+    }
+    eprintln!("{programs} programs with an empty axis ({nonempty} with a non-empty output)");
+    assert!(
+        failures.is_empty(),
+        "{} of {programs} programs with an empty axis disagree:\n{}",
         failures.len(),
         failures.join("\n")
     );
