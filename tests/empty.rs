@@ -8,7 +8,8 @@
 
 mod common;
 
-use wgrad::{s, Context, DType, Device, Tensor, TinyJit};
+use wgrad::schedule::ScheduleItem;
+use wgrad::{s, Context, Conv2dOpts, DType, Device, Tensor, TinyJit};
 
 fn on<T>(dev: Device, f: impl FnOnce() -> wgrad::Result<T>) -> T {
     Context::new()
@@ -272,4 +273,75 @@ fn empty_tensors_display_like_pytorch() {
     assert_eq!(format!("{t}"), "tensor([])");
     let t = Tensor::zeros(&[2, 0]).unwrap();
     assert_eq!(format!("{t}"), "tensor([], size=(2, 0))");
+}
+
+#[test]
+fn composite_ops_handle_empty_axes() {
+    for dev in common::devices() {
+        on(dev, || {
+            let e = Tensor::zeros(&[2, 0])?;
+            let (v, i) = e.sort(-1, false)?;
+            assert_eq!((v.shape(), i.shape()), (vec![2, 0], vec![2, 0]));
+            assert_eq!(e.topk(0, -1, true)?.0.shape(), vec![2, 0]);
+            assert!(e.topk(1, -1, true).is_err());
+            assert_eq!(e.cumsum(-1)?.shape(), vec![2, 0]);
+            assert_eq!(vals(&Tensor::zeros(&[0, 2])?.cumsum(0)?)?, Vec::<f32>::new());
+            let m = Tensor::einsum("ij,jk->ik", &[&e, &Tensor::ones(&[0, 3])?])?;
+            assert_eq!(vals(&m)?, vec![0.0; 6]);
+            let g = Tensor::meshgrid(&[&Tensor::zeros(&[0])?, &Tensor::ones(&[3])?], "ij")?;
+            assert_eq!(g[1].shape(), vec![0, 3]);
+            let parts = arange(6, &[2, 3])?.split(&[0, 3, 0], 1)?;
+            assert_eq!(parts[0].shape(), vec![2, 0]);
+            assert_eq!(vals(&parts[1])?, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+            assert_eq!(e.chunk(3, 1)?.len(), 3);
+            assert_eq!(arange(3, &[3])?.repeat(&[0])?.shape(), vec![0]);
+            assert_eq!(arange(3, &[3])?.repeat_interleave(0, None)?.shape(), vec![0]);
+            assert_eq!(e.roll(&[1], &[1])?.shape(), vec![2, 0]);
+            assert_eq!(arange(6, &[2, 3])?.diagonal(5, 0, 1)?.shape(), vec![0]);
+            assert_eq!(e.flip(&[0, 1])?.get(&s![..;-1, ..;-2])?.shape(), vec![2, 0]);
+            // A batch of 0 images through a convolution and a linear layer.
+            let x = Tensor::zeros(&[0, 3, 5, 5])?;
+            let w = Tensor::ones(&[4, 3, 3, 3])?;
+            let y = x.conv2d(&w, None, &Conv2dOpts::default())?;
+            assert_eq!(y.shape(), vec![0, 4, 3, 3]);
+            let lin = wgrad::nn::Linear::new(3, 2)?;
+            assert_eq!(lin.forward(&Tensor::zeros(&[0, 3])?)?.shape(), vec![0, 2]);
+            // A layer with no input features is its bias, which starts at 0 (PyTorch).
+            let none = wgrad::nn::Linear::new(0, 2)?;
+            assert_eq!(vals(&none.forward(&Tensor::zeros(&[4, 0])?)?)?, vec![0.0; 8]);
+            // An empty kernel stays an error naming the op.
+            let k = x.conv2d(&Tensor::ones(&[4, 3, 0, 3])?, None, &Conv2dOpts::default());
+            assert!(k.err().expect("empty kernel").to_string().contains("conv2d"));
+            Ok(())
+        });
+    }
+}
+
+/// What the scheduler makes of a graph full of empty tensors: kernels only for the non-empty
+/// results, none binding a zero-size buffer.
+#[test]
+fn no_kernel_binds_a_zero_size_buffer() {
+    on(Device::Interp, || {
+        let e = Tensor::zeros(&[0, 3])?.add(1.0)?.exp()?;
+        let outs = [
+            e.sum(0, false)?.add(&arange(3, &[3])?)?,
+            e.max(0, true)?.maximum(0.0)?,
+            e.pad(&[(1, 0), (0, 0)], 2.0)?,
+            Tensor::cat(&[&e, &arange(3, &[1, 3])?], 0)?,
+            e.contiguous(),
+        ];
+        let items = Tensor::schedule_all(&outs.iter().collect::<Vec<_>>())?;
+        assert_eq!(items.len(), 4, "one kernel per non-empty output");
+        for it in &items {
+            let ScheduleItem::Kernel { ast, .. } = it else {
+                panic!("unexpected copy");
+            };
+            assert!(ast.bufs.iter().all(|&(_, n)| n > 0), "{:?}", ast.bufs);
+        }
+        assert_eq!(vals(&outs[0])?, vec![0.0, 1.0, 2.0]);
+        assert_eq!(vals(&outs[1])?, vec![0.0; 3]);
+        assert_eq!(vals(&outs[2])?, vec![2.0; 3]);
+        assert_eq!(vals(&outs[3])?, vec![0.0, 1.0, 2.0]);
+        Ok(())
+    });
 }

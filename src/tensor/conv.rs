@@ -506,6 +506,9 @@ impl Tensor {
             );
         }
         let k = &ws[2..];
+        if k.contains(&0) {
+            bail!(Shape, "{op}: weight {ws:?} has an empty kernel {k:?}");
+        }
         let mut padded = vec![];
         for d in 0..nd {
             let len = xs[2 + d] as i128 + pads[d].0 as i128 + pads[d].1 as i128;
