@@ -290,7 +290,9 @@ impl Builder<'_> {
             Op::Cast(d) => mk(AstOp::Cast(*d), vec![sub(self, &src[0], exact && single)]),
             Op::Detach | Op::Contiguous => return self.build(&src[0], exact),
             Op::Assign => return self.build(&src[1], exact),
-            Op::Reduce(r, _) if src[0].numel() == 0 => mk(AstOp::Const(r.identity(b.dtype)), vec![]),
+            Op::Reduce(r, _) if src[0].numel() == 0 => {
+                mk(AstOp::Const(r.identity(b.dtype)), vec![])
+            }
             Op::Reduce(r, axes) => {
                 let fuse = b.id == self.root || (exact && single && !self.has_reduce);
                 if !fuse {

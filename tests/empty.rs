@@ -9,7 +9,7 @@
 mod common;
 
 use wgrad::schedule::ScheduleItem;
-use wgrad::{s, Context, Conv2dOpts, DType, Device, Tensor, TinyJit};
+use wgrad::{s, Context, Conv2dOpts, DType, Device, Index, Tensor, TinyJit};
 
 fn on<T>(dev: Device, f: impl FnOnce() -> wgrad::Result<T>) -> T {
     Context::new()
@@ -75,18 +75,15 @@ fn views_and_elementwise_ops_keep_the_empty_shape() {
             let x = Tensor::zeros(&[2, 0, 3])?;
             assert_eq!(x.reshape(&[0, 6])?.shape(), vec![0, 6]);
             assert_eq!(x.reshape(&[-1, 3])?.shape(), vec![0, 3]);
-            assert!(x.reshape(&[0, -1]).is_err(), "-1 is ambiguous with 0 elements");
+            assert!(
+                x.reshape(&[0, -1]).is_err(),
+                "-1 is ambiguous with 0 elements"
+            );
             assert_eq!(x.permute(&[2, 0, 1])?.shape(), vec![3, 2, 0]);
             assert_eq!(x.flatten(0)?.shape(), vec![0]);
             assert_eq!(x.flip(&[1])?.shape(), vec![2, 0, 3]);
-            assert_eq!(
-                Tensor::zeros(&[1, 0])?.expand(&[4, 0])?.shape(),
-                vec![4, 0]
-            );
-            assert_eq!(
-                Tensor::zeros(&[1, 3])?.expand(&[0, 3])?.shape(),
-                vec![0, 3]
-            );
+            assert_eq!(Tensor::zeros(&[1, 0])?.expand(&[4, 0])?.shape(), vec![4, 0]);
+            assert_eq!(Tensor::zeros(&[1, 3])?.expand(&[0, 3])?.shape(), vec![0, 3]);
             let y = x.add(1.0)?.mul(&x.exp()?)?.relu()?.sigmoid()?;
             assert_eq!(y.shape(), vec![2, 0, 3]);
             assert_eq!(vals(&y)?, Vec::<f32>::new());
@@ -120,10 +117,14 @@ fn reductions_over_an_empty_axis_give_their_identity() {
             assert_eq!(x.sum(1, true)?.shape(), vec![0, 1]);
             // Integer sums, fused into a larger expression.
             let i = Tensor::zeros(&[3, 0])?.int()?;
-            let r = i.sum(1, false)?.add(&Tensor::from_slice(&[1i32, 2, 3], &[3])?)?;
+            let r = i
+                .sum(1, false)?
+                .add(&Tensor::from_slice(&[1i32, 2, 3], &[3])?)?;
             assert_eq!(r.to_vec::<i32>()?, vec![1, 2, 3]);
             // argmax over an empty axis is an error (PyTorch).
-            let e = x.argmax(Some(0), false).err().expect("argmax over an empty axis");
+            let e = x
+                .argmax(Some(0), false)
+                .expect_err("argmax over an empty axis");
             assert!(e.to_string().contains("argmax"), "{e}");
             assert!(x.argmax(None, false).is_err());
             assert_eq!(x.argmax(Some(1), false)?.shape(), vec![0]);
@@ -189,7 +190,10 @@ fn indexing_can_select_nothing() {
             assert_eq!(e.shape(), vec![0, 3]);
             assert_eq!(vals(&e)?, Vec::<f32>::new());
             assert_eq!(x.get(&s![.., 3..])?.shape(), vec![4, 0]);
-            assert_eq!(x.get(&s![3..1])?.shape(), vec![0, 3]);
+            assert_eq!(
+                x.get(&[Index::slice(Some(3), Some(1), 1)])?.shape(),
+                vec![0, 3]
+            );
             assert_eq!(x.slice(0, 2, 2, 1)?.shape(), vec![0, 3]);
             // Reversed and stepped slices of an empty axis.
             assert_eq!(e.get(&s![..;-1])?.shape(), vec![0, 3]);
@@ -198,7 +202,10 @@ fn indexing_can_select_nothing() {
             // An empty index list.
             let none = Tensor::from_vec(Vec::<i32>::new(), &[0])?;
             assert_eq!(x.index(&none)?.shape(), vec![0, 3]);
-            assert_eq!(x.gather(0, &Tensor::zeros(&[0, 3])?.int()?)?.shape(), vec![0, 3]);
+            assert_eq!(
+                x.gather(0, &Tensor::zeros(&[0, 3])?.int()?)?.shape(),
+                vec![0, 3]
+            );
             // masked_select selecting nothing, nonzero of all zeros.
             let m = x.gt(100.0)?;
             assert_eq!(x.masked_select(&m)?.shape(), vec![0]);
@@ -236,7 +243,10 @@ fn backward_through_empty_tensors_gives_empty_and_zero_gradients() {
             // An empty slice inside a larger graph.
             let v = arange(4, &[4])?;
             v.set_requires_grad(true);
-            let y = v.get(&s![1..1])?.sum((), false)?.add(&v.square()?.sum((), false)?)?;
+            let y = v
+                .get(&s![1..1])?
+                .sum((), false)?
+                .add(&v.square()?.sum((), false)?)?;
             y.backward()?;
             assert_eq!(vals(&v.grad().expect("v grad"))?, vec![0.0, 2.0, 4.0, 6.0]);
             Ok(())
@@ -258,7 +268,10 @@ fn a_jitted_step_may_hold_an_empty_intermediate() {
                 let x = arange(6, &[3, 2])?.add(k as f64)?.contiguous().realize()?;
                 let out = jit.call(&[&x])?;
                 let k = k as f32;
-                assert_eq!(vals(&out[0])?, vec![1.0 + 2.0 * k, 5.0 + 2.0 * k, 9.0 + 2.0 * k]);
+                assert_eq!(
+                    vals(&out[0])?,
+                    vec![1.0 + 2.0 * k, 5.0 + 2.0 * k, 9.0 + 2.0 * k]
+                );
             }
             Ok(())
         });
@@ -285,7 +298,10 @@ fn composite_ops_handle_empty_axes() {
             assert_eq!(e.topk(0, -1, true)?.0.shape(), vec![2, 0]);
             assert!(e.topk(1, -1, true).is_err());
             assert_eq!(e.cumsum(-1)?.shape(), vec![2, 0]);
-            assert_eq!(vals(&Tensor::zeros(&[0, 2])?.cumsum(0)?)?, Vec::<f32>::new());
+            assert_eq!(
+                vals(&Tensor::zeros(&[0, 2])?.cumsum(0)?)?,
+                Vec::<f32>::new()
+            );
             let m = Tensor::einsum("ij,jk->ik", &[&e, &Tensor::ones(&[0, 3])?])?;
             assert_eq!(vals(&m)?, vec![0.0; 6]);
             let g = Tensor::meshgrid(&[&Tensor::zeros(&[0])?, &Tensor::ones(&[3])?], "ij")?;
@@ -295,7 +311,10 @@ fn composite_ops_handle_empty_axes() {
             assert_eq!(vals(&parts[1])?, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
             assert_eq!(e.chunk(3, 1)?.len(), 3);
             assert_eq!(arange(3, &[3])?.repeat(&[0])?.shape(), vec![0]);
-            assert_eq!(arange(3, &[3])?.repeat_interleave(0, None)?.shape(), vec![0]);
+            assert_eq!(
+                arange(3, &[3])?.repeat_interleave(0, None)?.shape(),
+                vec![0]
+            );
             assert_eq!(e.roll(&[1], &[1])?.shape(), vec![2, 0]);
             assert_eq!(arange(6, &[2, 3])?.diagonal(5, 0, 1)?.shape(), vec![0]);
             assert_eq!(e.flip(&[0, 1])?.get(&s![..;-1, ..;-2])?.shape(), vec![2, 0]);
@@ -308,10 +327,13 @@ fn composite_ops_handle_empty_axes() {
             assert_eq!(lin.forward(&Tensor::zeros(&[0, 3])?)?.shape(), vec![0, 2]);
             // A layer with no input features is its bias, which starts at 0 (PyTorch).
             let none = wgrad::nn::Linear::new(0, 2)?;
-            assert_eq!(vals(&none.forward(&Tensor::zeros(&[4, 0])?)?)?, vec![0.0; 8]);
+            assert_eq!(
+                vals(&none.forward(&Tensor::zeros(&[4, 0])?)?)?,
+                vec![0.0; 8]
+            );
             // An empty kernel stays an error naming the op.
             let k = x.conv2d(&Tensor::ones(&[4, 3, 0, 3])?, None, &Conv2dOpts::default());
-            assert!(k.err().expect("empty kernel").to_string().contains("conv2d"));
+            assert!(k.expect_err("empty kernel").to_string().contains("conv2d"));
             Ok(())
         });
     }
