@@ -100,7 +100,6 @@ raw.Tensor.fromUrl = async function fromUrl(url, options = {}) {
   const buf = options.gunzip
     ? await new Response(res.body.pipeThrough(new DecompressionStream("gzip"))).arrayBuffer()
     : await res.arrayBuffer();
-  if (buf.byteLength === 0) throw new Error(`${op}: ${url} is empty (tensors cannot be empty)`);
   return new raw.Tensor(new Uint8Array(buf), [buf.byteLength], "uint8");
 };
 

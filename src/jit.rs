@@ -174,9 +174,17 @@ fn record_counts(launches: &[Launch]) {
 /// The realized inputs' buffers (no two the same).
 fn input_buffers(inputs: &[Tensor]) -> Result<Vec<Arc<Buffer>>> {
     let mut bufs: Vec<Arc<Buffer>> = vec![];
-    for t in inputs {
+    for (i, t) in inputs.iter().enumerate() {
         bufs.extend(buffers(t).ok_or_else(|| {
-            crate::Error::new(crate::ErrorKind::Jit, "TinyJit: input has no buffer")
+            let why = if t.numel() == 0 {
+                format!(
+                    "is empty (shape {:?}): it has no buffer to replay with; make it a constant of the function",
+                    t.shape()
+                )
+            } else {
+                "has no buffer".to_string()
+            };
+            crate::Error::new(crate::ErrorKind::Jit, format!("TinyJit: input {i} {why}"))
         })?);
     }
     for i in 0..bufs.len() {

@@ -265,9 +265,10 @@ fn grad_relevant(targets: &[Arc<UOp>], roots: &HashSet<u64>) -> HashSet<u64> {
 /// The schedule that realizing `targets` would run (nothing is launched), binding no more
 /// buffers per kernel than their devices (and a `Context`'s `max_buffers`) allow.
 pub fn schedule(targets: &[Arc<UOp>]) -> Result<Vec<ScheduleItem>> {
+    // An empty node is never computed (it has no buffer: see `schedule`).
     let nodes: Vec<Arc<UOp>> = targets
         .iter()
-        .filter(|n| !n.is_realized())
+        .filter(|n| !n.is_realized() && n.numel() > 0)
         .cloned()
         .collect();
     let max_bufs = nodes
@@ -307,7 +308,7 @@ pub fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>
 pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     let todo: Vec<Arc<UOp>> = targets
         .iter()
-        .filter(|t| !t.is_realized())
+        .filter(|t| !t.is_realized() && t.numel() > 0)
         .cloned()
         .collect();
     if todo.is_empty() {

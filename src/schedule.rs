@@ -67,7 +67,8 @@ fn toposort(targets: &[Arc<UOp>]) -> Dag {
         }
         g.nodes.insert(n.id, n.clone());
         stack.push((n.clone(), true));
-        if n.is_realized() {
+        // An empty node is a constant (see `empty_below`): nothing under it is computed.
+        if n.is_realized() || n.numel() == 0 {
             continue;
         }
         for s in n.src() {
@@ -78,6 +79,23 @@ fn toposort(targets: &[Arc<UOp>]) -> Dag {
         }
     }
     g
+}
+
+/// Whether `n` is, or views, a node with no elements. Such a node is never computed (no kernel
+/// ever binds a zero-size buffer): it reads as zeros, which is also the value of any padding
+/// around it, and a reduction over it is the reduction's identity.
+fn empty_below(n: &Arc<UOp>) -> bool {
+    let mut cur = n.clone();
+    loop {
+        if cur.numel() == 0 {
+            return true;
+        }
+        if cur.is_realized() || !cur.op.is_movement() {
+            return false;
+        }
+        let src = cur.src()[0].clone();
+        cur = src;
+    }
 }
 
 /// Follow movement ops down to the node they view, returning it and the view from it.
@@ -147,6 +165,15 @@ impl Builder<'_> {
     /// kernel root reads each element of its source once (for exactly one output element),
     /// through nodes used once: then a reduce found below can run in this kernel.
     fn build(&mut self, n: &Arc<UOp>, exact: bool) -> (Arc<AstNode>, HashSet<usize>) {
+        if empty_below(n) {
+            let node = AstNode {
+                op: AstOp::Const(0.0),
+                dtype: n.dtype,
+                shape: n.shape.clone(),
+                src: vec![],
+            };
+            return (Arc::new(node), HashSet::new());
+        }
         let (base, st) = if n.is_realized() {
             (n.clone(), ShapeTracker::contiguous(&n.shape))
         } else {
@@ -217,7 +244,7 @@ impl Builder<'_> {
         } else {
             let srcs = b.src();
             let mut c = 1usize;
-            for s in &srcs {
+            for s in srcs.iter().filter(|s| !empty_below(s)) {
                 let (sb, _) = chain(s);
                 c = (c + self.cost(&sb)).min(1 << 20);
             }
@@ -263,6 +290,9 @@ impl Builder<'_> {
             Op::Cast(d) => mk(AstOp::Cast(*d), vec![sub(self, &src[0], exact && single)]),
             Op::Detach | Op::Contiguous => return self.build(&src[0], exact),
             Op::Assign => return self.build(&src[1], exact),
+            Op::Reduce(r, _) if src[0].numel() == 0 => {
+                mk(AstOp::Const(r.identity(b.dtype)), vec![])
+            }
             Op::Reduce(r, axes) => {
                 let fuse = b.id == self.root || (exact && single && !self.has_reduce);
                 if !fuse {
@@ -300,13 +330,13 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
     let g = toposort(targets);
     let mut materialize: HashSet<u64> = HashSet::new();
     for t in targets {
-        if !t.is_realized() {
+        if !t.is_realized() && t.numel() > 0 {
             materialize.insert(t.id);
         }
     }
     for id in &g.order {
         let n = &g.nodes[id];
-        if n.is_realized() {
+        if n.is_realized() || n.numel() == 0 {
             continue;
         }
         match n.op {

@@ -176,8 +176,8 @@ fn selections_of_data_dependent_size() {
                 [0, 0, 0, 1, 1, 0, 1, 2],
                 "{dev}"
             );
-            let none = x.masked_select(&x.gt(10.0)?).unwrap_err();
-            assert!(none.msg.contains("selects nothing"), "{none}");
+            let none = x.masked_select(&x.gt(10.0)?)?;
+            assert_eq!(none.shape(), [0], "{dev}");
             Ok(())
         });
     }
@@ -329,10 +329,6 @@ fn index_errors_name_the_op_and_the_operands() {
             (
                 x.get(&s![3]),
                 "get: index 3 is out of range for axis 0 of size 3",
-            ),
-            (
-                x.get(&s![.., 2..2]),
-                "get: slice 2:2:1 of axis 1 (size 4) is empty",
             ),
             (
                 x.get(&s![0, 0, 0]),

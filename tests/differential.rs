@@ -666,7 +666,10 @@ fn long_shape(rng: &mut Rng) -> Vec<usize> {
     }
 }
 
-fn generate(rng: &mut Rng, wide: bool, long: bool) -> Program {
+/// A random program; with `long`, its first input has a long axis of a prime length
+/// (`long_shape`); with `empty`, an axis of size 0 (so does much of the program: what is
+/// computed from an empty tensor is never computed, see tests/empty.rs).
+fn generate(rng: &mut Rng, wide: bool, long: bool, empty: bool) -> Program {
     Context::new().dev(Device::Interp).run(|| {
         let large = wide && !long && rng.below(4) == 0;
         let g = Gen {
@@ -679,13 +682,17 @@ fn generate(rng: &mut Rng, wide: bool, long: bool) -> Program {
                 400
             },
         };
-        let shape = if long {
+        let mut shape = if long {
             long_shape(rng)
         } else if large {
             large_shape(rng)
         } else {
             random_shape(rng)
         };
+        if empty {
+            let a = rng.below(shape.len());
+            shape[a] = 0;
+        }
         let data = input_data(rng, shape.iter().product());
         let x = Tensor::from_slice(&data, &shape).expect("input");
         x.set_requires_grad(true);
@@ -717,9 +724,9 @@ fn generate(rng: &mut Rng, wide: bool, long: bool) -> Program {
 /// bounds forward values; a gradient can still overflow (through an f16 round trip, whose
 /// backward casts the gradient to f16: `x³` at x = 200 has a gradient past f16's 65,504), and
 /// such a program tests nothing, so another is drawn.
-fn finite_program(rng: &mut Rng, wide: bool) -> Program {
+fn finite_program(rng: &mut Rng, wide: bool, empty: bool) -> Program {
     loop {
-        let p = generate(rng, wide, false);
+        let p = generate(rng, wide, false, empty);
         // (One that fails on the interpreter is kept: `problems` reports it.)
         let ok = run(&p, Device::Interp).map_or(true, |r| {
             let mut all = r.out.iter().chain(r.grads.iter().flatten());
@@ -877,7 +884,7 @@ fn random_wider_programs_agree_across_backends() {
     let (t0, mut failures, mut large) = (std::time::Instant::now(), vec![], 0);
     let mut kinds = std::collections::BTreeMap::new();
     for i in 0..programs {
-        let p = finite_program(&mut rng, true);
+        let p = finite_program(&mut rng, true, false);
         large += usize::from(p.inputs[0].1.len() >= 100);
         for st in &p.steps {
             let name = format!("{st:?}");
@@ -920,7 +927,7 @@ fn random_programs_over_long_prime_axes_agree_across_backends() {
     let t0 = std::time::Instant::now();
     let mut failures = vec![];
     for i in 0..programs {
-        let p = generate(&mut rng, true, true);
+        let p = generate(&mut rng, true, true, false);
         let errs = problems(&p, &devices);
         if !errs.is_empty() {
             failures.push(format!(
@@ -947,7 +954,7 @@ fn random_programs_agree_across_backends() {
     let t0 = std::time::Instant::now();
     let mut spent = 0.0;
     for i in 0..programs {
-        let p = finite_program(&mut rng, false);
+        let p = finite_program(&mut rng, false, false);
         let t = std::time::Instant::now();
         let errs = problems(&p, &devices);
         spent += t.elapsed().as_secs_f64();
@@ -970,6 +977,37 @@ fn random_programs_agree_across_backends() {
     assert!(
         failures.is_empty(),
         "{} of {programs} random programs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Programs whose input has an empty axis: reductions over it give their identities, slices,
+/// pads and broadcasts of it, and the gradients back to it, on every backend as on the
+/// interpreter.
+#[test]
+fn random_programs_with_an_empty_axis_agree_across_backends() {
+    let devices = compared();
+    let programs = knob("WGRAD_DIFF_PROGRAMS", PROGRAMS as u64) as usize;
+    let mut rng = Rng(knob("WGRAD_DIFF_SEED", 0x5eed_00e0));
+    let (mut failures, mut nonempty) = (vec![], 0);
+    for i in 0..programs {
+        let p = finite_program(&mut rng, true, true);
+        let errs = problems(&p, &devices);
+        nonempty += run(&p, Device::Interp).map_or(0, |r| usize::from(!r.out.is_empty()));
+        if !errs.is_empty() {
+            failures.push(format!(
+                "program {i} (inputs {:?}): {}\n  steps {:?}",
+                p.inputs.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+                errs.join("; "),
+                p.steps
+            ));
+        }
+    }
+    eprintln!("{programs} programs with an empty axis ({nonempty} with a non-empty output)");
+    assert!(
+        failures.is_empty(),
+        "{} of {programs} programs with an empty axis disagree:\n{}",
         failures.len(),
         failures.join("\n")
     );

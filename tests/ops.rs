@@ -519,7 +519,8 @@ impl CaseOutput for wgrad::Result<Tensor> {
 impl CaseOutput for wgrad::Result<Vec<Tensor>> {
     fn output(self, args: &Value) -> wgrad::Result<Tensor> {
         let piece = args["piece"].as_u64().expect("fixture: piece") as usize;
-        self.map(|v| v.into_iter().nth(piece).expect("too few pieces"))
+        let n = self?.into_iter().nth(piece);
+        n.ok_or_else(|| wgrad::Error::new(wgrad::ErrorKind::Shape, "too few pieces"))
     }
 }
 
@@ -764,6 +765,84 @@ fn run_suite(dev: Device) {
             failures.join("\n")
         );
     }
+}
+
+/// Every case again with one axis of every input emptied (the first, then the last): each op
+/// either works (its output reads back, and `backward` runs through it) or returns an error,
+/// and never panics. Nothing reachable from JS may panic, whatever shape it is given.
+fn check_empty_case(c: &Case, axis_of: fn(usize) -> usize) -> R<bool> {
+    let mut xs = vec![];
+    for inp in &c.inputs {
+        let mut shape = inp.shape.clone();
+        if !shape.is_empty() {
+            let a = axis_of(shape.len());
+            shape[a] = 0;
+        }
+        let x = make_tensor(&shape, &inp.dtype, &[]).ctx("creating an empty input")?;
+        if inp.grad && shape.contains(&0) {
+            x.set_requires_grad(true);
+        }
+        xs.push(x);
+    }
+    let out = match apply(&c.op, &c.args, &xs) {
+        Ok(out) => out,
+        Err(e) if std::env::var("EMPTY_ERRORS").is_ok() => {
+            eprintln!("{} ({}): {e}", c.name, c.op);
+            return Ok(false);
+        }
+        Err(_) => return Ok(false),
+    };
+    let got = out.to_vec_f32().ctx("reading the output")?;
+    if got.len() != out.numel() {
+        return Err(format!("{} values for shape {:?}", got.len(), out.shape()));
+    }
+    if out.dtype().is_float() && xs.iter().any(|x| x.requires_grad()) {
+        out.sum(Axes::All, false)
+            .ctx("loss")?
+            .backward()
+            .ctx("backward")?;
+        for x in xs.iter().filter(|x| x.requires_grad()) {
+            if let Some(g) = x.grad() {
+                if g.shape() != x.shape() || g.to_vec_f32().ctx("grad")?.len() != x.numel() {
+                    return Err(format!("grad {:?} of input {:?}", g.shape(), x.shape()));
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+#[test]
+fn empty_inputs_never_panic() {
+    let cases = load_cases();
+    let mut failures = vec![];
+    let mut worked = 0;
+    for (which, axis_of) in [
+        ("first", (|_| 0) as fn(usize) -> usize),
+        ("last", |n| n - 1),
+    ] {
+        for c in &cases {
+            let mut ran = false;
+            let r = on_device(Device::Interp, || {
+                ran = check_empty_case(c, axis_of)?;
+                Ok(())
+            });
+            if let Err(e) = r {
+                failures.push(format!("  {} ({}), {which} axis empty: {e}", c.name, c.op));
+            }
+            worked += ran as usize;
+        }
+    }
+    eprintln!(
+        "{worked} of {} runs with empty inputs gave a result (the others an error)",
+        2 * cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} cases failed with empty inputs:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Also renders every kernel the suite lowers (forward and backward) as WGSL and validates it

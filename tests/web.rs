@@ -1290,6 +1290,44 @@ async fn indexing_from_javascript() {
     }
 }
 
+/// Empty tensors from JavaScript: an empty slice, a sum over it (its identity), `maskedSelect`
+/// selecting nothing and `new Tensor([])` all work and read back as empty arrays.
+#[wasm_bindgen_test]
+async fn empty_tensors_from_javascript() {
+    let arr = |v: Vec<JsValue>| -> JsValue { v.into_iter().collect::<Array>().into() };
+    for dev in devices().await {
+        let got = async {
+            let vals: Vec<f64> = (0..12).map(f64::from).collect();
+            let x = on(dev, || tensor(&vals, &[3, 4], "float32"))?;
+            let e = on(dev, || call(&x, "get", &[arr(vec!["2:2".into()])]))?;
+            let sum = on(dev, || call(&e, "sum", &[JsValue::from(0)]))?;
+            let mask = on(dev, || call(&x, "gt", &[JsValue::from(100)]))?;
+            let none = await_promise(on(dev, || call(&x, "maskedSelect", &[mask]))?).await?;
+            let made = on(dev, || tensor(&[], &[0, 3], "float32"))?;
+            let shape = |t: &JsValue| -> Vec<f64> {
+                Array::from(&prop(t, "shape"))
+                    .iter()
+                    .map(|d| d.as_f64().unwrap_or(-1.0))
+                    .collect()
+            };
+            Ok::<_, String>((
+                shape(&e),
+                data(&e).await?,
+                data(&sum).await?,
+                shape(&none),
+                shape(&made),
+            ))
+        }
+        .await
+        .unwrap_or_else(|e| panic!("on {dev}: {e}"));
+        assert_eq!(got.0, [0.0, 4.0], "{dev}: x[2:2].shape");
+        assert!(got.1.is_empty(), "{dev}: x[2:2] data");
+        assert_eq!(got.2, [0.0; 4], "{dev}: x[2:2].sum(0)");
+        assert_eq!(got.3, [0.0], "{dev}: x[x > 100].shape");
+        assert_eq!(got.4, [0.0, 3.0], "{dev}: new Tensor([], [0, 3]).shape");
+    }
+}
+
 /// The layers and init helpers of the convolution block, as JavaScript makes and calls them:
 /// shapes through the layers, the LSTM cell's state, the init bounds, errors naming the layer.
 #[wasm_bindgen_test]

@@ -437,9 +437,6 @@ impl Tensor {
         } else {
             body
         };
-        if bytes.is_empty() {
-            bail!(Io, "from_url: {url} is empty (tensors cannot be empty)");
-        }
         Tensor::from_raw(&bytes, DType::U8, &[bytes.len()])
     }
 }

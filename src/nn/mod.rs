@@ -27,8 +27,13 @@ use crate::tensor::functional::{Conv2dOpts, Padding};
 use crate::tensor::Tensor;
 
 fn init(shape: &[usize], fan_in: usize) -> Result<Tensor> {
-    let b = 1.0 / (fan_in as f64).sqrt();
-    let t = Tensor::uniform(shape, -b, b)?.realize()?;
+    let t = if fan_in == 0 {
+        // No inputs (an empty weight): the bias starts at 0, as in PyTorch.
+        Tensor::zeros(shape)?.contiguous().realize()?
+    } else {
+        let b = 1.0 / (fan_in as f64).sqrt();
+        Tensor::uniform(shape, -b, b)?.realize()?
+    };
     t.set_requires_grad(true);
     Ok(t)
 }

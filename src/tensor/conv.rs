@@ -347,10 +347,10 @@ impl Tensor {
                     if a < 0 { a.unsigned_abs() } else { 0 },
                     if b < 0 { b.unsigned_abs() } else { 0 },
                 );
-                if lo.saturating_add(hi) >= xs[d] {
+                if lo.saturating_add(hi) > xs[d] {
                     bail!(
                         Shape,
-                        "pad: padding {pads:?} crops dim {d} of {s:?} to nothing"
+                        "pad: padding {pads:?} crops dim {d} of {s:?} by more than its size"
                     );
                 }
                 arg.push((lo, xs[d] - hi));
@@ -396,6 +396,12 @@ impl Tensor {
                                 .transpose()?,
                         )
                     } else {
+                        if n == 0 && a + b > 0 {
+                            bail!(
+                                Shape,
+                                "pad: replicate padding {pads:?} of {s:?} has no edge to repeat in dim {d}"
+                            );
+                        }
                         let edge = |lo: usize, len: usize| -> Result<Tensor> {
                             let mut sh = x.shape();
                             sh[d] = len;
@@ -500,6 +506,9 @@ impl Tensor {
             );
         }
         let k = &ws[2..];
+        if k.contains(&0) {
+            bail!(Shape, "{op}: weight {ws:?} has an empty kernel {k:?}");
+        }
         let mut padded = vec![];
         for d in 0..nd {
             let len = xs[2 + d] as i128 + pads[d].0 as i128 + pads[d].1 as i128;
@@ -1052,6 +1061,13 @@ impl Tensor {
         }
         if align_corners && mode != Interpolation::Linear {
             bail!(Other, "{op}: align_corners only applies to mode linear");
+        }
+        if s[s.len() - size.len()..].contains(&0) {
+            // Nothing to resample from (PyTorch's error).
+            bail!(
+                Shape,
+                "{op}: input {s:?} is empty along a resized axis (resizing to {size:?})"
+            );
         }
         let nd = s.len();
         let dev = self.device();

@@ -128,6 +128,19 @@ mod values {
     pub(super) fn repr_of(t: &Tensor) -> crate::Result<String> {
         let dtype = t.dtype();
         let shape = t.shape();
+        let dt = if dtype != DType::F32 {
+            format!(", dtype={dtype}")
+        } else {
+            String::new()
+        };
+        if t.numel() == 0 {
+            // PyTorch: `tensor([])` for shape (0,), else `tensor([], size=(2, 0))`.
+            if shape == [0] {
+                return Ok(format!("tensor([]{dt})"));
+            }
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            return Ok(format!("tensor([], size=({}){dt})", dims.join(", ")));
+        }
         // Every dtype exactly (i32 and u32 beyond 2^24 included).
         let bytes = crate::runtime::block_on(t.bytes_async())?;
         let vals: Vec<f64> = bytes
@@ -140,9 +153,7 @@ mod values {
         let mut out = String::from("tensor(");
         let summarize = t.numel() > SUMMARIZE_ABOVE;
         nested(&mut out, &strs, &shape, width, summarize, "tensor(".len());
-        if dtype != DType::F32 {
-            out.push_str(&format!(", dtype={dtype}"));
-        }
+        out.push_str(&dt);
         out.push(')');
         Ok(out)
     }

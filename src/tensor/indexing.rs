@@ -222,7 +222,7 @@ fn slice_range(
     }
     // In i128: any isize start, stop and step (isize::MIN included) without overflow.
     let (n, st) = (n as i128, step as i128);
-    let (s, e, len) = if st > 0 {
+    let (s, _, len) = if st > 0 {
         let clamp = |v: isize| {
             let v = v as i128;
             if v < 0 {
@@ -245,14 +245,9 @@ fn slice_range(
         let (s, e) = (start.map_or(n - 1, clamp), stop.map_or(-1, clamp));
         (s, e, if s > e { (s - e - st - 1) / -st } else { 0 })
     };
+    // An empty slice (Python's rule) starts at 0 of an empty axis.
     if len == 0 {
-        let show = |v: Option<isize>| v.map_or(String::new(), |v| v.to_string());
-        bail!(
-            Shape,
-            "{op}: slice {}:{}:{step} of axis {axis} (size {n}) is empty ({s}..{e}); tensors cannot be empty",
-            show(start),
-            show(stop)
-        );
+        return Ok((0, 0));
     }
     Ok((s as usize, len as usize))
 }
@@ -320,12 +315,6 @@ impl Tensor {
                     Axis::Slice { start, len, step }
                 }
                 Index::List(v) => {
-                    if v.is_empty() {
-                        bail!(
-                            Shape,
-                            "{op}: an empty index list for axis {d}; tensors cannot be empty"
-                        );
-                    }
                     let v: Vec<i32> = v
                         .iter()
                         .map(|&x| {
@@ -376,6 +365,7 @@ impl Tensor {
             match a {
                 Axis::New => continue,
                 Axis::Int(i) => x = x.slice(d, *i as isize, *i as isize + 1, 1)?,
+                &Axis::Slice { len: 0, .. } => x = x.slice(d, 0, 0, 1)?,
                 &Axis::Slice { start, len, step } => {
                     let st = step.unsigned_abs();
                     let lo = if step > 0 {
@@ -424,7 +414,7 @@ impl Tensor {
     /// axes, broadcast together; their axes go where the first one was if they are adjacent,
     /// else in front (numpy's rule). Slices and integers are views; tensor indices read one
     /// element per output (a gather). Out-of-range tensor indices read 0 (tinygrad's rule);
-    /// out-of-range integers and empty slices are errors (tensors cannot be empty).
+    /// out-of-range integers are errors; empty slices and index lists give empty tensors.
     pub fn get(&self, index: &[Index]) -> Result<Tensor> {
         let p = self.parse_index("get", index)?;
         let (x, tensors) = self.basic_view(&p)?;
@@ -447,6 +437,9 @@ impl Tensor {
     /// the last write wins.
     pub fn set(&self, index: &[Index], value: impl Into<Operand>) -> Result<Tensor> {
         let new = self.with_set("set", index, value)?;
+        if new.same(self) {
+            return Ok(self.clone());
+        }
         self.assign(&new)
     }
 
@@ -472,6 +465,10 @@ impl Tensor {
                 .map_err(|e| set_shape_err(op, &value, &r, e))?;
             adv.merge(&x, &adv.numpy_to_layout(&v)?)?
         };
+        if xv.numel() == 0 {
+            // An empty region: nothing is written.
+            return Ok(self.clone());
+        }
         // Back to the tensor's own axes: drop the new axes, restore the integer ones.
         let mut shape = vec![];
         let xs = xv.shape();
@@ -633,12 +630,6 @@ impl Tensor {
         if mask.dtype() != DType::Bool {
             bail!(DType, "{OP}: the mask must be bool, got {}", mask.dtype());
         }
-        if size == 0 {
-            bail!(
-                Shape,
-                "{OP}: size must be at least 1 (tensors cannot be empty)"
-            );
-        }
         let s = self.shape();
         let m = mask.broadcast_to(&s).map_err(|_| {
             Error::new(
@@ -649,6 +640,9 @@ impl Tensor {
                 ),
             )
         })?;
+        if size == 0 {
+            return Ok(self.const_shaped(0.0, self.dtype(), &[0]));
+        }
         let n = self.numel();
         let x = self.reshape_u(&[1, n])?;
         let m = m.reshape_u(&[1, n])?;
@@ -666,21 +660,14 @@ impl Tensor {
     }
     /// The elements where `mask` holds, in order, as a 1-D tensor as long as there are such
     /// elements: their count is read back first (awaiting the device; see
-    /// `masked_select_sized` for the lazy form). None selected is an error (tensors cannot be
-    /// empty).
+    /// `masked_select_sized` for the lazy form). None selected gives an empty tensor.
     pub async fn masked_select_async(&self, mask: &Tensor) -> Result<Tensor> {
         let count = mask
             .broadcast_to(&self.shape())
             .and_then(|m| m.cast(DType::I32)?.sum((), false))?
             .item_async::<i32>()
             .await?;
-        if count <= 0 {
-            bail!(
-                Shape,
-                "masked_select: the mask selects nothing (tensors cannot be empty)"
-            );
-        }
-        self.masked_select_sized(mask, count as usize, 0.0)
+        self.masked_select_sized(mask, count.max(0) as usize, 0.0)
     }
     /// Blocking form of `masked_select_async` (native only).
     #[cfg(not(target_arch = "wasm32"))]
@@ -716,13 +703,7 @@ impl Tensor {
             .sum((), false)?
             .item_async::<i32>()
             .await?;
-        if count <= 0 {
-            bail!(
-                Shape,
-                "nonzero: no element is non-zero (tensors cannot be empty)"
-            );
-        }
-        self.nonzero_sized(count as usize, 0)
+        self.nonzero_sized(count.max(0) as usize, 0)
     }
     /// Blocking form of `nonzero_async` (native only).
     #[cfg(not(target_arch = "wasm32"))]

@@ -260,13 +260,9 @@ pub(crate) const MAX_VIEW_NUMEL: usize = {
     }
 };
 
+/// Checks that `shape` has at most `max` elements. A dimension may be 0: such a tensor is empty,
+/// and its value is a constant (no buffer, no kernel; see `Tensor::empty_of`).
 pub(crate) fn check_shape_below(op: &str, shape: &[usize], max: usize) -> Result<()> {
-    if shape.contains(&0) {
-        bail!(
-            Shape,
-            "{op}: empty shape {shape:?} (every dimension must be at least 1)"
-        );
-    }
     let mut n: usize = 1;
     for &d in shape {
         n = match n.checked_mul(d) {
@@ -524,6 +520,9 @@ impl Tensor {
 
     fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize], op: &str) -> Result<Tensor> {
         check_shape(op, shape)?;
+        if shape.contains(&0) {
+            return Ok(Tensor::empty_of(shape, dtype, Device::default()));
+        }
         let device = Device::default();
         let be = device.backend();
         let buf = Arc::new(be.alloc(bytes.len())?);
@@ -568,6 +567,18 @@ impl Tensor {
             );
         }
         Tensor::from_bytes(bytes, dtype, shape, "from_raw")
+    }
+    /// A tensor with no elements (`shape` has a 0): a constant, so it never needs a buffer or
+    /// a kernel. Ops whose result is empty compute nothing, a reduction over an empty axis is its
+    /// identity, and padding an empty tensor gives the pad value (see `schedule`).
+    pub(crate) fn empty_of(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+        Tensor::from_node(UOp::new(
+            Op::Const(0.0),
+            dtype,
+            shape.to_vec(),
+            device,
+            vec![],
+        ))
     }
     /// A 0-dimensional f32 tensor.
     pub fn scalar(v: f32) -> Tensor {
@@ -650,10 +661,10 @@ impl Tensor {
             );
         }
         let n = ((stop - start) / step).ceil();
-        if n < 1.0 {
+        if n < 0.0 {
             bail!(
                 Shape,
-                "arange: start {start}, stop {stop}, step {step} give no elements"
+                "arange: start {start} and stop {stop} are not in the direction of step {step}"
             );
         }
         check_shape("arange", &[n as usize])?;
@@ -664,14 +675,17 @@ impl Tensor {
     /// `steps` values from `start` to `stop` inclusive, evenly spaced (computed in f32, then
     /// cast to `dtype`).
     pub fn linspace(start: f64, stop: f64, steps: usize, dtype: DType) -> Result<Tensor> {
-        if steps == 0 || !start.is_finite() || !stop.is_finite() {
+        if !start.is_finite() || !stop.is_finite() {
             bail!(
                 Shape,
-                "linspace: needs finite ends and at least one step, got {start}, {stop}, {steps}"
+                "linspace: needs finite ends, got {start}, {stop}, {steps}"
             );
         }
         if dtype == DType::Bool {
             bail!(DType, "linspace: bool is not a numeric dtype");
+        }
+        if steps == 0 {
+            return Tensor::full_dtype(&[0], start, dtype);
         }
         if steps == 1 {
             return Tensor::full_dtype(&[1], start, dtype);
@@ -690,6 +704,9 @@ impl Tensor {
         check_shape("empty", shape)?;
         let n: usize = shape.iter().product();
         let device = Device::default();
+        if n == 0 {
+            return Ok(Tensor::empty_of(shape, dtype, device));
+        }
         let buf = Arc::new(device.backend().alloc(n * dtype.size())?);
         Ok(Tensor::from_node(UOp::from_buffer(
             buf,
@@ -723,10 +740,11 @@ impl Tensor {
     /// inside the graphs, such as the assigned value or a forward activation the gradient uses,
     /// are not materialized for this: read them before the step if they are needed.)
     pub fn realize_all(ts: &[&Tensor]) -> Result<()> {
+        // An empty tensor is a constant: realizing it does nothing.
         let mut nodes: Vec<Arc<UOp>> = ts
             .iter()
             .flat_map(|t| t.lazy().shards.clone())
-            .filter(|n| !n.is_realized())
+            .filter(|n| !n.is_realized() && n.numel() > 0)
             .collect();
         if nodes.is_empty() {
             return Ok(());
@@ -756,6 +774,9 @@ impl Tensor {
     /// Raw bytes of the realized tensor, awaiting the device.
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
         crate::realize::check_readback()?;
+        if self.numel() == 0 {
+            return Ok(vec![]);
+        }
         // A tensor on several devices is read whole from its first one.
         let t = if self.lazy().is_multi() {
             self.to(self.device())?
@@ -935,6 +956,10 @@ impl Tensor {
                     v.shape, v.dtype, v.device, n.shape, n.dtype, n.device
                 ),
             ));
+        }
+        if n.numel() == 0 {
+            // Nothing to write: an empty tensor has no buffer.
+            return Ok(self.clone());
         }
         if !n.is_realized() && n.op != Op::Assign {
             // The target must own a buffer to write into (a pending assign will have one).

@@ -36,14 +36,20 @@ impl Tensor {
         let s = self.shape();
         let n: usize = s.iter().product();
         let infer = shape.iter().filter(|&&d| d == -1).count();
-        if infer > 1 || shape.iter().any(|&d| d < -1 || d == 0) {
+        if infer > 1 || shape.iter().any(|&d| d < -1) {
             bail!(Shape, "reshape: invalid target shape {shape:?} for {s:?}");
         }
         let known = shape
             .iter()
-            .filter(|&&d| d > 0)
+            .filter(|&&d| d >= 0)
             .try_fold(1usize, |a, &d| a.checked_mul(d as usize));
-        let Some(known) = known.filter(|&k| k <= n) else {
+        if infer == 1 && known == Some(0) {
+            bail!(
+                Shape,
+                "reshape: -1 in {shape:?} could be any size (the other sizes multiply to 0; {s:?})"
+            );
+        }
+        let Some(known) = known.filter(|&k| k <= n || n == 0) else {
             bail!(
                 Shape,
                 "reshape: cannot reshape {s:?} ({n} elements) into {shape:?}"
@@ -120,7 +126,7 @@ impl Tensor {
                     );
                 }
                 out.push(s[i - off]);
-            } else if d < 1 {
+            } else if d < 0 {
                 bail!(Shape, "expand: invalid size {d} in {shape:?}");
             } else {
                 out.push(d as usize);
@@ -207,7 +213,7 @@ impl Tensor {
     /// Keep [start, end) of every dim.
     pub fn shrink(&self, arg: &[(usize, usize)]) -> Result<Tensor> {
         let s = self.shape();
-        if arg.len() != s.len() || arg.iter().zip(&s).any(|(&(a, b), &d)| a >= b || b > d) {
+        if arg.len() != s.len() || arg.iter().zip(&s).any(|(&(a, b), &d)| a > b || b > d) {
             bail!(Shape, "shrink: ranges {arg:?} do not fit shape {s:?}");
         }
         if arg.iter().zip(&s).all(|(&(a, b), &d)| a == 0 && b == d) {
@@ -226,16 +232,12 @@ impl Tensor {
         let n = s[a] as isize;
         let clampi = |v: isize| if v < 0 { (v + n).max(0) } else { v.min(n) } as usize;
         let (lo, hi) = (clampi(start), clampi(end));
-        if lo >= hi {
-            bail!(
-                Shape,
-                "slice: [{start}:{end}] of axis {a} (size {n}) is empty"
-            );
-        }
+        // An empty range gives an empty axis (Python's rule).
+        let hi = hi.max(lo);
         let mut arg: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
         arg[a] = (lo, hi);
         let t = self.shrink(&arg)?;
-        if step == 1 {
+        if step == 1 || hi == lo {
             return Ok(t);
         }
         // Pad to a multiple of step, split into (count, step), keep column 0.
@@ -266,8 +268,12 @@ impl Tensor {
         }
         Tensor::mk(Op::Flip(f), self.dtype(), s, &[self])
     }
-    /// Concatenate along `axis`.
+    /// Concatenate along `axis`. As in PyTorch, a 1-D empty tensor (shape `[0]`) is skipped
+    /// whatever the other shapes.
     pub fn cat(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let all = ts;
+        let kept: Vec<&Tensor> = ts.iter().copied().filter(|t| t.shape() != [0]).collect();
+        let ts = if kept.is_empty() { all } else { &kept[..] };
         let Some(first) = ts.first() else {
             bail!(Shape, "cat: no tensors")
         };
@@ -286,19 +292,24 @@ impl Tensor {
                     "cat: shape {s:?} does not match {s0:?} outside axis {a}"
                 );
             }
-            if t.dtype() != first.dtype() {
-                bail!(
-                    DType,
-                    "cat: dtypes {} and {} differ",
-                    t.dtype(),
-                    first.dtype()
-                );
-            }
+        }
+        if let Some(t) = all.iter().find(|t| t.dtype() != first.dtype()) {
+            bail!(
+                DType,
+                "cat: dtypes {} and {} differ",
+                t.dtype(),
+                first.dtype()
+            );
+        }
+        // Empty operands add nothing.
+        let ts: Vec<&Tensor> = ts.iter().copied().filter(|t| t.shape()[a] > 0).collect();
+        if ts.len() <= 1 {
+            return Ok((*ts.first().unwrap_or(first)).clone());
         }
         let total: usize = ts.iter().map(|t| t.shape()[a]).sum();
         let mut off = 0;
         let mut acc: Option<Tensor> = None;
-        for t in ts {
+        for t in &ts {
             let d = t.shape()[a];
             let mut pads = vec![(0, 0); s0.len()];
             pads[a] = (off, total - off - d);
@@ -324,7 +335,7 @@ impl Tensor {
     pub fn split(&self, sizes: &[usize], axis: isize) -> Result<Vec<Tensor>> {
         let s = self.shape();
         let a = norm_axis("split", axis, s.len())?;
-        if sizes.iter().sum::<usize>() != s[a] || sizes.contains(&0) {
+        if sizes.iter().try_fold(0usize, |a, &n| a.checked_add(n)) != Some(s[a]) {
             bail!(
                 Shape,
                 "split: sizes {sizes:?} do not add up to {} (axis {a} of {s:?})",
@@ -348,6 +359,10 @@ impl Tensor {
         if n == 0 {
             bail!(Shape, "chunk: cannot split into 0 pieces");
         }
+        if s[a] == 0 {
+            // PyTorch: `n` empty pieces.
+            return Ok(vec![self.clone(); n]);
+        }
         let size = s[a].div_ceil(n);
         let mut sizes = vec![];
         let mut left = s[a];
@@ -361,10 +376,10 @@ impl Tensor {
     /// Tile the tensor: repeat each dim `reps[i]` times (like torch.Tensor.repeat).
     pub fn repeat(&self, reps: &[usize]) -> Result<Tensor> {
         let s = self.shape();
-        if reps.len() < s.len() || reps.contains(&0) {
+        if reps.len() < s.len() {
             bail!(
                 Shape,
-                "repeat: {reps:?} must have a positive count for each of the {} dims",
+                "repeat: {reps:?} must have a count for each of the {} dims",
                 s.len()
             );
         }
@@ -507,6 +522,9 @@ impl Tensor {
         for (&shift, &axis) in shifts.iter().zip(axes) {
             let a = norm_axis("roll", axis, s.len())?;
             let n = s[a] as isize;
+            if n == 0 {
+                continue;
+            }
             let k = shift.rem_euclid(n);
             if k == 0 {
                 continue;
@@ -519,9 +537,6 @@ impl Tensor {
     }
     /// Each element repeated `repeats` times along `axis` (of the flattened tensor with none).
     pub fn repeat_interleave(&self, repeats: usize, axis: Option<isize>) -> Result<Tensor> {
-        if repeats == 0 {
-            bail!(Shape, "repeat_interleave: repeats must be at least 1");
-        }
         let (x, a) = match axis {
             None => (self.flatten(0)?, 0),
             Some(a) => (
@@ -656,14 +671,15 @@ impl Tensor {
         } else {
             (-offset, 0)
         };
-        let d = (rows - r0).min(cols - c0);
-        if d <= 0 {
-            bail!(
-                Shape,
-                "diagonal: offset {offset} leaves no diagonal in {rows}x{cols}; tensors cannot be empty"
-            );
+        // An offset past the matrix leaves an empty diagonal (PyTorch's rule).
+        let d = (rows - r0).min(cols - c0).max(0) as usize;
+        if d == 0 {
+            let mut out = xs[..nd - 2].to_vec();
+            out.push(0);
+            let mut keep: Vec<(usize, usize)> = xs.iter().map(|&n| (0, n)).collect();
+            keep[nd - 2] = (0, 0);
+            return x.shrink(&keep)?.reshape_u(&out);
         }
-        let d = d as usize;
         let mut keep: Vec<(usize, usize)> = xs.iter().map(|&n| (0, n)).collect();
         keep[nd - 2] = (r0 as usize, r0 as usize + d);
         keep[nd - 1] = (c0 as usize, c0 as usize + d);

@@ -140,6 +140,13 @@ impl Tensor {
         let s = self.shape();
         let a = norm_axis("argmax", axis, s.len())?;
         let n = s[a];
+        if n == 0 {
+            // No element to point at (PyTorch's error; min and max give their identity).
+            bail!(
+                Shape,
+                "argmax: axis {a} of shape {s:?} is empty (argmax and argmin need at least one element)"
+            );
+        }
         // Compared with its own max: the same bits in both kernels (see `pinned`).
         let x = self.pinned();
         let m = x.max(a as isize, true)?;

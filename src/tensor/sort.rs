@@ -90,7 +90,7 @@ impl Tensor {
         } else {
             self.shape()[norm_axis("topk", axis, self.ndim())?]
         };
-        if k == 0 || k > n {
+        if k > n {
             bail!(
                 Shape,
                 "topk: k = {k} is out of range for {n} elements along axis {axis} of {:?}",
