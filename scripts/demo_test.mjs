@@ -173,6 +173,16 @@ async function endToEnd() {
   const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
   const [early, late] = [mean(r.losses.slice(0, 10)), mean(r.losses.slice(-10))];
   check(late < early * 0.6, `the loss did not fall: ${early.toFixed(3)} -> ${late.toFixed(3)}`);
+  // Memory: live tensors on the memory chart do not trend upward. They vary with the readbacks
+  // in flight, so compare the floors: the fewest in the second half of training is at most the
+  // fewest in the first half after warm-up (an evaluation or checkpoint that kept one tensor
+  // more each time would raise it).
+  const mem = await page.evaluate(() => window.wgradDemo.memorySeries());
+  const fewest = (lo, hi) => Math.min(...mem[1].filter((_, i) => mem[0][i] >= lo && mem[0][i] < hi));
+  const [firstHalf, secondHalf] = [fewest(10, STEPS / 2), fewest(STEPS / 2, STEPS + 1)];
+  check(secondHalf <= firstHalf, `live tensors grew: at least ${firstHalf} in steps 10-${STEPS / 2}, ${secondHalf} after`);
+  console.log(`ok: live tensors at least ${firstHalf} in steps 10-${STEPS / 2} and ${secondHalf} after, at most ${Math.max(...mem[1])} ` +
+    `(${mem[1].length} points)`);
   check(r.points.loss === STEPS && r.points.acc >= 2 && r.points.speed > 0 && r.points.mem > 0, `chart points: ${JSON.stringify(r.points)}`);
   check(r.longestAll < 100, `the main thread's longest task while training (from start(), capture included) was ${r.longestAll.toFixed(0)} ms (${JSON.stringify(r.tasks)})`);
   check(r.kernels.length > 0 && r.rows === r.kernels.length, `inspector: ${r.kernels.length} kernels, ${r.rows} rows`);

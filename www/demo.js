@@ -293,6 +293,8 @@ demo.pause = () => {
   });
 };
 demo.chartPoints = () => Object.fromEntries(Object.entries(charts).map(([k, u]) => [k, u.data[0].length]));
+// The memory chart's points: [steps, live tensors, live MiB] (for tests).
+demo.memorySeries = () => series.mem.map((col) => col.slice());
 demo.predict = (pixels) => call("predict", Array.from(pixels));
 demo.testImages = (n, start) => call("testImages", n, start);
 demo.save = () => call("save");
