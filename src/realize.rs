@@ -169,7 +169,17 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
         codegen::compile_plan(ast, &plan)
             .map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
     } else {
-        codegen::compile(ast, &t)
+        let remembered = crate::search::cached_heuristic_plan(device, ast, &t)
+            .and_then(|plan| codegen::compile_plan(ast, &plan).ok());
+        match remembered {
+            Some(c) => c,
+            None => {
+                let plan = codegen::default_plan(ast, &t);
+                crate::search::remember_heuristic_plan(device, ast, &t, &plan);
+                codegen::compile_plan(ast, &plan)
+                    .unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
+            }
+        }
     };
     for s in &compiled.stages {
         dump_as(&s.kernel);

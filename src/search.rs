@@ -42,6 +42,42 @@ fn key(dev: Device, ast: &KernelAst, target: &Target, width: u32) -> String {
     )
 }
 
+/// The key of the heuristic plan of a kernel: the plan depends only on the kernel, the target
+/// (its limits included), the cores (the CPU heuristics spread work over them) and the
+/// optimizer's code, which the build fingerprints.
+fn heuristic_key(dev: Device, ast: &KernelAst, target: &Target) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!(
+        "{}
+heuristic {}
+cores {cores}
+{target:?}
+{}",
+        dev.backend().cache_key(),
+        env!("WGRAD_PLANS_FINGERPRINT"),
+        ast.key()
+    )
+}
+
+/// The heuristic plan remembered for `ast` (in this process, or on disk by an earlier one:
+/// `~/.cache/wgrad/plans`), so a kernel is planned once per build, not once per process: the
+/// CPU's upcast search is most of a first step's time. `None` when there is none; the caller
+/// plans and `remember_heuristic_plan`s it. A plan that no longer applies is the caller's to
+/// replace.
+pub fn cached_heuristic_plan(dev: Device, ast: &KernelAst, target: &Target) -> Option<Plan> {
+    if ignore_beam_cache() {
+        return None;
+    }
+    cache::load(&heuristic_key(dev, ast, target))
+}
+
+/// Remember the heuristic plan of `ast` (see `cached_heuristic_plan`).
+pub fn remember_heuristic_plan(dev: Device, ast: &KernelAst, target: &Target, plan: &Plan) {
+    if !ignore_beam_cache() {
+        cache::store(&heuristic_key(dev, ast, target), plan);
+    }
+}
+
 /// The cached plan for this kernel, if one applies to it.
 fn cached(key: &str, ast: &KernelAst) -> Option<Plan> {
     if ignore_beam_cache() {
@@ -536,17 +572,24 @@ fn same(dt: DType, got: &[u8], want: &[u8]) -> bool {
     })
 }
 
-/// The on-disk cache of searched plans: one small JSON file per (device, kernel), named by a
-/// hash of the key and holding the key itself, so a hash collision or a file from another
-/// device is recognised and ignored.
+/// The on-disk cache of plans (searched, and the heuristic's): one small JSON file per
+/// (device, kernel), named by a hash of the key and holding the key itself, so a hash collision
+/// or a file from another device is recognised and ignored. Written atomically, so processes
+/// sharing the directory never read half a file.
 mod cache {
     use super::*;
     use serde_json::{json, Value};
 
     #[cfg(not(target_arch = "wasm32"))]
     fn path(key: &str) -> std::path::PathBuf {
-        crate::runtime::cache_dir("beam")
-            .join(format!("beam-{}.json", crate::runtime::stable_hash(key)))
+        // Heuristic plans beside the searched ones, in a directory of their own.
+        let kind = if key.contains("\nheuristic ") {
+            "plans"
+        } else {
+            "beam"
+        };
+        crate::runtime::cache_dir(kind)
+            .join(format!("{kind}-{}.json", crate::runtime::stable_hash(key)))
     }
 
     /// Plans known in this process (searched, read from disk, or imported from the browser's
@@ -578,7 +621,7 @@ mod cache {
                 match &parsed {
                     Some(plan) => remember(key, to_json(plan)),
                     None => log(&format!(
-                        "wgrad: ignoring the BEAM cache file {} (corrupt or for another kernel)",
+                        "wgrad: ignoring the plan cache file {} (corrupt or for another kernel)",
                         p.display()
                     )),
                 }
@@ -598,7 +641,7 @@ mod cache {
             if let Some(dir) = p.parent() {
                 if let Err(e) = crate::runtime::write_atomic(dir, &p, v.to_string().as_bytes()) {
                     log(&format!(
-                        "wgrad: cannot write the BEAM cache {}: {e}",
+                        "wgrad: cannot write the plan cache {}: {e}",
                         p.display()
                     ));
                 }

@@ -145,3 +145,86 @@ fn the_tutorial_step_tuned_and_jitted_equals_the_default() {
         close(&got, &want, &format!("{dev} losses"));
     }
 }
+
+/// The heuristic's plans are remembered on disk (so a second process plans nothing): realizing
+/// a kernel stores its plan, equal to what the heuristic makes; a corrupt file is ignored (with
+/// a warning) and a plan that no longer applies to its kernel is replaced, the results staying
+/// right throughout.
+#[test]
+fn heuristic_plans_are_remembered_and_bad_entries_replaced() {
+    let dir = setup();
+    let dev = Device::Cpu;
+    if !common::usable(dev) {
+        return;
+    }
+    let build = || {
+        let x = data(&[12, 345], 7);
+        let w = data(&[345, 20], 8);
+        x.matmul(&w).unwrap().tanh().unwrap().sum(1, false).unwrap()
+    };
+    let want: Vec<f32> = Context::new()
+        .dev(Device::Interp)
+        .run(|| build().to_vec().unwrap());
+    let run = || {
+        Context::new().dev(dev).run(|| {
+            let t = build();
+            let items = t.schedule().unwrap();
+            let ast = match items.last() {
+                Some(ScheduleItem::Kernel { ast, .. }) => ast.clone(),
+                _ => panic!("no kernel"),
+            };
+            wgrad::realize::forget_programs();
+            let got: Vec<f32> = t.to_vec().unwrap();
+            close(&got, &want, "realized with the remembered plan");
+            ast
+        })
+    };
+    let target = wgrad::realize::target(dev);
+    let ast = run();
+    let remembered = wgrad::search::cached_heuristic_plan(dev, &ast, &target);
+    assert_eq!(
+        remembered,
+        Some(wgrad::codegen::default_plan(&ast, &target)),
+        "the realized kernel's plan is remembered"
+    );
+    let plan_files = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("plans-")
+            })
+            .collect()
+    };
+    assert!(
+        !plan_files().is_empty(),
+        "no plan file in {}",
+        dir.display()
+    );
+    // A plan that does not apply (a split of an axis the kernel does not have): replaced.
+    for p in plan_files() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["plan"] =
+            serde_json::json!({ "split": [99, 2], "first": v["plan"], "second": v["plan"] });
+        std::fs::write(&p, v.to_string()).unwrap();
+    }
+    run();
+    assert_eq!(
+        wgrad::search::cached_heuristic_plan(dev, &ast, &target),
+        Some(wgrad::codegen::default_plan(&ast, &target)),
+        "a plan that no longer applies is replaced"
+    );
+    // Corrupt files: ignored.
+    for p in plan_files() {
+        std::fs::write(&p, b"{ not json").unwrap();
+    }
+    assert_eq!(
+        wgrad::search::cached_heuristic_plan(dev, &ast, &target),
+        None
+    );
+    run();
+}

@@ -75,7 +75,7 @@ impl AstNode {
 }
 
 /// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct KernelAst {
     pub root: Arc<AstNode>,
     pub bufs: Vec<(DType, usize)>,
