@@ -17,8 +17,14 @@ fn example_code() -> String {
 #[test]
 fn the_readme_shows_examples_readme_rs() {
     let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let start = readme.find("```rust\n").expect("README.md has a ```rust block") + 8;
-    let end = start + readme[start..].find("```\n").expect("the ```rust block ends");
+    let start = readme
+        .find("```rust\n")
+        .expect("README.md has a ```rust block")
+        + 8;
+    let end = start
+        + readme[start..]
+            .find("```\n")
+            .expect("the ```rust block ends");
     assert_eq!(
         &readme[start..end],
         example_code(),
