@@ -25,7 +25,12 @@ fn main() -> Result<()> {
         let a = Tensor::from_vec(vec![1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0], &[2, 3])?;
         let b = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], &[3])?;
         let out = a.mul(&b)?.relu()?.sum(1, false)?;
-        println!("out = relu(a * b).sum(axis=1): {out:?}");
+        // Printing `out` with `{:?}` would realize it (it prints the values): show its type only.
+        println!(
+            "out = relu(a * b).sum(axis=1): shape {:?}, {:?}, not realized",
+            out.shape(),
+            out.dtype()
+        );
 
         stage(2, "UOp graph (broadcasting is an Expand, a view of b)");
         print!("{}", out.node().tree());

@@ -17,6 +17,8 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --check
+echo "== docs/benchmarks.md is generated from bench/results (scripts/bench_table.py)"
+python3 scripts/bench_table.py --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
