@@ -149,9 +149,13 @@ pub fn target(device: Device) -> Target {
 
 /// Compile (or fetch from the cache) the programs for a kernel on `device`.
 pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
-    let t = target(device);
+    program_for(device, ast, target(device), crate::context::beam())
+}
+
+/// `program` for an explicit target and BEAM width (what `program` reads from the `Context`,
+/// which is the calling thread's: `prepare` passes them to its worker threads).
+fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result<Arc<Executable>> {
     let backend = device.backend();
-    let width = crate::context::beam();
     let akey = (device, t, width, ast.key());
     let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
     if !recording {
@@ -345,10 +349,63 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     } else {
         grad_relevant(&todo, grad_roots)
     };
+    prepare(&items);
     for item in &items {
         run_item(item, &keep)?;
     }
     Ok(())
+}
+
+/// Plan and compile a schedule's new kernels before it runs, on every core, where the backend
+/// compiles in parallel (the C compiler, a process per kernel): a first step's kernels cost
+/// the slowest thread's share instead of their sum. Identical kernels are compiled once. A
+/// kernel that fails here is left to `run_item`, which compiles it again and reports the
+/// error in order. Only the plain case runs here: no BEAM search (it times kernels on the
+/// device), no kernel recording or debug output (the calling thread's).
+fn prepare(items: &[ScheduleItem]) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
+        if recording || crate::context::beam() > 0 || crate::context::debug() > 0 {
+            return;
+        }
+        let mut seen = HashSet::new();
+        let mut todo = vec![];
+        for it in items {
+            let ScheduleItem::Kernel { ast, out, .. } = it else {
+                continue;
+            };
+            let dev = out.device;
+            if !dev.backend().compiles_in_parallel() {
+                continue;
+            }
+            let t = target(dev);
+            let key = (dev, t, 0, ast.key());
+            let cached = ast_cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&key);
+            if !cached && seen.insert(key) {
+                todo.push((dev, t, ast));
+            }
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if todo.len() < 2 || threads < 2 {
+            return;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads.min(todo.len()) {
+                s.spawn(|| {
+                    while let Some((dev, t, ast)) =
+                        todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        let _ = program_for(*dev, ast, *t, 0);
+                    }
+                });
+            }
+        });
+    }
 }
 
 /// Every buffer a schedule will allocate fits its device, checked before any of them is: a

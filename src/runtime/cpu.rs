@@ -300,6 +300,9 @@ impl Pool {
 }
 
 impl Backend for Cpu {
+    fn compiles_in_parallel(&self) -> bool {
+        true
+    }
     fn device(&self) -> Device {
         self.device
     }

@@ -366,6 +366,12 @@ pub trait Backend: Send + Sync {
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
     fn compile(&self, k: &LinearKernel) -> Result<Program>;
+    /// Whether this backend's `compile` may run on several threads at once, for a schedule's
+    /// kernels compiled before it runs (`realize::prepare`): worth it where compiling is slow
+    /// and independent per kernel (a C compiler process each).
+    fn compiles_in_parallel(&self) -> bool {
+        false
+    }
     /// Whether `p`, compiled earlier for this device, still runs on it (not when the device was
     /// lost and created again since): program caches compile again otherwise.
     fn can_run(&self, _p: &Program) -> bool {
