@@ -86,3 +86,45 @@ fn every_recorded_kernel_validates() {
 fn golden_kernels() {
     kernels::check_golden("wgsl", render_wgsl, &|_, src| validate(src));
 }
+
+/// No rendered kernel defines a value nothing reads: a product that only a fused multiply-add
+/// step consumes is not emitted beside its `fma` (a dead `let v = a * b;` that WGSL compilers
+/// keep). Checked on the registers of every workload kernel.
+#[test]
+fn no_kernel_emits_a_value_nothing_reads() {
+    let mut with_fma = 0;
+    for k in kernels::workloads() {
+        let src = render_wgsl(&k);
+        with_fma += usize::from(src.contains("fma("));
+        for line in src.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("let ") else {
+                continue;
+            };
+            let name = rest.split([':', ' ']).next().unwrap_or("");
+            // The kernel's registers (`vN`; the prologue's ids are another matter).
+            if !name.starts_with('v') || !name[1..].chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            let uses = src
+                .match_indices(name)
+                .filter(|(i, _)| {
+                    let after = src[i + name.len()..].chars().next().unwrap_or(' ');
+                    let before = src[..*i].chars().last().unwrap_or(' ');
+                    !(after.is_alphanumeric()
+                        || after == '_'
+                        || before.is_alphanumeric()
+                        || before == '_')
+                })
+                .count();
+            assert!(
+                uses > 1,
+                "{}: `{name}` is defined and never read:\n{src}",
+                k.name
+            );
+        }
+    }
+    assert!(
+        with_fma > 10,
+        "only {with_fma} kernels with a fused multiply-add"
+    );
+}

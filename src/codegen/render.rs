@@ -250,8 +250,31 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     }
     let mut shared: HashMap<VLoadKey, (String, usize)> = HashMap::new();
     let mut named = 0usize;
+    // Readers of each register. A product only a fused step reads (rendered as one `fma` of
+    // its operands) is read by nothing: it is not emitted (WGSL compilers keep a dead `let`).
+    let mut readers: HashMap<Reg, usize> = HashMap::new();
+    for (i, inst) in k.insts.iter().enumerate() {
+        for r in vectorize::reads(inst) {
+            *readers.entry(r).or_default() += 1;
+        }
+        if let Inst::Acc {
+            val,
+            fused: Some(_),
+            ..
+        } = inst
+        {
+            if !dropped.contains(&i) {
+                *readers.entry(*val).or_default() -= 1;
+            }
+        }
+    }
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
+        if let Inst::Binary { dst, .. } | Inst::Unary { dst, .. } | Inst::Cast { dst, .. } = inst {
+            if readers.get(dst).copied().unwrap_or(0) == 0 && !packs.iter().any(|p| p.at == i) {
+                continue;
+            }
+        }
         if let Some(pi) = packs.iter().position(|p| p.at == i) {
             let p = &packs[pi];
             for &key in &loads[pi] {

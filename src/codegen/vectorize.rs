@@ -498,7 +498,7 @@ fn defined(inst: &Inst) -> Vec<Reg> {
 }
 
 /// The registers an instruction reads (an accumulator's own step excluded).
-fn reads(inst: &Inst) -> Vec<Reg> {
+pub(crate) fn reads(inst: &Inst) -> Vec<Reg> {
     match inst {
         Inst::Unary { a, .. } | Inst::Cast { a, .. } => vec![*a],
         Inst::Binary { a, b, .. } => vec![*a, *b],
