@@ -21,6 +21,8 @@ echo "== docs/benchmarks.md is generated from bench/results (scripts/bench_table
 python3 scripts/bench_table.py --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
+echo "== cargo doc (the API reference builds without warnings: broken links fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
 cargo build --target wasm32-unknown-unknown --no-default-features
 cargo clippy --target wasm32-unknown-unknown --no-default-features --features wgpu --lib --test web -- -D warnings

@@ -93,9 +93,9 @@ pub enum Op {
     Contiguous,
     /// Identity that stops gradients.
     Detach,
-    /// Write src[1] into src[0]'s buffer in place; the node's value is the written buffer.
+    /// Write `src[1]` into `src[0]`'s buffer in place; the node's value is the written buffer.
     Assign,
-    /// Move src[0] to this node's device.
+    /// Move `src[0]` to this node's device.
     Copy,
 }
 

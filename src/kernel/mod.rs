@@ -36,7 +36,7 @@ pub enum AstOp {
     },
     Const(f64),
     Iota,
-    /// Re-address an inlined subexpression (src[0], contiguous in its own shape).
+    /// Re-address an inlined subexpression (`src[0]`, contiguous in its own shape).
     View(ShapeTracker),
     Unary(UnaryOp),
     Binary(BinaryOp),
@@ -157,7 +157,7 @@ pub enum KOp {
     Lidx,
     /// The index of this invocation's workgroup.
     Wgid,
-    /// src: [idx]; a read of workgroup array `id` (shared by the invocations of a workgroup).
+    /// src: `[idx]`; a read of workgroup array `id` (shared by the invocations of a workgroup).
     LoadShared(u32),
     /// A reduce loop variable, `0..size`.
     Range {
@@ -170,9 +170,9 @@ pub enum KOp {
     Binary(BinaryOp),
     /// src: [cond, a, b]
     Where,
-    /// src: [x]; the node's dtype is the target.
+    /// src: `[x]`; the node's dtype is the target.
     Cast,
-    /// src: [idx] or [idx, gate]; a load whose gate is false reads 0.
+    /// src: `[idx]` or `[idx, gate]`; a load whose gate is false reads 0.
     Load(u32),
     /// src: [value, range...]
     Reduce(ReduceOp),
