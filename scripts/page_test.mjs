@@ -124,6 +124,7 @@ try {
   const debugMs = debugLines.filter((l) => / ms$/.test(l)).map((l) => Number(l.trim().split(/\\s+/).at(-2)));
   window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
     losses, live, launches: step.launches, tensorDevice: X.device, reloaded, debugMs,
+    stages: (({ scheduleMs, planMs, lowerMs, compileMs }) => ({ scheduleMs, planMs, lowerMs, compileMs }))(globalCounters()),
     stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length,
     seq: Array.from(seq).join(","), fetched };
 } catch (e) {
@@ -485,6 +486,8 @@ async function packageTest(browser) {
           if (!r.losses.every(Number.isFinite)) problems.push(`non-finite training loss: ${r.losses}`);
           // Memory stays flat once the step is captured: no more live tensors and buffers (fewer
           // when the garbage collector frees handles the page dropped: weak references).
+          // The stages before the kernels ran were timed (the page compiled every kernel).
+          for (const [k, v] of Object.entries(r.stages)) if (!(v > 0)) problems.push(`globalCounters().${k} is ${v}, expected > 0`);
           const [a, b] = [r.live[4], r.live[r.live.length - 1]];
           if (b[0] > a[0] || b[1] > a[1]) problems.push(`live tensors/buffers grew over the replays: ${a} -> ${b}`);
         }
@@ -497,7 +500,7 @@ async function packageTest(browser) {
         console.log(
           `ok: ${what}${r.adapter ? ` (adapter "${r.adapter}")` : ""}: loss ${r.before.toPrecision(4)} -> ${r.after.toPrecision(4)} ` +
             `after ${r.losses.length} jitted steps (${r.launches} kernels per replay; live tensors/buffers ` +
-            `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}); DEBUG=2 timed ${r.debugMs.length} kernels: ${r.debugMs.map((v) => v.toFixed(3)).join(", ")} ms; ${seconds.toFixed(1)} s`,
+            `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}); ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}; DEBUG=2 timed ${r.debugMs.length} kernels: ${r.debugMs.map((v) => v.toFixed(3)).join(", ")} ms; ${seconds.toFixed(1)} s`,
         );
         await errorsTest(browser, `${srv.url}errors.html${device === "cpu" ? "?device=cpu" : ""}`, device);
       }

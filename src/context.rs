@@ -312,12 +312,40 @@ pub fn dump_file(src: &str, ext: &str) {
 /// Counters over everything this thread launched since the last `reset`.
 pub struct GlobalCounters;
 
+/// The stages of getting kernels to run, each timed on the host (`GlobalCounters::stage_ns`):
+/// what a first step waits for before its kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Turning the lazy graph into kernels (`realize`'s schedule).
+    Schedule,
+    /// Choosing each new kernel's plan (the heuristics, the remembered plans, or BEAM).
+    Plan,
+    /// Lowering each new kernel by its plan and linearizing it.
+    Lower,
+    /// Rendering and compiling it on its backend (the C compiler, NVRTC, a WebGPU pipeline)
+    /// and loading the result.
+    Compile,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Schedule, Stage::Plan, Stage::Lower, Stage::Compile];
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Schedule => "schedule",
+            Stage::Plan => "plan",
+            Stage::Lower => "lower",
+            Stage::Compile => "compile",
+        }
+    }
+}
+
 // Per thread: work is launched from the thread that realizes it, and tests run in parallel.
 thread_local! {
     static KERNELS: AtomicU64 = const { AtomicU64::new(0) };
     static OPS: AtomicU64 = const { AtomicU64::new(0) };
     static BYTES: AtomicU64 = const { AtomicU64::new(0) };
     static TIME_NS: AtomicU64 = const { AtomicU64::new(0) };
+    static STAGE_NS: [AtomicU64; 4] = const { [const { AtomicU64::new(0) }; 4] };
 }
 
 impl GlobalCounters {
@@ -325,6 +353,16 @@ impl GlobalCounters {
         for c in [&KERNELS, &OPS, &BYTES, &TIME_NS] {
             c.with(|c| c.store(0, Ordering::Relaxed));
         }
+        STAGE_NS.with(|s| s.iter().for_each(|c| c.store(0, Ordering::Relaxed)));
+    }
+    /// Host time spent in a stage of getting kernels to run (scheduling, planning, lowering,
+    /// compiling), in nanoseconds; kernels compiled on other threads for this thread's schedule
+    /// count here too.
+    pub fn stage_ns(stage: Stage) -> u64 {
+        STAGE_NS.with(|s| s[stage as usize].load(Ordering::Relaxed))
+    }
+    pub(crate) fn add_stage(stage: Stage, ns: u64) {
+        STAGE_NS.with(|s| s[stage as usize].fetch_add(ns, Ordering::Relaxed));
     }
     pub fn kernel_count() -> u64 {
         KERNELS.with(|c| c.load(Ordering::Relaxed))

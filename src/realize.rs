@@ -6,7 +6,7 @@
 //! still flow through) is passed in by the caller.
 
 use crate::codegen::{self, BufRef, LinearKernel, Target};
-use crate::context::{debug, GlobalCounters};
+use crate::context::{debug, GlobalCounters, Stage};
 use crate::dtype::DType;
 use crate::error::{bail, Error, ErrorKind, Result};
 use crate::kernel::KernelAst;
@@ -168,20 +168,40 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
             return Ok(p.clone());
         }
     }
+    // Each stage timed into `GlobalCounters::stage_ns`.
+    let timed = |stage: Stage, f: &mut dyn FnMut()| {
+        let t0 = crate::runtime::host_clock_ns();
+        f();
+        GlobalCounters::add_stage(stage, crate::runtime::host_clock_ns().saturating_sub(t0));
+    };
+    let lower = |plan: &codegen::Plan| {
+        let mut out = None;
+        timed(Stage::Lower, &mut || {
+            out = Some(codegen::compile_plan(ast, plan))
+        });
+        out.expect("timed runs its closure")
+    };
     let compiled = if width > 0 {
-        let plan = crate::search::plan(device, ast, &t, width)?;
-        codegen::compile_plan(ast, &plan)
-            .map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
+        let mut plan = Ok(codegen::Plan::One(Default::default()));
+        timed(Stage::Plan, &mut || {
+            plan = crate::search::plan(device, ast, &t, width)
+        });
+        lower(&plan?).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
     } else {
-        let remembered = crate::search::cached_heuristic_plan(device, ast, &t)
-            .and_then(|plan| codegen::compile_plan(ast, &plan).ok());
-        match remembered {
-            Some(c) => c,
-            None => {
-                let plan = codegen::default_plan(ast, &t);
-                crate::search::remember_heuristic_plan(device, ast, &t, &plan);
-                codegen::compile_plan(ast, &plan)
-                    .unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
+        let mut remembered = None;
+        timed(Stage::Plan, &mut || {
+            remembered = crate::search::cached_heuristic_plan(device, ast, &t)
+        });
+        match remembered.map(|plan| lower(&plan)) {
+            Some(Ok(c)) => c,
+            // None remembered, or one that no longer applies: plan, and remember it.
+            _ => {
+                let mut plan = codegen::Plan::One(Default::default());
+                timed(Stage::Plan, &mut || {
+                    plan = codegen::default_plan(ast, &t);
+                    crate::search::remember_heuristic_plan(device, ast, &t, &plan);
+                });
+                lower(&plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
             }
         }
     };
@@ -205,7 +225,9 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
         let p = match cached {
             Some(p) => p,
             None => {
-                let p = Arc::new(backend.compile(&key.1)?);
+                let mut p = None;
+                timed(Stage::Compile, &mut || p = Some(backend.compile(&key.1)));
+                let p = Arc::new(p.expect("timed runs its closure")?);
                 cache()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -328,7 +350,13 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     if todo.is_empty() {
         return Ok(());
     }
+    let t0 = crate::runtime::host_clock_ns();
+    let stages0 = Stage::ALL.map(GlobalCounters::stage_ns);
     let items = schedule(&todo)?;
+    GlobalCounters::add_stage(
+        Stage::Schedule,
+        crate::runtime::host_clock_ns().saturating_sub(t0),
+    );
     check_sizes(&items)?;
     if debug() >= 3 {
         crate::context::log(&format!("schedule: {} items", items.len()));
@@ -353,6 +381,17 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     for item in &items {
         run_item(item, &keep)?;
     }
+    if debug() >= 2 {
+        // What this realize spent before its kernels could run, when it compiled anything.
+        let spent = Stage::ALL.map(|s| GlobalCounters::stage_ns(s) - stages0[s as usize]);
+        if spent[Stage::Compile as usize] + spent[Stage::Plan as usize] > 0 {
+            let parts: Vec<String> = Stage::ALL
+                .iter()
+                .map(|&s| format!("{} {:.1} ms", s.name(), spent[s as usize] as f64 / 1e6))
+                .collect();
+            crate::context::log(&format!("realize: {}", parts.join(", ")));
+        }
+    }
     Ok(())
 }
 
@@ -363,10 +402,12 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
 /// error in order. Only the plain case runs here: no BEAM search (it times kernels on the
 /// device), no kernel recording or debug output (the calling thread's).
 fn prepare(items: &[ScheduleItem]) {
+    #[cfg(target_arch = "wasm32")]
+    let _ = items;
     #[cfg(not(target_arch = "wasm32"))]
     {
         let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
-        if recording || crate::context::beam() > 0 || crate::context::debug() > 0 {
+        if recording || crate::context::beam() > 0 || crate::context::debug() > 2 {
             return;
         }
         let mut seen = HashSet::new();
@@ -394,17 +435,27 @@ fn prepare(items: &[ScheduleItem]) {
             return;
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads.min(todo.len()) {
-                s.spawn(|| {
-                    while let Some((dev, t, ast)) =
-                        todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                    {
-                        let _ = program_for(*dev, ast, *t, 0);
-                    }
-                });
-            }
+        // The workers' stage times (their own threads' counters) are added to this thread's.
+        let spent: Vec<[u64; 4]> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads.min(todo.len()))
+                .map(|_| {
+                    s.spawn(|| {
+                        while let Some((dev, t, ast)) =
+                            todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                        {
+                            let _ = program_for(*dev, ast, *t, 0);
+                        }
+                        Stage::ALL.map(GlobalCounters::stage_ns)
+                    })
+                })
+                .collect();
+            workers.into_iter().filter_map(|w| w.join().ok()).collect()
         });
+        for w in spent {
+            for s in Stage::ALL {
+                GlobalCounters::add_stage(s, w[s as usize]);
+            }
+        }
     }
 }
 

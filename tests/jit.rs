@@ -6,7 +6,9 @@
 
 mod common;
 
-use wgrad::{Context, CrossEntropyOpts, DType, Device, ErrorKind, Result, Tensor, TinyJit};
+use wgrad::{
+    Context, CrossEntropyOpts, DType, Device, ErrorKind, GlobalCounters, Result, Tensor, TinyJit,
+};
 
 struct Mlp {
     w1: Tensor,
@@ -432,5 +434,37 @@ fn verified_replays_keep_in_place_updates_of_inputs() {
         let plain = run(0);
         assert_eq!(plain[4], vec![73.0, 6.0, 292.0], "{dev}");
         assert_eq!(run(1), plain, "{dev}");
+    }
+}
+
+/// `GlobalCounters::stage_ns`: a realize of a new kernel times its schedule, plan, lowering and
+/// compile; the same kernel again only schedules (its program is cached).
+#[test]
+fn the_stages_before_a_kernel_runs_are_timed() {
+    use wgrad::context::Stage;
+    for dev in common::devices() {
+        Context::new().dev(dev).run(|| {
+            GlobalCounters::reset();
+            // A constant no other test uses: a kernel this process has not compiled.
+            let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+            let y = x.mul(1.234_567_8f32).unwrap().exp2().unwrap();
+            y.realize().unwrap();
+            let first = Stage::ALL.map(GlobalCounters::stage_ns);
+            for s in Stage::ALL {
+                assert!(first[s as usize] > 0, "{dev}: {} took 0 ns", s.name());
+            }
+            let z = x.mul(1.234_567_8f32).unwrap().exp2().unwrap();
+            z.realize().unwrap();
+            let again = Stage::ALL.map(GlobalCounters::stage_ns);
+            assert!(again[Stage::Schedule as usize] > first[Stage::Schedule as usize]);
+            for s in [Stage::Plan, Stage::Lower, Stage::Compile] {
+                assert_eq!(
+                    again[s as usize],
+                    first[s as usize],
+                    "{dev}: {} again",
+                    s.name()
+                );
+            }
+        });
     }
 }

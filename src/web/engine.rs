@@ -4,6 +4,7 @@
 
 use super::args::{arg, describe, device_name, elements, handle_id, is_array, Opts};
 use super::{fail, js_error_message, register, release, JsResult, OrFail, REG};
+use crate::context::Stage;
 use crate::{Context, Device, GlobalCounters, Tensor};
 use js_sys::{Array, Function, Object, Reflect};
 use std::collections::{BTreeMap, HashSet};
@@ -240,6 +241,7 @@ pub fn lose_device() -> JsResult<()> {
 pub fn global_counters() -> JsValue {
     let (bufs, bytes) = crate::runtime::live_buffers();
     let tensors = REG.with(|r| r.borrow().live.len());
+    let ms = |s: Stage| GlobalCounters::stage_ns(s) as f64 / 1e6;
     let o = Object::new();
     for (k, v) in [
         ("kernelCount", GlobalCounters::kernel_count() as f64),
@@ -249,6 +251,10 @@ pub fn global_counters() -> JsValue {
         ("liveTensors", tensors as f64),
         ("liveBuffers", bufs as f64),
         ("liveBytes", bytes as f64),
+        ("scheduleMs", ms(Stage::Schedule)),
+        ("planMs", ms(Stage::Plan)),
+        ("lowerMs", ms(Stage::Lower)),
+        ("compileMs", ms(Stage::Compile)),
     ] {
         let _ = Reflect::set(&o, &k.into(), &v.into());
     }

@@ -123,6 +123,11 @@ export interface GlobalCounters {
   liveTensors: number;
   liveBuffers: number;
   liveBytes: number;
+  /** Host time spent scheduling, planning, lowering and compiling kernels (ms). */
+  scheduleMs: number;
+  planMs: number;
+  lowerMs: number;
+  compileMs: number;
 }
 export interface KernelInfo {
   name: string;
