@@ -16,6 +16,13 @@ use wgrad::nn::optim::Optimizer;
 use wgrad::nn::state::get_state_dict;
 use wgrad::{s, Context, Device, GlobalCounters, Tensor, TinyJit};
 
+/// The tests run one at a time: `decode_step_replays_with_no_new_kernels` counts the WebGPU
+/// objects created process-wide, which another test running beside it would add to.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn fixture() -> serde_json::Value {
     serde_json::from_str(include_str!("fixtures/gpt_steps.json")).unwrap()
 }
@@ -63,6 +70,7 @@ fn tokens(rows: &[Vec<i32>]) -> Tensor {
 
 #[test]
 fn training_steps_equal_pytorch() {
+    let _serial = serial();
     let fx = fixture();
     let cfg = config(&fx);
     let floats = |v: &serde_json::Value| -> Vec<f64> {
@@ -140,6 +148,7 @@ fn training_steps_equal_pytorch() {
 /// `block_size` positions) the last `block_size / 2` tokens before it and what follows.
 #[test]
 fn kv_cache_decode_equals_the_full_forward() {
+    let _serial = serial();
     let cfg = GptConfig {
         bias: true,
         ..config(&fixture())
@@ -191,6 +200,7 @@ fn kv_cache_decode_equals_the_full_forward() {
 /// created.
 #[test]
 fn decode_step_replays_with_no_new_kernels() {
+    let _serial = serial();
     let cfg = config(&fixture());
     for dev in common::devices() {
         Context::new().dev(dev).run(|| {
@@ -256,6 +266,7 @@ fn decode_step_replays_with_no_new_kernels() {
 /// top-p and renormalised; temperature 0 takes the most likely token.
 #[test]
 fn sampling_draws_from_what_top_k_and_top_p_keep() {
+    let _serial = serial();
     let probs = [0.05f64, 0.5, 0.15, 0.3];
     let logits: Vec<f32> = probs.iter().map(|p| p.ln() as f32).collect();
     let rows = 4000;

@@ -828,7 +828,6 @@ fn safetensors_malformed() {
             r#"{"w":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}}"#,
             r#"{"w":{"shape":[4],"data_offsets":[0,16]}}"#,
             r#"{"w":{"dtype":"F32","data_offsets":[0,16]}}"#,
-            r#"{"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}"#,
             r#"{"w":7}"#,
             r#"{"__metadata__":3}"#,
             r#"{"w":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}}"#, // value > i32
@@ -840,6 +839,10 @@ fn safetensors_malformed() {
             let r = safe_load_bytes(&hand_built(h, data));
             assert!(r.is_err(), "accepted {h}");
         }
+        // A zero-element tensor is valid safetensors (an empty tensor).
+        let h = r#"{"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}"#;
+        let sd = safe_load_bytes(&hand_built(h, &f32_data)).unwrap();
+        assert_eq!((sd[0].0.as_str(), sd[0].1.shape()), ("w", vec![0]));
         // Header length larger than the file, or absurdly large.
         let mut b = good.clone();
         b[..8].copy_from_slice(&(good.len() as u64).to_le_bytes());
@@ -1031,10 +1034,13 @@ fn init_helpers_match_their_distributions() {
             .to_vec::<f32>()
             .unwrap();
         assert_ne!(a, b);
+        // A zero-element shape is an empty tensor (PyTorch's initialisers leave one as it is).
+        let empty = Tensor::kaiming_normal(&[3, 0], 0.0).unwrap();
+        assert_eq!(empty.shape(), vec![3, 0]);
+        assert!(empty.to_vec::<f32>().unwrap().is_empty());
         for r in [
             Tensor::glorot_uniform(&[]),
             Tensor::kaiming_uniform(&[], 0.01),
-            Tensor::kaiming_normal(&[3, 0], 0.0),
             Tensor::kaiming_uniform(&[3, 2], f64::NAN),
         ] {
             let e = r.unwrap_err();
