@@ -168,38 +168,22 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
             return Ok(p.clone());
         }
     }
-    // Each stage timed into `GlobalCounters::stage_ns`.
-    let timed = |stage: Stage, f: &mut dyn FnMut()| {
-        let t0 = crate::runtime::host_clock_ns();
-        f();
-        GlobalCounters::add_stage(stage, crate::runtime::host_clock_ns().saturating_sub(t0));
-    };
-    let lower = |plan: &codegen::Plan| {
-        let mut out = None;
-        timed(Stage::Lower, &mut || {
-            out = Some(codegen::compile_plan(ast, plan))
-        });
-        out.expect("timed runs its closure")
-    };
+    let lower = |plan: &codegen::Plan| timed(Stage::Lower, || codegen::compile_plan(ast, plan));
     let compiled = if width > 0 {
-        let mut plan = Ok(codegen::Plan::One(Default::default()));
-        timed(Stage::Plan, &mut || {
-            plan = crate::search::plan(device, ast, &t, width)
-        });
-        lower(&plan?).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
+        let plan = timed(Stage::Plan, || crate::search::plan(device, ast, &t, width))?;
+        lower(&plan).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
     } else {
-        let mut remembered = None;
-        timed(Stage::Plan, &mut || {
-            remembered = crate::search::cached_heuristic_plan(device, ast, &t)
+        let remembered = timed(Stage::Plan, || {
+            crate::search::cached_heuristic_plan(device, ast, &t)
         });
         match remembered.map(|plan| lower(&plan)) {
             Some(Ok(c)) => c,
             // None remembered, or one that no longer applies: plan, and remember it.
             _ => {
-                let mut plan = codegen::Plan::One(Default::default());
-                timed(Stage::Plan, &mut || {
-                    plan = codegen::default_plan(ast, &t);
+                let plan = timed(Stage::Plan, || {
+                    let plan = codegen::default_plan(ast, &t);
                     crate::search::remember_heuristic_plan(device, ast, &t, &plan);
+                    plan
                 });
                 lower(&plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
             }
@@ -225,9 +209,7 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
         let p = match cached {
             Some(p) => p,
             None => {
-                let mut p = None;
-                timed(Stage::Compile, &mut || p = Some(backend.compile(&key.1)));
-                let p = Arc::new(p.expect("timed runs its closure")?);
+                let p = Arc::new(timed(Stage::Compile, || backend.compile(&key.1))?);
                 cache()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -246,6 +228,14 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
         .unwrap_or_else(|e| e.into_inner())
         .insert(akey, exe.clone());
     Ok(exe)
+}
+
+/// Run `f`, adding its host time to `stage` in `GlobalCounters::stage_ns`.
+fn timed<T>(stage: Stage, f: impl FnOnce() -> T) -> T {
+    let t0 = crate::runtime::host_clock_ns();
+    let out = f();
+    GlobalCounters::add_stage(stage, crate::runtime::host_clock_ns().saturating_sub(t0));
+    out
 }
 
 /// `WGRAD_DUMP_AS=dialect`: write the kernel as that dialect would render it, whatever device
@@ -350,13 +340,8 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
     if todo.is_empty() {
         return Ok(());
     }
-    let t0 = crate::runtime::host_clock_ns();
     let stages0 = Stage::ALL.map(GlobalCounters::stage_ns);
-    let items = schedule(&todo)?;
-    GlobalCounters::add_stage(
-        Stage::Schedule,
-        crate::runtime::host_clock_ns().saturating_sub(t0),
-    );
+    let items = timed(Stage::Schedule, || schedule(&todo))?;
     check_sizes(&items)?;
     if debug() >= 3 {
         crate::context::log(&format!("schedule: {} items", items.len()));
@@ -406,8 +391,12 @@ fn prepare(items: &[ScheduleItem]) {
     let _ = items;
     #[cfg(not(target_arch = "wasm32"))]
     {
+        let kernels = items
+            .iter()
+            .filter(|i| matches!(i, ScheduleItem::Kernel { .. }))
+            .count();
         let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
-        if recording || crate::context::beam() > 0 || crate::context::debug() > 2 {
+        if kernels < 2 || recording || crate::context::beam() > 0 || crate::context::debug() > 2 {
             return;
         }
         let mut seen = HashSet::new();

@@ -321,10 +321,11 @@ pub fn lose_device() -> Result<()> {
 fn no_browser_gpu() -> Option<String> {
     use js_sys::Reflect;
     let global = js_sys::global();
-    let has = |obj: &wasm_bindgen::JsValue, key: &str| {
+    let has = |obj: &js_sys::Object, key: &str| {
         Reflect::get(obj, &key.into())
             .ok()
             .filter(|v| !v.is_undefined() && !v.is_null())
+            .map(js_sys::Object::from)
     };
     if has(&global, "Window").is_none() && has(&global, "WorkerGlobalScope").is_none() {
         return Some(
