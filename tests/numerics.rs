@@ -464,3 +464,112 @@ fn float_to_integer_casts_saturate_on_every_backend() {
         Ok(())
     });
 }
+
+/// The CPU's `exp2` is a polynomial the C compiler vectorizes (no kernel calls libm's): within
+/// 2 ulp of the interpreter's from -160 to 140, subnormal results included, and exact at the
+/// special values (infinities, NaN, underflow to 0, overflow to inf).
+#[test]
+fn cpu_exp2_is_within_two_ulp_of_the_interpreters() {
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "cpu exp2", "no C compiler");
+    }
+    let mut xs: Vec<f32> = (0..8000).map(|i| -160.0 + i as f32 * 0.0375).collect();
+    xs.extend([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        0.0,
+        -0.0,
+        127.99,
+        128.0,
+        -126.0,
+        -149.0,
+        -149.5,
+        -150.0,
+        -151.0,
+        1e-8,
+    ]);
+    let run = |dev: Device| {
+        Context::new()
+            .dev(dev)
+            .run(|| Tensor::from_slice(&xs, &[xs.len()])?.exp2()?.to_vec_f32())
+            .unwrap_or_else(|e| panic!("{dev}: {e}"))
+    };
+    let (got, want) = (run(Device::Cpu), run(Device::Interp));
+    for ((x, g), w) in xs.iter().zip(&got).zip(&want) {
+        if w.is_nan() || w.is_infinite() || *w == 0.0 {
+            assert!(
+                g.to_bits() == w.to_bits() || (w.is_nan() && g.is_nan()),
+                "exp2({x}) = {g}, want {w}"
+            );
+            continue;
+        }
+        // One ulp of the wanted value (a subnormal's is the smallest subnormal).
+        let ulp = f32::from_bits(w.to_bits() + 1) - w;
+        assert!((g - w).abs() <= 2.0 * ulp, "exp2({x}) = {g:e}, want {w:e}");
+    }
+    let kernels = kernels::record(|| {
+        run(Device::Cpu);
+        Ok(())
+    });
+    for k in &kernels {
+        let c = wgrad::codegen::c::render_c(k);
+        assert_eq!(
+            c.matches("exp2f(").count(),
+            c.matches("wexp2f(").count(),
+            "libm call in {c}"
+        );
+    }
+}
+
+/// Exponentials and a reduce's epilogue as vectors on the CPU: a softmax over attention-like
+/// rows (a causal mask from a bool tensor) and a GELU MLP, forward and backward. The matmul
+/// whose epilogue is the GELU's backward (exponential, divisions, masks) stores its upcast
+/// outputs as vectors, the softmax's sums take their exponentials as vectors, and every value
+/// equals the scalar kernels' (`OptTarget::None`: no upcast, no vectors) bit for bit.
+#[test]
+fn vector_exponentials_and_epilogues_match_the_scalar_kernels_bit_for_bit() {
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "vector epilogues", "no C compiler");
+    }
+    let run = |target: wgrad::context::OptTarget| {
+        Context::new()
+            .dev(Device::Cpu)
+            .opt_target(target)
+            .run(|| {
+                let x = kernels::f32s(&[64, 32], 1, -2.0, 2.0)?;
+                x.set_requires_grad(true);
+                let w1 = kernels::f32s(&[32, 128], 2, -0.5, 0.5)?;
+                let w2 = kernels::f32s(&[128, 64], 3, -0.5, 0.5)?;
+                w1.set_requires_grad(true);
+                let h = x.matmul(&w1)?.gelu()?.matmul(&w2)?;
+                let mask = Tensor::ones(&[64, 64])?.tril(0)?.cast(DType::Bool)?;
+                let att = mask.where_(&h, f32::NEG_INFINITY)?.softmax(-1)?;
+                let t = kernels::f32s(&[64, 64], 4, -1.0, 1.0)?;
+                att.mul(&t)?.sum((), false)?.backward()?;
+                let mut out = att.to_vec_f32()?;
+                out.extend(x.grad().expect("gradient").to_vec_f32()?);
+                out.extend(w1.grad().expect("gradient").to_vec_f32()?);
+                Ok::<_, wgrad::Error>(out)
+            })
+            .unwrap_or_else(|e| panic!("{target:?}: {e}"))
+    };
+    let kernels = kernels::record(|| {
+        run(wgrad::context::OptTarget::Cpu);
+        Ok(())
+    });
+    let c: Vec<String> = kernels.iter().map(wgrad::codegen::c::render_c).collect();
+    for (what, needle) in [
+        ("a vector exponential", "exp2v8("),
+        ("a vector store", "  st8(b"),
+    ] {
+        assert!(c.iter().any(|s| s.contains(needle)), "no kernel has {what}");
+    }
+    let bits = |v: &Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (vector, scalar) = (
+        run(wgrad::context::OptTarget::Cpu),
+        run(wgrad::context::OptTarget::None),
+    );
+    assert!(vector.iter().all(|v| v.is_finite()));
+    assert!(bits(&vector) == bits(&scalar));
+}

@@ -34,6 +34,8 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
 static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 typedef unsigned char v8b __attribute__((vector_size(8)));
 typedef unsigned char v4b __attribute__((vector_size(4)));
 static inline v8f ldb8(const unsigned char *p) { v8b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v8f); }
@@ -73,6 +75,33 @@ static inline v4f vmx4(v4f a, v4f b) { return sel4((a > b) | (b != b), a, b); }
 #define PIN(v) ((void)0)
 #endif
 static inline float fmx(float a, float b) { return (a > b || b != b) ? a : b; }
+/* 2^x without a library call, so that loops over it vectorize (GCC vectorizes no libm call
+   under these flags), as a scalar and on vectors, lane by lane the same operations (so a
+   vectorized accumulator sums what the scalar code would): x clamped to [-151, 129] (beyond,
+   2^x is 0 or inf anyway; a NaN becomes -151 here, which keeps the integer conversion defined,
+   and comes back at the end), n = x rounded to an integer (adding and subtracting 1.5 * 2^23),
+   2^(x - n) for x - n in [-0.5, 0.5] by a degree-6 polynomial (Cephes exp2f's; within 1.3 ulp
+   of 2^x), then 2^n applied as two exact powers of two, so subnormal results round once. */
+static inline float bitsf(int b) { float f; memcpy(&f, &b, 4); return f; }
+#define EXP2_FN(NAME, T, I, SPL, SEL, CVT, BITS) \
+static inline T NAME(T x) { \
+  T c = SEL(x > SPL(-151.0f), x, SPL(-151.0f)); c = SEL(c < SPL(129.0f), c, SPL(129.0f)); \
+  T n = (c + SPL(12582912.0f)) - SPL(12582912.0f), f = c - n, p = SPL(1.535336188319500e-4f); \
+  p = p * f + SPL(1.339887440266574e-3f); p = p * f + SPL(9.618437357674640e-3f); \
+  p = p * f + SPL(5.550332471162809e-2f); p = p * f + SPL(2.402264791363012e-1f); \
+  p = p * f + SPL(6.931472028550421e-1f); p = p * f + SPL(1.0f); \
+  I i = CVT(n), h = i >> 1; \
+  return SEL(x == x, p * BITS((h + 127) << 23) * BITS((i - h + 127) << 23), x); \
+}
+#define SPL1(a) (a)
+#define SEL1(m, a, b) ((m) ? (a) : (b))
+#define SPL8(a) ((v8f){0} + (a))
+#define SPL4(a) ((v4f){0} + (a))
+#define CVT8(v) __builtin_convertvector(v, v8i)
+#define CVT4(v) __builtin_convertvector(v, v4i)
+EXP2_FN(wexp2f, float, int, SPL1, SEL1, (int), bitsf)
+EXP2_FN(exp2v8, v8f, v8i, SPL8, sel8, CVT8, (v8f))
+EXP2_FN(exp2v4, v4f, v4i, SPL4, sel4, CVT4, (v4f))
 static inline float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
@@ -109,6 +138,15 @@ static inline unsigned short f2b(float f) {
 }
 "#;
 
+/// `const ` for a buffer the kernel only reads.
+fn buf_const(writes: bool) -> &'static str {
+    if writes {
+        ""
+    } else {
+        "const "
+    }
+}
+
 fn signed(dt: DType) -> bool {
     dt == DType::I32
 }
@@ -134,16 +172,22 @@ impl Renderer for CRenderer {
         }
     }
     fn prologue(&self, k: &LinearKernel) -> String {
+        // The body is a static function of restrict-qualified parameters, which GCC trusts
+        // (restrict locals copied from `bufs` it does not, for gathered loads: it versions the
+        // loop for aliasing, and a loop loading `x[i / 64]` then is not vectorized at all).
         let mut s = String::from(PRELUDE);
+        let params: Vec<String> = k
+            .bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("{}{} *restrict b{i}", buf_const(b.writes), storage(b.dtype)))
+            .chain(["int gstart".into(), "int gend".into()])
+            .collect();
         s.push_str(&format!(
-            "void {}(void **bufs, int gstart, int gend) {{\n",
-            k.name
+            "static void {}_body({}) {{\n",
+            k.name,
+            params.join(", ")
         ));
-        for (i, b) in k.bufs.iter().enumerate() {
-            let c = if b.writes { "" } else { "const " };
-            let t = storage(b.dtype);
-            s.push_str(&format!("  {c}{t} *restrict b{i} = ({c}{t} *)bufs[{i}];\n"));
-        }
         if k.local_size > 1 {
             s.push_str("  for (int wgid = gstart; wgid < gend; wgid++) {\n");
             for (i, (dt, n)) in k.shared.iter().enumerate() {
@@ -159,11 +203,23 @@ impl Renderer for CRenderer {
         s
     }
     fn epilogue(&self, k: &LinearKernel) -> String {
-        if k.local_size > 1 {
-            "    }\n  }\n}\n".into()
+        let close = if k.local_size > 1 {
+            "    }\n  }\n}\n"
         } else {
-            "  }\n}\n".into()
-        }
+            "  }\n}\n"
+        };
+        let args: Vec<String> = k
+            .bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("({}{} *)bufs[{i}]", buf_const(b.writes), storage(b.dtype)))
+            .chain(["gstart".into(), "gend".into()])
+            .collect();
+        format!(
+            "{close}void {0}(void **bufs, int gstart, int gend) {{\n  {0}_body({1});\n}}\n",
+            k.name,
+            args.join(", ")
+        )
     }
     fn barrier(&self, k: &LinearKernel) -> String {
         format!(
@@ -196,7 +252,7 @@ impl Renderer for CRenderer {
     fn unary(&self, op: UnaryOp, dt: DType, a: &str) -> String {
         match op {
             UnaryOp::Neg => format!("(-{a})"),
-            UnaryOp::Exp2 => format!("exp2f({a})"),
+            UnaryOp::Exp2 => format!("wexp2f({a})"),
             UnaryOp::Log2 => format!("log2f({a})"),
             UnaryOp::Sin => format!("sinf({a})"),
             UnaryOp::Sqrt => format!("sqrtf({a})"),
@@ -253,11 +309,26 @@ impl Renderer for CRenderer {
     fn vec_fma(&self, a: &str, b: &str, c: &str, width: usize) -> String {
         format!("fma{width}({a}, {b}, {c})")
     }
+    fn vec_store(&self, slot: u32, idx: &str, val: &str, width: usize) -> Option<String> {
+        Some(format!("st{width}(b{slot} + {idx}, {val});"))
+    }
+    fn vec_unary(&self, op: UnaryOp, a: &str, width: usize) -> String {
+        match op {
+            UnaryOp::Exp2 => format!("exp2v{width}({a})"),
+            _ => self.unary(op, DType::F32, a),
+        }
+    }
     fn vec_max(&self, a: &str, b: &str, width: usize) -> String {
         format!("vmx{width}({a}, {b})")
     }
     fn vec_select(&self, m: &str, a: &str, b: &str, width: usize) -> String {
         format!("sel{width}({m}, {a}, {b})")
+    }
+    fn vec_let(&self, name: &str, expr: &str) -> String {
+        format!("const __typeof__({expr}) {name} = {expr};")
+    }
+    fn vec_not(&self, m: &str, _width: usize) -> String {
+        format!("(~{m})")
     }
     fn vec_mask(&self, m: &str, width: usize) -> String {
         format!("msk{width}({m})")

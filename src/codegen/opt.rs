@@ -27,7 +27,7 @@ use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
 use crate::dtype::DType;
 use crate::kernel::{AstOp, KernelAst, LOOP_BITS};
-use crate::ops::BinaryOp;
+use crate::ops::{BinaryOp, UnaryOp};
 
 /// Outputs one CPU invocation may compute per 16 vector registers (`Target::registers`): 72 lets
 /// a weight gradient keep 8 output channels of a 3x3 window (nine vectors, one gathered operand
@@ -48,6 +48,9 @@ const MAX_UPCAST_WINDOW: usize = 104;
 const MAX_UPCAST_SOFT: usize = 96;
 /// Outputs `fold_indices` lets one CPU invocation compute.
 const MAX_UPCAST_FOLD: usize = 36;
+/// Operations of one exponential (`exp2`: the C dialect's polynomial, a clamp, a rounding and
+/// two scalings), for the CPU cost model.
+const EXP2_OPS: f64 = 16.0;
 /// Cycles from one add to the next on one accumulator (a floating-point add's latency).
 const ACC_LATENCY: f64 = 4.0;
 /// Choices the CPU upcast search extends per round: all of them (every combination of up to
@@ -508,10 +511,16 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
                     b.shuffles += regs.len() as f64;
                 }
             }
-            VExpr::Binary(..) | VExpr::Neg(_) => b.arith += 1.0,
+            // A vector exponential is a polynomial like the scalar ones it replaces.
+            VExpr::Unary(UnaryOp::Exp2, _) => b.arith += EXP2_OPS * (1.0 - lanes as f64),
+            VExpr::Binary(..) | VExpr::Unary(..) => b.arith += 1.0,
             // Not counted, as the scalar comparisons, selects and casts they replace are not:
             // the cost follows the loads and the multiply-adds.
-            VExpr::Cmp(..) | VExpr::Select(..) | VExpr::Mask(_) => {}
+            VExpr::Cmp(..)
+            | VExpr::Select(..)
+            | VExpr::Mask(_)
+            | VExpr::Not(_)
+            | VExpr::Const(_) => {}
         }
         for c in e.children() {
             walk(c, b, lanes);
@@ -548,6 +557,9 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
         match inst {
             Inst::Load { .. } => bodies[b].loads += 1.0,
             Inst::Acc { .. } if !packed.contains(&i) => bodies[b].arith += 1.0,
+            Inst::Unary {
+                op: UnaryOp::Exp2, ..
+            } => bodies[b].arith += EXP2_OPS,
             _ => {}
         }
     }

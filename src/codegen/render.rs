@@ -89,6 +89,14 @@ pub trait Renderer {
     fn vec_select(&self, m: &str, a: &str, b: &str, _width: usize) -> String {
         format!("select({b}, {a}, {m})")
     }
+    /// A statement binding `name` to vector (or mask) expression `expr`.
+    fn vec_let(&self, name: &str, expr: &str) -> String {
+        format!("let {name} = {expr};")
+    }
+    /// The negation of mask `m`.
+    fn vec_not(&self, m: &str, _width: usize) -> String {
+        format!("!({m})")
+    }
     /// Mask `m` as f32 lanes, 1 or 0.
     fn vec_mask(&self, m: &str, width: usize) -> String {
         format!("{}({m})", self.vec_ty(width))
@@ -104,6 +112,16 @@ pub trait Renderer {
         let mut l = lanes.to_vec();
         l.resize(width, zero);
         format!("{}({})", self.vec_ty(width), l.join(", "))
+    }
+    /// Store f32 vector `val` of `width` lanes into buffer `slot` from `idx` (any alignment);
+    /// `None` where the dialect has no vector stores (store packs are then not formed).
+    fn vec_store(&self, _slot: u32, _idx: &str, _val: &str, _width: usize) -> Option<String> {
+        None
+    }
+    /// A unary op (`Neg`, `Exp2`) lane by lane on a vector of `width` f32 lanes, each lane as
+    /// `unary` computes it.
+    fn vec_unary(&self, op: UnaryOp, a: &str, _width: usize) -> String {
+        self.unary(op, DType::F32, a)
     }
     /// `a * b + c` rounded once (a fused multiply-add), for f32 operands.
     fn fma(&self, a: &str, b: &str, c: &str) -> String {
@@ -170,55 +188,98 @@ fn vec_load(key: VLoadKey, names: &HashMap<Reg, String>, d: &dyn Renderer) -> St
     )
 }
 
-/// A vector expression of `width` lanes, spelled; a load named in `shared` by its name.
-fn vexpr(
-    e: &VExpr,
+/// Spells vector expressions of `w` lanes, each operation once: an operation is bound to a
+/// named vector (`Renderer::vec_let`) the first time it is spelled, and later uses of the same
+/// operation read the name (a packed expression shares what the scalar code shared; spelled
+/// as a tree, a GELU's backward grows exponentially). Loads named in `shared` read the name.
+struct VecWriter<'a> {
     w: usize,
-    names: &HashMap<Reg, String>,
-    shared: &HashMap<VLoadKey, (String, usize)>,
-    d: &dyn Renderer,
-) -> String {
-    let rec = |e: &VExpr| vexpr(e, w, names, shared, d);
-    let vec = |e: &VExpr| vec_operand(e, w, names, shared, d);
-    match e {
-        VExpr::Splat(r) => name(names, *r),
-        VExpr::Load {
-            slot,
-            dtype,
-            base,
-            offset,
-            stride,
-        } => {
-            let key = (*slot, *dtype, *base, *offset, w, *stride);
-            match shared.get(&key) {
-                Some((n, _)) => n.clone(),
-                None => vec_load(key, names, d),
-            }
-        }
-        VExpr::Gather(lanes) => {
-            let l: Vec<String> = lanes.iter().map(|&r| name(names, r)).collect();
-            d.vec_gather(&l, w)
-        }
-        VExpr::Binary(BinaryOp::Max, a, b) => d.vec_max(&vec(a), &vec(b), w),
-        VExpr::Binary(op, a, b) => d.binary(*op, DType::F32, &rec(a), &rec(b)),
-        VExpr::Neg(a) => d.unary(UnaryOp::Neg, DType::F32, &rec(a)),
-        VExpr::Cmp(op, a, b) => d.binary(*op, DType::F32, &vec(a), &vec(b)),
-        VExpr::Select(m, a, b) => d.vec_select(&rec(m), &vec(a), &vec(b), w),
-        VExpr::Mask(m) => d.vec_mask(&rec(m), w),
-    }
+    names: &'a HashMap<Reg, String>,
+    shared: &'a HashMap<VLoadKey, (String, usize)>,
+    d: &'a dyn Renderer,
+    /// The bindings made, in order, to be written before the statement that uses them.
+    lets: Vec<String>,
+    bound: HashMap<String, String>,
+    /// The kernel's count of names made (names stay unique across statements).
+    next: &'a mut usize,
 }
 
-/// `vexpr` as the operand of a function of vectors: a scalar is broadcast.
-fn vec_operand(
-    e: &VExpr,
-    w: usize,
-    names: &HashMap<Reg, String>,
-    shared: &HashMap<VLoadKey, (String, usize)>,
-    d: &dyn Renderer,
-) -> String {
-    match e {
-        VExpr::Splat(r) => d.vec_gather(&vec![name(names, *r); w], w),
-        e => vexpr(e, w, names, shared, d),
+impl VecWriter<'_> {
+    /// `e` spelled: a scalar leaf as a scalar (operators broadcast it), anything else as a
+    /// vector.
+    fn expr(&mut self, e: &VExpr) -> String {
+        let (w, d) = (self.w, self.d);
+        let s = match e {
+            VExpr::Splat(r) => return name(self.names, *r),
+            VExpr::Const(v) => return d.constant(*v, DType::F32),
+            VExpr::Load {
+                slot,
+                dtype,
+                base,
+                offset,
+                stride,
+            } => {
+                let key = (*slot, *dtype, *base, *offset, w, *stride);
+                return match self.shared.get(&key) {
+                    Some((n, _)) => n.clone(),
+                    None => vec_load(key, self.names, d),
+                };
+            }
+            VExpr::Gather(lanes) => {
+                let l: Vec<String> = lanes.iter().map(|&r| name(self.names, r)).collect();
+                return d.vec_gather(&l, w);
+            }
+            VExpr::Binary(BinaryOp::Max, a, b) => {
+                let (a, b) = (self.operand(a), self.operand(b));
+                d.vec_max(&a, &b, w)
+            }
+            VExpr::Binary(op, a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                d.binary(*op, DType::F32, &a, &b)
+            }
+            VExpr::Unary(op, a) => {
+                let a = self.operand(a);
+                d.vec_unary(*op, &a, w)
+            }
+            VExpr::Cmp(op, a, b) => {
+                let (a, b) = (self.operand(a), self.operand(b));
+                d.binary(*op, DType::F32, &a, &b)
+            }
+            VExpr::Select(m, a, b) => {
+                let (m, a, b) = (self.expr(m), self.operand(a), self.operand(b));
+                d.vec_select(&m, &a, &b, w)
+            }
+            VExpr::Mask(m) => {
+                let m = self.expr(m);
+                d.vec_mask(&m, w)
+            }
+            VExpr::Not(m) => {
+                let m = self.expr(m);
+                d.vec_not(&m, w)
+            }
+        };
+        if let Some(n) = self.bound.get(&s) {
+            return n.clone();
+        }
+        let n = format!("t{}", *self.next);
+        *self.next += 1;
+        self.lets.push(d.vec_let(&n, &s));
+        self.bound.insert(s, n.clone());
+        n
+    }
+
+    /// `e` spelled as the operand of a function of vectors: a scalar is broadcast.
+    fn operand(&mut self, e: &VExpr) -> String {
+        match e {
+            VExpr::Splat(r) => self
+                .d
+                .vec_gather(&vec![name(self.names, *r); self.w], self.w),
+            VExpr::Const(v) => {
+                let c = self.d.constant(*v, DType::F32);
+                self.d.vec_gather(&vec![c; self.w], self.w)
+            }
+            e => self.expr(e),
+        }
     }
 }
 
@@ -233,6 +294,17 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let vname = |p: &Pack| format!("vacc{}", p.accs[0]);
     let dropped: std::collections::HashSet<usize> =
         packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
+    // Runs of stores whose values are one vector: one vector store in place of the last, the
+    // others dropped.
+    let store_packs = if d.vec_store(0, "0", "v", 2).is_some() {
+        vectorize::store_packs(k, d.vector_width())
+    } else {
+        vec![]
+    };
+    let stores_dropped: std::collections::HashSet<usize> = store_packs
+        .iter()
+        .flat_map(|p| p.insts.iter().copied())
+        .collect();
     // A vector load that several packs read is made once, into a named vector the dialect may
     // pin to a register (GCC otherwise folds it into every multiply as a memory operand, and
     // the loads, not the arithmetic, bound a convolution's loop). Names live in their loop body.
@@ -250,6 +322,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     }
     let mut shared: HashMap<VLoadKey, (String, usize)> = HashMap::new();
     let mut named = 0usize;
+    let mut lets_made = 0usize;
     // Readers of each register. A product only a fused step reads (rendered as one `fma` of
     // its operands) is read by nothing: it is not emitted (WGSL compilers keep a dead `let`).
     let mut readers: HashMap<Reg, usize> = HashMap::new();
@@ -291,19 +364,51 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 shared.insert(key, (n, depth));
             }
             let v = vname(p);
-            let operand = |e: &VExpr| vec_operand(e, p.width, &names, &shared, d);
+            let mut vw = VecWriter {
+                w: p.width,
+                names: &names,
+                shared: &shared,
+                d,
+                lets: vec![],
+                bound: HashMap::new(),
+                next: &mut lets_made,
+            };
             let step = match (&p.expr, p.op) {
                 (VExpr::Binary(BinaryOp::Mul, x, y), _) if p.fused => {
-                    d.vec_fma(&operand(x), &operand(y), &v, p.width)
+                    let (x, y) = (vw.operand(x), vw.operand(y));
+                    d.vec_fma(&x, &y, &v, p.width)
                 }
-                (e, ReduceOp::Max) => d.vec_max(&v, &operand(e), p.width),
-                (e, ReduceOp::Sum) => format!("{v} + {}", operand(e)),
-                (e, ReduceOp::Prod) => format!("{v} * {}", operand(e)),
+                (e, ReduceOp::Max) => d.vec_max(&v, &vw.operand(e), p.width),
+                (e, ReduceOp::Sum) => format!("{v} + {}", vw.operand(e)),
+                (e, ReduceOp::Prod) => format!("{v} * {}", vw.operand(e)),
             };
+            for l in &vw.lets {
+                let _ = writeln!(out, "{pad}{l}");
+            }
             let _ = writeln!(out, "{pad}{v} = {step};");
             continue;
         }
-        if dropped.contains(&i) {
+        if let Some(sp) = store_packs.iter().find(|p| p.at == i) {
+            let idx = lane_index(&name(&names, sp.base), sp.offset as usize);
+            let mut vw = VecWriter {
+                w: sp.width,
+                names: &names,
+                shared: &shared,
+                d,
+                lets: vec![],
+                bound: HashMap::new(),
+                next: &mut lets_made,
+            };
+            let val = vw.operand(&sp.expr);
+            if let Some(st) = d.vec_store(sp.slot, &idx, &val, sp.width) {
+                for l in &vw.lets {
+                    let _ = writeln!(out, "{pad}{l}");
+                }
+                let _ = writeln!(out, "{pad}{st}");
+            }
+            continue;
+        }
+        if dropped.contains(&i) || stores_dropped.contains(&i) {
             continue;
         }
         let line = match inst {

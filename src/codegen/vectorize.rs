@@ -6,11 +6,16 @@
 //! once as a vector: contiguous loads become one vector load (every other element, a pooling
 //! window's columns, two loads and a shuffle), a value shared by every lane is broadcast, and
 //! anything else is gathered lane by lane. Sums and maxes pack; the expression may add,
-//! multiply, divide, take maxima, compare, select and turn comparisons into 1.0 or 0.0 (a
+//! multiply, divide, negate, take maxima and exponentials, compare (f32 values, or bytes with
+//! a constant: a causal mask), negate masks, select and turn comparisons into 1.0 or 0.0 (a
 //! ReLU inside a max-pool, and its tie count), each lane as the scalar code computes it. After
 //! the loop nest the lanes are written back into the scalar accumulators. Every lane still
-//! sums its own terms in the same order, so the results are bit-identical to the scalar kernel
-//! (the interpreter's).
+//! sums its own terms in the same order, so the results are bit-identical to the scalar kernel.
+//!
+//! Stores pack the same way (`store_packs`): a run of stores to consecutive elements whose
+//! values are one vector expression — a reduce's epilogue over an upcast's outputs, such as a
+//! GELU's backward after the matmul feeding it — is one vector store, its exponentials and
+//! divisions computed once per vector.
 //!
 //! This is found on the linear instructions (`linearize.rs`), not in the lowering, so the
 //! interpreter and the other dialects run the kernel as it is; the scalar instructions a vector
@@ -19,7 +24,9 @@
 use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// One lane-wise vector expression.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,24 +46,30 @@ pub enum VExpr {
     /// One scalar per lane (0 in spare lanes).
     Gather(Vec<Reg>),
     /// Add, Mul, Div or Max (with the scalar max's NaN rule) of f32 lanes.
-    Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
-    Neg(Box<VExpr>),
+    Binary(BinaryOp, Rc<VExpr>, Rc<VExpr>),
+    /// A lane-wise unary op of f32 lanes: `Neg`, or `Exp2` (the C dialect's `exp2v*`, lane
+    /// by lane the scalar `wexp2f`).
+    Unary(UnaryOp, Rc<VExpr>),
     /// A comparison of f32 lanes (`CmpLt`, `CmpEq`, `CmpNe`): a mask, read only by `Select`
     /// and `Mask`.
-    Cmp(BinaryOp, Box<VExpr>, Box<VExpr>),
+    Cmp(BinaryOp, Rc<VExpr>, Rc<VExpr>),
     /// Per lane, the second operand where the mask (the first) holds, else the third.
-    Select(Box<VExpr>, Box<VExpr>, Box<VExpr>),
+    Select(Rc<VExpr>, Rc<VExpr>, Rc<VExpr>),
     /// A mask as f32 lanes: 1 where it holds, 0 elsewhere (a bool cast to f32).
-    Mask(Box<VExpr>),
+    Mask(Rc<VExpr>),
+    /// The negation of a mask (`logical_not`, spelled `int(m) != 1`).
+    Not(Rc<VExpr>),
+    /// An f32 constant in every lane (the operand a byte is compared with).
+    Const(f64),
 }
 
 impl VExpr {
     /// The operands of this expression.
     pub fn children(&self) -> Vec<&VExpr> {
         match self {
-            VExpr::Splat(_) | VExpr::Load { .. } | VExpr::Gather(_) => vec![],
+            VExpr::Splat(_) | VExpr::Load { .. } | VExpr::Gather(_) | VExpr::Const(_) => vec![],
             VExpr::Binary(_, a, b) | VExpr::Cmp(_, a, b) => vec![a, b],
-            VExpr::Neg(a) | VExpr::Mask(a) => vec![a],
+            VExpr::Unary(_, a) | VExpr::Mask(a) | VExpr::Not(a) => vec![a],
             VExpr::Select(m, a, b) => vec![m, a, b],
         }
     }
@@ -137,7 +150,15 @@ enum Def {
     Where(Reg, Reg, Reg),
     /// A bool cast to f32.
     FromBool(Reg),
-    Neg(Reg),
+    /// `Neg` or `Exp2` of an f32 register.
+    Unary(UnaryOp, Reg),
+    /// A bool cast to i32.
+    BoolInt(Reg),
+    /// A bool mask, negated (`int(m) != 1`, `int(m) == 0`) or not (`int(m) == 1`,
+    /// `int(m) != 0`).
+    MaskOf(Reg, bool),
+    /// A comparison of a u8 load (its register) with a constant.
+    ByteCmp(BinaryOp, Reg, f64),
     Other,
 }
 
@@ -146,7 +167,22 @@ struct Analysis {
     ints: HashMap<Reg, Affine>,
     /// Ungated u8 loads: (slot, index register).
     bytes: HashMap<Reg, (u32, Reg)>,
+    /// u8 constants.
+    u8s: HashMap<Reg, f64>,
+    /// Nodes the current `pack_top` may still build.
+    budget: Cell<usize>,
+    /// What `pack` and `pack_mask` built for each run of lanes (a value the scalar code
+    /// shares is packed once, and the vector expression shares it too).
+    memo: RefCell<HashMap<PackKey, Option<VExpr>>>,
 }
+
+/// A run of lanes packed as a value (`false`) or as a mask (`true`).
+type PackKey = (Vec<Reg>, bool);
+
+/// How deep a packed expression goes (a GELU's backward through its tanh is about 20 deep).
+const PACK_DEPTH: u32 = 32;
+/// How many nodes one packed expression may have.
+const PACK_NODES: usize = 256;
 
 impl Analysis {
     fn new(k: &LinearKernel) -> Analysis {
@@ -154,6 +190,9 @@ impl Analysis {
             defs: HashMap::new(),
             ints: HashMap::new(),
             bytes: HashMap::new(),
+            u8s: HashMap::new(),
+            budget: Cell::new(0),
+            memo: RefCell::new(HashMap::new()),
         };
         for inst in &k.insts {
             a.record(inst);
@@ -172,6 +211,9 @@ impl Analysis {
         match *inst {
             Inst::Const { dst, bits, dtype } => {
                 let v = f64::from_bits(bits);
+                if dtype == DType::U8 {
+                    self.u8s.insert(dst, v);
+                }
                 if dtype == DType::I32 {
                     self.ints.insert(
                         dst,
@@ -206,20 +248,39 @@ impl Analysis {
                         self.ints.insert(dst, aff);
                     }
                 }
+                let konst = |r: Reg| {
+                    self.ints
+                        .get(&r)
+                        .filter(|v| v.terms.is_empty())
+                        .map(|v| v.konst)
+                };
                 let def = match (dtype, op.is_cmp()) {
                     (DType::F32, false) => Def::Binary(op, a, b),
                     (DType::F32, true) => Def::Cmp(op, a, b),
+                    (DType::I32, true) => match (self.defs.get(&a), konst(b), op) {
+                        (Some(Def::BoolInt(m)), Some(v @ (0 | 1)), BinaryOp::CmpNe) => {
+                            Def::MaskOf(*m, v == 1)
+                        }
+                        (Some(Def::BoolInt(m)), Some(v @ (0 | 1)), BinaryOp::CmpEq) => {
+                            Def::MaskOf(*m, v == 0)
+                        }
+                        _ => Def::Other,
+                    },
+                    (DType::U8, true) => match (self.bytes.contains_key(&a), self.u8s.get(&b)) {
+                        (true, Some(&v)) => Def::ByteCmp(op, a, v),
+                        _ => Def::Other,
+                    },
                     _ => Def::Other,
                 };
                 self.defs.insert(dst, def);
             }
             Inst::Unary {
                 dst,
-                op: UnaryOp::Neg,
+                op: op @ (UnaryOp::Neg | UnaryOp::Exp2),
                 dtype: DType::F32,
                 a,
             } => {
-                self.defs.insert(dst, Def::Neg(a));
+                self.defs.insert(dst, Def::Unary(op, a));
             }
             Inst::Where {
                 dst,
@@ -237,6 +298,14 @@ impl Analysis {
                 a,
             } => {
                 self.defs.insert(dst, Def::FromBool(a));
+            }
+            Inst::Cast {
+                dst,
+                from: DType::Bool,
+                to: DType::I32,
+                a,
+            } => {
+                self.defs.insert(dst, Def::BoolInt(a));
             }
             Inst::Load {
                 dst,
@@ -314,16 +383,35 @@ impl Analysis {
         }
     }
 
+    /// `pack` from the top of an expression, with a fresh node budget.
+    fn pack_top(&self, lanes: &[Reg]) -> VExpr {
+        self.budget.set(PACK_NODES);
+        self.memo.borrow_mut().clear();
+        self.pack(lanes, 0)
+    }
+
     /// The vector expression whose lane `j` is `lanes[j]`: gathered where the lanes are not
-    /// one op over packable operands.
+    /// one op over packable operands, or past the depth or node budget (values a scalar
+    /// expression shares are packed again at each use: the budget keeps that linear).
     fn pack(&self, lanes: &[Reg], depth: u32) -> VExpr {
+        let key = (lanes.to_vec(), false);
+        if let Some(Some(e)) = self.memo.borrow().get(&key) {
+            return e.clone();
+        }
+        let e = self.pack_new(lanes, depth);
+        self.memo.borrow_mut().insert(key, Some(e.clone()));
+        e
+    }
+
+    fn pack_new(&self, lanes: &[Reg], depth: u32) -> VExpr {
         let gather = || VExpr::Gather(lanes.to_vec());
         if lanes.iter().all(|&r| r == lanes[0]) {
             return VExpr::Splat(lanes[0]);
         }
-        if depth > 8 {
+        if depth > PACK_DEPTH || self.budget.get() == 0 {
             return gather();
         }
+        self.budget.set(self.budget.get() - 1);
         let defs: Vec<&Def> = lanes
             .iter()
             .map(|r| self.defs.get(r).unwrap_or(&Def::Other))
@@ -396,22 +484,22 @@ impl Analysis {
                     // Two gathers for one vector op: no better than gathering the results.
                     return gather();
                 }
-                VExpr::Binary(*op, Box::new(a), Box::new(b))
+                VExpr::Binary(*op, Rc::new(a), Rc::new(b))
             }
-            Def::Neg(_) => {
-                if !defs.iter().all(|d| matches!(d, Def::Neg(_))) {
-                    return gather();
-                }
-                let inner: Vec<Reg> = defs
+            Def::Unary(op, _) => {
+                let inner: Option<Vec<Reg>> = defs
                     .iter()
                     .map(|d| match d {
-                        Def::Neg(a) => *a,
-                        _ => unreachable!("checked: every lane is a negation"),
+                        Def::Unary(o, a) if o == op => Some(*a),
+                        _ => None,
                     })
                     .collect();
-                match self.pack(&inner, depth + 1) {
-                    VExpr::Gather(_) => gather(),
-                    e => VExpr::Neg(Box::new(e)),
+                let Some(inner) = inner else { return gather() };
+                match (op, self.pack(&inner, depth + 1)) {
+                    // A negation of gathered lanes is no better than gathering the results;
+                    // an exponential is (one vector polynomial for `width` scalar ones).
+                    (UnaryOp::Neg, VExpr::Gather(_)) => gather(),
+                    (_, e) => VExpr::Unary(*op, Rc::new(e)),
                 }
             }
             Def::Where(..) => {
@@ -434,7 +522,7 @@ impl Analysis {
                 if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
                     return gather();
                 }
-                VExpr::Select(Box::new(m), Box::new(a), Box::new(b))
+                VExpr::Select(Rc::new(m), Rc::new(a), Rc::new(b))
             }
             Def::FromBool(_) => {
                 let inner: Option<Vec<Reg>> = defs
@@ -445,35 +533,115 @@ impl Analysis {
                     })
                     .collect();
                 match inner.and_then(|i| self.pack_mask(&i, depth + 1)) {
-                    Some(m) => VExpr::Mask(Box::new(m)),
+                    Some(m) => VExpr::Mask(Rc::new(m)),
                     None => gather(),
                 }
             }
-            Def::Cmp(..) | Def::Other => gather(),
+            Def::Cmp(..) | Def::BoolInt(_) | Def::MaskOf(..) | Def::ByteCmp(..) | Def::Other => {
+                gather()
+            }
         }
     }
 
     /// The mask whose lane `j` is bool `lanes[j]`, where every lane is one comparison of f32
     /// operands that pack (not both gathered).
     fn pack_mask(&self, lanes: &[Reg], depth: u32) -> Option<VExpr> {
-        let mut parts = vec![];
-        let mut op = None;
-        for r in lanes {
-            let Some(Def::Cmp(o, a, b)) = self.defs.get(r) else {
-                return None;
-            };
-            if op.is_some_and(|p| p != *o) {
-                return None;
-            }
-            op = Some(*o);
-            parts.push((*a, *b));
+        let key = (lanes.to_vec(), true);
+        if let Some(e) = self.memo.borrow().get(&key) {
+            return e.clone();
         }
-        let a = self.pack(&parts.iter().map(|p| p.0).collect::<Vec<_>>(), depth);
-        let b = self.pack(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), depth);
-        if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
+        let e = self.pack_mask_new(lanes, depth);
+        self.memo.borrow_mut().insert(key, e.clone());
+        e
+    }
+
+    fn pack_mask_new(&self, lanes: &[Reg], depth: u32) -> Option<VExpr> {
+        if depth > PACK_DEPTH || self.budget.get() == 0 {
             return None;
         }
-        Some(VExpr::Cmp(op?, Box::new(a), Box::new(b)))
+        self.budget.set(self.budget.get() - 1);
+        let defs: Vec<&Def> = lanes
+            .iter()
+            .map(|r| self.defs.get(r).unwrap_or(&Def::Other))
+            .collect();
+        match defs[0] {
+            Def::MaskOf(_, negated) => {
+                let inner: Vec<Reg> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::MaskOf(m, n) if n == negated => Some(*m),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                let m = self.pack_mask(&inner, depth + 1)?;
+                Some(if *negated { VExpr::Not(Rc::new(m)) } else { m })
+            }
+            Def::ByteCmp(op, _, v) => {
+                let loads: Vec<Reg> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::ByteCmp(o, l, w) if o == op && w == v => Some(*l),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                // The bytes as f32 lanes (exactly), compared with the constant as f32.
+                let a = self.pack_bytes(&loads)?;
+                Some(VExpr::Cmp(*op, Rc::new(a), Rc::new(VExpr::Const(*v))))
+            }
+            Def::Cmp(op, ..) => {
+                let parts: Vec<(Reg, Reg)> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::Cmp(o, a, b) if o == op => Some((*a, *b)),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                let a = self.pack(&parts.iter().map(|p| p.0).collect::<Vec<_>>(), depth);
+                let b = self.pack(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), depth);
+                if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
+                    return None;
+                }
+                Some(VExpr::Cmp(*op, Rc::new(a), Rc::new(b)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The u8 loads `lanes` (registers of ungated u8 loads) as one vector load converted to
+    /// f32 lanes, where they read consecutive bytes (or one byte, broadcast: converted to f32
+    /// as a vector's initializer converts it).
+    fn pack_bytes(&self, lanes: &[Reg]) -> Option<VExpr> {
+        let (slot, reg) = *self.bytes.get(&lanes[0])?;
+        let index = self.int(reg);
+        let mut stride = None;
+        for (j, l) in lanes.iter().enumerate() {
+            let (s, r) = *self.bytes.get(l)?;
+            let i = self.int(r);
+            if s != slot || i.terms != index.terms {
+                return None;
+            }
+            let d = i.konst - index.konst;
+            match (j, stride) {
+                (0, _) => {}
+                (1, None) => stride = Some(d),
+                _ => {}
+            }
+            if d != stride.unwrap_or(0) * j as i64 {
+                return None;
+            }
+        }
+        match stride.unwrap_or(0) {
+            // One byte for every lane, broadcast.
+            0 => Some(VExpr::Splat(lanes[0])),
+            1 => Some(VExpr::Load {
+                slot,
+                dtype: DType::U8,
+                base: reg,
+                offset: 0,
+                stride: 1,
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -571,13 +739,15 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     // half-width vectors of what is left: four lanes, or three and a spare one whose loads
     // read up to one element past the last real lane's (three for every other element; into
     // the slack every host buffer has: `runtime::HOST_SLACK`), so the short rows of an upcast
-    // (11 = 8 + 3) are vectors too.
+    // (11 = 8 + 3) are vectors too; and last, half-width ones with gathered operands where
+    // they take an exponential (one vector polynomial in place of four).
     let half = width / 2;
     let passes = [
-        (width, width, false),
-        (width, width, true),
-        (half, half, false),
-        (half, half.saturating_sub(1), false),
+        (width, width, Gathers::No),
+        (width, width, Gathers::Any),
+        (half, half, Gathers::No),
+        (half, half.saturating_sub(1), Gathers::No),
+        (half, half, Gathers::WithExp2),
     ];
     let ctx = (&an, &readers, &defacc, depth_at.as_slice());
     for steps in bodies {
@@ -590,7 +760,7 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             // several interleaves its lanes with the inner axes' (t = 1 first, then wider).
             // Gathered lanes go widest stride first: lanes along the outermost upcast axis
             // gather one operand that every pack of the inner axes shares (built once).
-            let strides: Vec<usize> = if gathers {
+            let strides: Vec<usize> = if gathers != Gathers::No {
                 (1..=steps.len() / real).rev().collect()
             } else {
                 (1..=steps.len() / real).collect()
@@ -615,6 +785,132 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     out
 }
 
+/// A run of f32 stores to consecutive elements of one buffer whose values are one vector
+/// expression (a reduce's epilogue over an upcast's outputs: its loads, arithmetic and
+/// exponentials once per vector): one vector store in place of the scalar ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorePack {
+    pub slot: u32,
+    /// Lane 0's index: register `base` plus `offset`.
+    pub base: Reg,
+    pub offset: i64,
+    /// Lanes (all real).
+    pub width: usize,
+    /// The stored values.
+    pub expr: VExpr,
+    /// The store instructions it replaces (whole: a `StoreVec`'s four lanes are all in it).
+    pub insts: Vec<usize>,
+    /// The last of them, in whose place the vector store is emitted.
+    pub at: usize,
+}
+
+/// The store packs of `k` for vectors of `width` f32 lanes, then `width / 2`: runs of ungated
+/// stores at consecutive indices of one buffer, in one straight stretch of instructions (no
+/// loop bound, barrier or load of that buffer between them), whose values pack into more than
+/// a gather.
+pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
+    if width < 2 {
+        return vec![];
+    }
+    let an = Analysis::new(k);
+    // Every stored lane: (instruction, slot, index, base register, offset, value).
+    let mut lanes: Vec<(usize, u32, Affine, Reg, i64, Reg)> = vec![];
+    for (i, inst) in k.insts.iter().enumerate() {
+        match *inst {
+            Inst::Store {
+                slot,
+                dtype: DType::F32,
+                idx,
+                val,
+                gate: None,
+            } => lanes.push((i, slot, an.int(idx), idx, 0, val)),
+            Inst::StoreVec {
+                slot,
+                dtype: DType::F32,
+                idx,
+                vals,
+            } => {
+                for (j, &v) in vals.iter().enumerate() {
+                    let mut index = an.int(idx);
+                    index.konst += j as i64;
+                    lanes.push((i, slot, index, idx, j as i64, v));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Whether instructions `a..=b` are one straight stretch that never reads `slot`.
+    let straight = |a: usize, b: usize, slot: u32| {
+        k.insts[a..=b].iter().all(|inst| match inst {
+            Inst::Loop { .. } | Inst::EndLoop | Inst::Barrier => false,
+            Inst::Load { slot: s, .. } | Inst::LoadVec { slot: s, .. } => *s != slot,
+            _ => true,
+        })
+    };
+    let mut used = vec![false; lanes.len()];
+    let mut out = vec![];
+    for w in [width, width / 2] {
+        if w < 2 {
+            continue;
+        }
+        for s in 0..lanes.len() {
+            let (_, slot, ref index, base, offset, _) = lanes[s];
+            if used[s] {
+                continue;
+            }
+            let mut run = vec![s];
+            for j in 1..w as i64 {
+                let next = (0..lanes.len()).find(|&l| {
+                    !used[l]
+                        && lanes[l].1 == slot
+                        && lanes[l].2.terms == index.terms
+                        && lanes[l].2.konst == index.konst + j
+                });
+                match next {
+                    Some(l) => run.push(l),
+                    None => break,
+                }
+            }
+            if run.len() < w {
+                continue;
+            }
+            let mut insts: Vec<usize> = run.iter().map(|&l| lanes[l].0).collect();
+            insts.sort_unstable();
+            insts.dedup();
+            let (first, at) = (insts[0], insts[insts.len() - 1]);
+            // A store instruction is replaced whole or not at all.
+            let whole = insts.iter().all(|&i| {
+                lanes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.0 == i)
+                    .all(|(n, _)| run.contains(&n))
+            });
+            if !whole || !straight(first, at, slot) {
+                continue;
+            }
+            let vals: Vec<Reg> = run.iter().map(|&l| lanes[l].5).collect();
+            let expr = an.pack_top(&vals);
+            if matches!(expr, VExpr::Gather(_) | VExpr::Splat(_)) {
+                continue;
+            }
+            for &l in &run {
+                used[l] = true;
+            }
+            out.push(StorePack {
+                slot,
+                base,
+                offset,
+                width: w,
+                expr,
+                insts,
+                at,
+            });
+        }
+    }
+    out
+}
+
 /// What `pack_run` consults: the analysis, each register's readers, each accumulator's
 /// definition, the loop depth before each instruction.
 type Ctx<'a> = (
@@ -629,7 +925,7 @@ fn pack_run(
     (an, readers, defacc, depth_at): Ctx,
     run: &[(usize, Reg, Reg)],
     width: usize,
-    gathers: bool,
+    gathers: Gathers,
 ) -> Option<Pack> {
     let accs: Vec<Reg> = run.iter().map(|r| r.1).collect();
     let starts: Vec<usize> = accs
@@ -658,7 +954,7 @@ fn pack_run(
     }
     let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
     // A gathered sum is no faster than the scalar steps.
-    let expr = an.pack(&vals, 0);
+    let expr = an.pack_top(&vals);
     // Every step of one kind: sums or maxes, fused multiply-adds or not.
     let kind = |i: usize| match k.insts[i] {
         Inst::Acc { op, fused, .. } => Some((op, fused.is_some())),
@@ -671,7 +967,12 @@ fn pack_run(
     // Fused steps stay fused as a vector: the sum of a gathered or broadcast product would
     // round it first.
     let as_steps = !fused || matches!(expr, VExpr::Binary(BinaryOp::Mul, ..));
-    let ok = !matches!(expr, VExpr::Gather(_)) && (gathers || !has_gather(&expr)) && as_steps;
+    let gathers_ok = match gathers {
+        Gathers::No => !has_gather(&expr),
+        Gathers::Any => true,
+        Gathers::WithExp2 => has_exp2(&expr),
+    };
+    let ok = !matches!(expr, VExpr::Gather(_)) && gathers_ok && as_steps;
     ok.then_some(Pack {
         accs,
         steps,
@@ -686,6 +987,20 @@ fn pack_run(
 
 fn has_gather(e: &VExpr) -> bool {
     matches!(e, VExpr::Gather(_)) || e.children().into_iter().any(has_gather)
+}
+
+/// Whether `e` takes an exponential.
+pub fn has_exp2(e: &VExpr) -> bool {
+    matches!(e, VExpr::Unary(UnaryOp::Exp2, _)) || e.children().into_iter().any(has_exp2)
+}
+
+/// Which packs a pass of `packs` may form with gathered operands.
+#[derive(Clone, Copy, PartialEq)]
+enum Gathers {
+    No,
+    Any,
+    /// Only those that take an exponential.
+    WithExp2,
 }
 
 #[cfg(test)]
