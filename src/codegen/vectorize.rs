@@ -30,16 +30,22 @@ pub enum VExpr {
     /// for f32: a pooling window's columns), of `dtype` (f32, or u8 converted to f32 lane by
     /// lane, exactly as a scalar cast does).
     Load {
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The register holding lane 0's index, less `offset`.
         base: Reg,
+        /// Added to `base` for lane 0.
         offset: i64,
+        /// Elements between lanes.
         stride: i64,
     },
     /// One scalar per lane (0 in spare lanes).
     Gather(Vec<Reg>),
     /// Add, Mul, Div or Max (with the scalar max's NaN rule) of f32 lanes.
     Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
+    /// `-x`, lane by lane.
     Neg(Box<VExpr>),
     /// A comparison of f32 lanes (`CmpLt`, `CmpEq`, `CmpNe`): a mask, read only by `Select`
     /// and `Mask`.
