@@ -67,6 +67,21 @@ fn lookup<T>(f: impl Fn(&Frame) -> Option<T>) -> Option<T> {
 }
 
 /// Scoped settings: `Context::new().training(true).run(|| step())`. Unset fields inherit.
+/// Settings are per thread and nest: an inner context overrides what it sets and inherits the
+/// rest; leaving `run` restores the outer settings. Outside any context, the environment
+/// (`DEBUG`, `DEV`, `TRAINING`, `BEAM`, …) gives the defaults.
+///
+/// ```
+/// use wgrad::{context, Context, Device, Tensor};
+/// let t = Context::new().dev(Device::Interp).run(|| Tensor::ones(&[2]))?;
+/// assert_eq!(t.device(), Device::Interp);
+/// Context::new().training(true).run(|| {
+///     assert!(context::training());
+///     Context::new().no_grad(true).run(|| assert!(context::training() && context::no_grad()));
+/// });
+/// assert!(!context::no_grad());
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 #[derive(Clone, Default, Debug)]
 pub struct Context {
     frame: Frame,

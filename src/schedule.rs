@@ -27,7 +27,12 @@ pub enum ScheduleItem {
         inputs: Vec<Arc<UOp>>,
     },
     /// Move a realized buffer to another device.
-    Copy { out: Arc<UOp>, src: Arc<UOp> },
+    Copy {
+        /// The node on the destination device.
+        out: Arc<UOp>,
+        /// The realized node copied from.
+        src: Arc<UOp>,
+    },
 }
 
 impl ScheduleItem {
