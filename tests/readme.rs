@@ -109,6 +109,18 @@ fn every_export_of_the_js_declarations_has_tsdoc() {
         missing.is_empty(),
         "js/wgrad.d.ts: exports without a /** */ comment: {missing:#?}"
     );
+    // The types src/web/ adds to the generated declarations (pkg/web/wgrad.d.ts) by hand.
+    let web = std::fs::read_to_string("src/web/mod.rs").expect("src/web/mod.rs");
+    let start = web
+        .find("const TS_TYPES: &str = r#\"")
+        .expect("TS_TYPES in src/web/mod.rs");
+    let types = &web[start..start + web[start..].find("\"#;").expect("TS_TYPES ends")];
+    assert!(types.lines().filter(|l| l.starts_with("export ")).count() >= 10);
+    let missing = undocumented_exports(types);
+    assert!(
+        missing.is_empty(),
+        "src/web/mod.rs TS_TYPES: exports without a /** */ comment: {missing:#?}"
+    );
     // The check itself: a plain comment, or none, is not TSDoc.
     let bad = "/** ok */\nexport const a: number;\n// plain\nexport const b: number;\n\nexport const c: number;\n/* not doc */\nexport const d: number;\n";
     assert_eq!(undocumented_exports(bad).len(), 3);
