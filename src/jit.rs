@@ -417,8 +417,9 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
     /// Call the function: the first call runs it, the second runs and captures its launches, later
     /// calls copy `inputs` into the captured input buffers and replay the launches without running
     /// `f`. A replay's outputs are the captured output buffers, which the next replay overwrites:
-    /// read what you need before calling again. Errors when the inputs' shapes, dtypes or
-    /// devices differ from the capture's, when an input appears twice, when `f` reads a value back while capturing, or when `f` fails.
+    /// read what you need before calling again. Errors when the inputs' shapes, dtypes or devices
+    /// differ from the capture's, when an input appears twice, when `f` reads a value back while
+    /// capturing, or when `f` fails.
     pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         if capturing() {
             // The same error start_capture gives, raised before anything runs.

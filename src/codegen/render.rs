@@ -75,7 +75,7 @@ pub trait Renderer {
     fn loop_open(&self, name: &str, size: u32) -> String {
         format!("for (int {name} = 0; {name} < {size}; {name}++) {{")
     }
-    /// The larger of `a` and `b` (NaN-propagating as `BinaryOp::Max` is).
+    /// The larger of `a` and `b`, with `BinaryOp::Max`'s semantics.
     fn max(&self, dt: DType, a: &str, b: &str) -> String {
         self.binary(BinaryOp::Max, dt, a, b)
     }

@@ -140,7 +140,8 @@ impl Linear {
         };
         Ok(Linear { weight, bias })
     }
-    /// `x Wᵀ + b` over the last axis of `x` (`(..., in)` to `(..., out)`); errors when it is not `in`.
+    /// `x Wᵀ + b` over the last axis of `x` (`(..., in)` to `(..., out)`); errors when it is not
+    /// `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.linear(&self.weight.t()?, self.bias.as_ref())
     }
@@ -229,8 +230,8 @@ impl BatchNorm {
         })
     }
     /// Normalise an `(N, C, ...)` input per channel: with the batch's statistics in training mode
-    /// (updating the running ones), the running statistics otherwise. Errors when axis 1 is not `C`,
-    /// or in training with a single value per channel.
+    /// (updating the running ones), the running statistics otherwise. Errors when axis 1 is not
+    /// `C`, or in training with a single value per channel.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         let c = self.running_mean.numel();
@@ -593,7 +594,8 @@ impl ConvTranspose2d {
             opts,
         })
     }
-    /// The transposed convolution of an `(N, in, H, W)` input; errors when its channels are not `in`.
+    /// The transposed convolution of an `(N, in, H, W)` input; errors when its channels are not
+    /// `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
     }

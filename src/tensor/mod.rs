@@ -1116,8 +1116,8 @@ impl Tensor {
     // ---- elementwise -----------------------------------------------------------------------
 
     /// `self + rhs`, elementwise. Both operands are broadcast to a common shape and promoted to a
-    /// common dtype (`DType::promote`); a scalar takes the tensor's dtype. Errors when the shapes do
-    /// not broadcast or the tensors are on different devices.
+    /// common dtype (`DType::promote`); a scalar takes the tensor's dtype. Errors when the shapes
+    /// do not broadcast or the tensors are on different devices.
     /// ```
     /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
     /// use wgrad::Tensor;
@@ -1178,7 +1178,7 @@ impl Tensor {
         }
         Ok(self.unary(UnaryOp::Neg))
     }
-    /// The larger of `self` and `rhs`, elementwise (broadcast and promoted as `add`); NaN wins.
+    /// The larger of `self` and `rhs`, elementwise (broadcast and promoted as `add`).
     pub fn maximum(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::Max, "maximum", rhs)
     }
@@ -1273,7 +1273,8 @@ impl Tensor {
     pub fn lshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shl, "shl", rhs)
     }
-    /// `self >> rhs` on integer tensors, zero-filling (the shift taken modulo 32); errors on floats.
+    /// `self >> rhs` on integer tensors, zero-filling (the shift taken modulo 32); errors on
+    /// floats.
     pub fn rshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shr, "shr", rhs)
     }

@@ -83,8 +83,8 @@ impl Tensor {
         }
         self.reshape_u(&out)
     }
-    /// Reorder the axes: axis `i` of the result is axis `order[i]` of `self` (negative counts from the
-    /// end). A view: nothing is copied. Errors when `order` is not a permutation of the axes.
+    /// Reorder the axes: axis `i` of the result is axis `order[i]` of `self` (negative counts from
+    /// the end). A view: nothing is copied. Errors when `order` is not a permutation of the axes.
     pub fn permute(&self, order: &[isize]) -> Result<Tensor> {
         let s = self.shape();
         if order.len() != s.len() {
@@ -339,8 +339,8 @@ impl Tensor {
         }
         acc.ok_or_else(|| crate::Error::new(crate::ErrorKind::Shape, "cat: no tensors"))
     }
-    /// Join tensors of one shape and dtype along a new axis at `axis`; errors when the list is empty
-    /// or the shapes differ.
+    /// Join tensors of one shape and dtype along a new axis at `axis`; errors when the list is
+    /// empty or the shapes differ.
     pub fn stack(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some(first) = ts.first() else {
             bail!(Shape, "stack: no tensors")

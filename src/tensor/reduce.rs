@@ -124,8 +124,7 @@ impl Tensor {
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         self.to_float("mean")?.sum(axes, keepdim)?.div(n as f64)
     }
-    /// The largest element over `axes` (removed unless `keepdim`); the gradient is shared among
-    /// equal maxima.
+    /// The largest element over `axes` (removed unless `keepdim`).
     pub fn max(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, "max", axes.into(), keepdim)
     }

@@ -33,8 +33,8 @@ macro_rules! js_layer {
     ($name:ident, forward($x:ident $what:literal) $(, $field:ident $(as $js:literal)? : $out:ty)* $(,)?) => {
         #[wasm_bindgen]
         impl $name {
-            /// The layer applied to `x` (see the class for the shapes it takes); throws an Error naming the
-            /// layer and the shapes on a mismatch.
+            /// The layer applied to `x` (see the class for the shapes it takes); throws an Error
+            /// naming the layer and the shapes on a mismatch.
             pub fn forward(
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "Tensor")] $x: JsValue,
@@ -45,8 +45,8 @@ macro_rules! js_layer {
             }
             $(
                 #[wasm_bindgen(getter $(, js_name = $js)?)]
-                /// The layer's tensor of this name: a handle to the live parameter or buffer, which optimizers
-                /// update in place (null where the layer has none).
+                /// The layer's tensor of this name: a handle to the live parameter or buffer, which
+                /// optimizers update in place (null where the layer has none).
                 pub fn $field(&self) -> $out {
                     Handle::handle(&self.0.$field)
                 }
