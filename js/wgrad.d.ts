@@ -1,5 +1,7 @@
-// Types of the wgrad package: the engine's classes and functions (generated from src/web/ by
-// wasm-bindgen) and the JavaScript layer of js/wgrad.js.
+// Types of the wgrad package (what `import ... from "wgrad"` gives): the engine's classes and
+// functions, declared in pkg/web/wgrad.d.ts, which wasm-bindgen generates from src/web/ with the
+// Rust doc comments as their TSDoc, re-exported here; and the JavaScript layer of js/wgrad.js,
+// declared and documented below. Every export here has a TSDoc comment (tests/readme.rs checks).
 
 import {
   LrScheduleOptions,
@@ -25,6 +27,13 @@ import {
   KernelProfile,
 } from "../pkg/web/wgrad.js";
 
+/**
+ * The engine's classes and functions (documented in pkg/web/wgrad.d.ts): `Tensor` and its ops,
+ * the layer classes (also under `nn`), `Optim`, the TinyJit's class (`jit` wraps it),
+ * `withContext`, BEAM search (`beamTune`, the cache's export and import), debugging and
+ * counters (`setDebug`, `globalCounters`), devices (`defaultDevice`, `loseDevice`), state files
+ * (`safeSave`, `safeLoad`, `safeLoadMetadata`, `torchLoad`) and the option and result types.
+ */
 export {
   Tensor,
   Conv2d,
@@ -79,13 +88,58 @@ export {
 /** Load the engine and pick its device (WebGPU, else the CPU interpreter with a warning). */
 export function init(options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module }): Promise<InitInfo>;
 
-export interface SgdOptions { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean; schedule?: LrScheduleOptions; }
-export interface AdamOptions { lr?: number; b1?: number; b2?: number; eps?: number; schedule?: LrScheduleOptions; }
-export interface AdamWOptions extends AdamOptions { weightDecay?: number; }
-export interface LambOptions { lr?: number; eps?: number; weightDecay?: number; schedule?: LrScheduleOptions; }
+/**
+ * Options of `optim.SGD`, `optim.LARS` and `optim.Muon`. Defaults: SGD `lr` 0.001, `momentum` 0,
+ * `weightDecay` 0; LARS 0.001, 0.9, 0.0001; Muon 0.02, 0.95, 0 with `nesterov` on.
+ */
+export interface SgdOptions {
+  /** The learning rate. */
+  lr?: number;
+  /** The momentum factor (0: none). */
+  momentum?: number;
+  /** L2 penalty added to the gradient. */
+  weightDecay?: number;
+  /** Nesterov momentum. */
+  nesterov?: boolean;
+  /** A learning-rate schedule followed from the first step. */
+  schedule?: LrScheduleOptions;
+}
+/** Options of `optim.Adam` (defaults: `lr` 0.001, `b1` 0.9, `b2` 0.999, `eps` 1e-8). */
+export interface AdamOptions {
+  /** The learning rate. */
+  lr?: number;
+  /** Decay of the first moment's running average. */
+  b1?: number;
+  /** Decay of the second moment's running average. */
+  b2?: number;
+  /** Added to the denominator for stability. */
+  eps?: number;
+  /** A learning-rate schedule followed from the first step. */
+  schedule?: LrScheduleOptions;
+}
+/** Options of `optim.AdamW`: Adam's, and decoupled weight decay (default 0.01). */
+export interface AdamWOptions extends AdamOptions {
+  /** Decoupled weight decay. */
+  weightDecay?: number;
+}
+/** Options of `optim.LAMB` (defaults: `lr` 0.001, `eps` 1e-6, `weightDecay` 0). */
+export interface LambOptions {
+  /** The learning rate. */
+  lr?: number;
+  /** Added to the denominator for stability. */
+  eps?: number;
+  /** Decoupled weight decay. */
+  weightDecay?: number;
+  /** A learning-rate schedule followed from the first step. */
+  schedule?: LrScheduleOptions;
+}
 
 type OptimCtor<O> = { new (params: Tensor[], options?: O): Optim; (params: Tensor[], options?: O): Optim };
 
+/**
+ * The layers: `new nn.Linear(4, 16)`, then `layer.forward(x)`; each has `parameters()` and its
+ * tensors as properties (`weight`, `bias`, ...), named as in PyTorch.
+ */
 export const nn: {
   Conv2d: typeof Conv2d;
   Linear: typeof Linear;
@@ -102,12 +156,22 @@ export const nn: {
   LSTMCell: typeof LSTMCell;
 };
 
+/**
+ * The optimizers: `new optim.Adam(getParameters(model), { lr })`, then `zeroGrad()`,
+ * `loss.backward()`, `step()` (in training mode).
+ */
 export const optim: {
+  /** Stochastic gradient descent, with momentum and Nesterov momentum. */
   SGD: OptimCtor<SgdOptions>;
+  /** Adam. */
   Adam: OptimCtor<AdamOptions>;
+  /** Adam with decoupled weight decay. */
   AdamW: OptimCtor<AdamWOptions>;
+  /** Momentum orthogonalised by Newton-Schulz iterations (for 2-D weights). */
   Muon: OptimCtor<SgdOptions>;
+  /** Adam with a per-layer trust ratio. */
   LAMB: OptimCtor<LambOptions>;
+  /** SGD with a per-layer trust ratio. */
   LARS: OptimCtor<SgdOptions>;
   /** Several optimizers stepped as one (each parameter in one of them); the members stay usable. */
   OptimizerGroup: { new (optimizers: Optim[]): Optim; (optimizers: Optim[]): Optim };
@@ -127,7 +191,9 @@ export function loadStateDict(model: unknown, state: Record<string, Tensor>, opt
 /** Every trainable tensor reachable from a layer, a Tensor, or objects/arrays holding them. */
 export function getParameters(model: unknown): Tensor[];
 
+/** What `jit(fn)` returns: call it with the inputs of `fn`. */
 export interface JittedFunction<R extends Tensor | Tensor[]> {
+  /** Run (call 1), capture (call 2) or replay (later calls) the step with these inputs. */
   (...inputs: Tensor[]): R;
   /** Forget the capture: the next call runs, the one after captures again. */
   reset(): void;
@@ -150,13 +216,23 @@ export function jit<R extends Tensor | Tensor[]>(fn: (...inputs: Tensor[]) => R)
 /** Run `fn` and dispose every tensor it created except those it returns. */
 export function tidy<R>(fn: () => R): R;
 
+/** Where `datasets.mnist` reads the four IDX files from: `baseUrl` or `buffers`. */
 export interface MnistOptions {
+  /** The folder URL holding the IDX files (.gz or not) under their usual names. */
   baseUrl?: string;
+  /** The files' contents, already in memory. */
   buffers?: { trainImages: BufferSource; trainLabels: BufferSource; testImages: BufferSource; testLabels: BufferSource };
+  /** Fashion-MNIST (the same format): only names the data in messages. */
   fashion?: boolean;
 }
 
+/** Dataset loaders. */
 export const datasets: {
+  /**
+   * MNIST (or Fashion-MNIST) as `{ xTrain, yTrain, xTest, yTest }`: "uint8" images
+   * `[N, 1, 28, 28]` and labels `[N]`. Rejects with an Error naming the file that is missing
+   * or malformed.
+   */
   mnist(options: MnistOptions): Promise<MnistData>;
 };
 

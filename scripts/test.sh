@@ -21,12 +21,14 @@ echo "== docs/benchmarks.md is generated from bench/results (scripts/bench_table
 python3 scripts/bench_table.py --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
-echo "== cargo doc (the API reference builds without warnings: broken links fail)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+echo "== cargo doc (the API reference builds without warnings: broken links and undocumented public items fail)"
+RUSTDOCFLAGS="-D warnings -D missing_docs" cargo doc --no-deps
+echo "== the crate ships no test data or build outputs (scripts/check_package.sh)"
+bash scripts/check_package.sh cargo
 echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
 cargo build --target wasm32-unknown-unknown --no-default-features
 cargo clippy --target wasm32-unknown-unknown --no-default-features --features wgpu --lib --test web -- -D warnings
-echo "== cargo test"
+echo "== cargo test (with the doc tests: the examples in the API reference run)"
 bash scripts/data.sh
 cargo test
 if [ "${WGRAD_SKIP_FUZZ:-0}" != 1 ]; then

@@ -19,6 +19,8 @@ echo "== wasm-pack test --headless --chrome (tests/web.rs)"
 wasm-pack test --headless --chrome -- --no-default-features --features wgpu --test web
 echo "== npm package"
 bash scripts/build_web.sh
+echo "== what the npm package ships (npm pack --dry-run; scripts/check_package.sh)"
+bash scripts/check_package.sh npm
 echo "== TypeScript declarations (tsc --strict tests/types/check.ts)"
 npm run -s typecheck
 echo "== the packed package in Node.js (scripts/node_test.mjs)"

@@ -67,12 +67,28 @@ fn lookup<T>(f: impl Fn(&Frame) -> Option<T>) -> Option<T> {
 }
 
 /// Scoped settings: `Context::new().training(true).run(|| step())`. Unset fields inherit.
+/// Settings are per thread and nest: an inner context overrides what it sets and inherits the
+/// rest; leaving `run` restores the outer settings. Outside any context, the environment
+/// (`DEBUG`, `DEV`, `TRAINING`, `BEAM`, …) gives the defaults.
+///
+/// ```
+/// use wgrad::{context, Context, Device, Tensor};
+/// let t = Context::new().dev(Device::Interp).run(|| Tensor::ones(&[2]))?;
+/// assert_eq!(t.device(), Device::Interp);
+/// Context::new().training(true).run(|| {
+///     assert!(context::training());
+///     Context::new().no_grad(true).run(|| assert!(context::training() && context::no_grad()));
+/// });
+/// assert!(!context::no_grad());
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 #[derive(Clone, Default, Debug)]
 pub struct Context {
     frame: Frame,
 }
 
 impl Context {
+    /// A context that changes nothing (every setting inherited); chain the setters on it.
     pub fn new() -> Self {
         Self::default()
     }
@@ -141,6 +157,8 @@ pub fn set_debug(level: Option<u32>) {
     PROCESS_DEBUG.store(level.map_or(-1, |l| l as i64), Ordering::Relaxed);
 }
 
+/// The debug level in force: the innermost `Context::debug`, else `set_debug`, else `DEBUG`
+/// from the environment, else 0.
 pub fn debug() -> u32 {
     static ENV: OnceLock<u32> = OnceLock::new();
     lookup(|f| f.debug).unwrap_or_else(|| match PROCESS_DEBUG.load(Ordering::Relaxed) {
@@ -164,6 +182,8 @@ pub fn log(msg: &str) {
     }
 }
 
+/// Whether training mode is on (`Context::training`, else `TRAINING=1`): dropout is active and
+/// optimizers may step only then.
 pub fn training() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
     lookup(|f| f.training)
@@ -219,10 +239,12 @@ pub fn opt_target() -> Option<OptTarget> {
     })
 }
 
+/// The cap on buffers per kernel set by `Context::max_buffers`, if any.
 pub fn max_buffers() -> Option<usize> {
     lookup(|f| f.max_buffers)
 }
 
+/// Whether gradient tracking is off (`Context::no_grad`).
 pub fn no_grad() -> bool {
     lookup(|f| f.no_grad).unwrap_or(false)
 }
@@ -328,7 +350,9 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Every stage, in pipeline order.
     pub const ALL: [Stage; 4] = [Stage::Schedule, Stage::Plan, Stage::Lower, Stage::Compile];
+    /// The stage's lower-case name (`"schedule"`, `"plan"`, `"lower"`, `"compile"`).
     pub fn name(self) -> &'static str {
         match self {
             Stage::Schedule => "schedule",
@@ -349,6 +373,7 @@ thread_local! {
 }
 
 impl GlobalCounters {
+    /// Set every counter of this thread to zero.
     pub fn reset() {
         for c in [&KERNELS, &OPS, &BYTES, &TIME_NS] {
             c.with(|c| c.store(0, Ordering::Relaxed));
@@ -364,6 +389,7 @@ impl GlobalCounters {
     pub(crate) fn add_stage(stage: Stage, ns: u64) {
         STAGE_NS.with(|s| s[stage as usize].fetch_add(ns, Ordering::Relaxed));
     }
+    /// Kernels launched.
     pub fn kernel_count() -> u64 {
         KERNELS.with(|c| c.load(Ordering::Relaxed))
     }

@@ -35,6 +35,7 @@ impl DeviceKind {
             DeviceKind::Cuda,
         ]
     }
+    /// The backend's name as `DEV=` takes it: `INTERP`, `CPU`, `WEBGPU` or `CUDA`.
     pub fn name(self) -> &'static str {
         match self {
             DeviceKind::Interp => "INTERP",
@@ -55,7 +56,9 @@ impl DeviceKind {
 /// are instance 0, which a bare name (`CPU`) also means.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Device {
+    /// The backend.
     pub kind: DeviceKind,
+    /// Which instance of the backend (0 for the constants such as `Device::Cpu`).
     pub index: u8,
 }
 
@@ -77,6 +80,7 @@ impl Device {
 }
 
 impl Device {
+    /// Instance `index` of backend `kind`.
     pub const fn new(kind: DeviceKind, index: u8) -> Device {
         Device { kind, index }
     }

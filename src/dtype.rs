@@ -8,16 +8,24 @@ use std::fmt;
 /// (`ops::compute_dtype`) and rounded when stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// True or false, one byte (packed four to a u32 word on WebGPU).
     Bool,
+    /// Unsigned 8-bit integer (MNIST pixels), one byte.
     U8,
+    /// Signed 32-bit integer: indices, labels, `arange`.
     I32,
+    /// Unsigned 32-bit integer: random bits, bitwise ops.
     U32,
+    /// IEEE half precision, stored in two bytes, computed in f32.
     F16,
+    /// bfloat16 (f32's exponent, 7 mantissa bits), stored in two bytes, computed in f32.
     BF16,
+    /// IEEE single precision: the default dtype of floating tensors.
     F32,
 }
 
 impl DType {
+    /// Bytes per element: 1, 2 or 4.
     pub fn size(self) -> usize {
         match self {
             DType::Bool | DType::U8 => 1,
@@ -25,15 +33,19 @@ impl DType {
             DType::I32 | DType::U32 | DType::F32 => 4,
         }
     }
+    /// `F16`, `BF16` or `F32`.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32)
     }
+    /// `U8`, `I32` or `U32` (not `Bool`).
     pub fn is_int(self) -> bool {
         matches!(self, DType::U8 | DType::I32 | DType::U32)
     }
+    /// `U8`, `U32` and `Bool`: the types with no negative values.
     pub fn is_unsigned(self) -> bool {
         matches!(self, DType::U8 | DType::U32 | DType::Bool)
     }
+    /// The short name (`"f32"`, `"u8"`, …), which `Display` prints and `FromStr` parses.
     pub fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
@@ -122,10 +134,15 @@ impl std::str::FromStr for DType {
 
 /// A Rust scalar type that maps to a `DType`.
 pub trait Element: Copy + Send + Sync + 'static {
+    /// The tensor dtype this Rust type is stored as.
     const DTYPE: DType;
+    /// The value as f64 (exact for every supported type).
     fn to_f64(self) -> f64;
+    /// The value `v` rounded (floats) or wrapped (integers) to this type.
     fn from_f64(v: f64) -> Self;
+    /// Append the little-endian bytes of the value, as a buffer holds it.
     fn write_le(self, out: &mut Vec<u8>);
+    /// Read one value from the first `DType::size` little-endian bytes of `bytes`.
     fn read_le(bytes: &[u8]) -> Self;
 }
 

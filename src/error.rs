@@ -6,25 +6,35 @@ use std::fmt;
 /// What went wrong, with a message that names the op and its operands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
+    /// The class of the failure, for callers that branch on it.
     pub kind: ErrorKind,
+    /// The message: names the op and its operands (shapes, dtypes, devices). `Display` prints it.
     pub msg: String,
 }
 
 /// Coarse classes of errors, for callers that want to branch on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
+    /// Shapes that do not fit the op (broadcasting, reshape sizes, axes out of range, …).
     Shape,
+    /// A dtype the op does not accept, or one the device cannot store.
     DType,
+    /// An unknown or unavailable device, tensors on different devices, or a device limit exceeded.
     Device,
     /// The device was lost (a driver reset, `GPUDevice.destroy()`): what was on it is gone.
     DeviceLost,
+    /// The backend failed: a compiler error, an allocation or launch refused by the driver.
     Backend,
+    /// Reading or writing a file, fetching a URL, or parsing a file format (IDX, safetensors, …).
     Io,
+    /// A TinyJit misuse: inputs that do not match the capture, a readback during capture, nesting.
     Jit,
+    /// Anything else.
     Other,
 }
 
 impl Error {
+    /// An error of `kind` with the message `msg`.
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> Self {
         Error {
             kind,
@@ -47,6 +57,7 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// The crate's result type: `Err` carries an [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Build an `Err(Error)` of the given kind with a formatted message.

@@ -123,6 +123,7 @@ fn build_graph(
 pub struct KernelInfo {
     /// The kernel's name, or "copy" for a copy between buffers.
     pub name: String,
+    /// Invocations launched.
     pub global_size: usize,
     /// Invocations per workgroup (1: a flat kernel).
     pub local_size: usize,
@@ -130,6 +131,7 @@ pub struct KernelInfo {
     pub source: String,
     /// Bytes of the buffers it binds (a copy: the bytes copied).
     pub bytes: usize,
+    /// Scalar ops per launch.
     pub ops: u64,
 }
 
@@ -259,6 +261,19 @@ fn first_difference(replay: &[u8], eager: &[u8]) -> Option<String> {
 }
 
 /// A function captured once and replayed afterwards (see the module docs).
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::{Tensor, TinyJit};
+/// let mut f = TinyJit::new(|x: &[Tensor]| Ok(vec![x[0].mul(2.0)?.add(1.0)?.realize()?]));
+/// for i in 0..4 {
+///     let x = Tensor::from_slice(&[i as f32, 10.0], &[2])?;
+///     let y = f.call(&[&x])?.remove(0);
+///     assert_eq!(y.to_vec::<f32>()?, vec![2.0 * i as f32 + 1.0, 21.0]);
+/// }
+/// assert_eq!(f.launches(), 1); // calls 3 and 4 replayed the one captured kernel
+/// assert!(f.call(&[&Tensor::from_slice(&[0.0f32; 3], &[3])?]).is_err()); // not the captured shape
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 pub struct TinyJit<F> {
     f: F,
     calls: usize,
@@ -287,6 +302,7 @@ fn buffers(t: &Tensor) -> Option<Vec<Arc<Buffer>>> {
 }
 
 impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
+    /// A TinyJit of `f`, which takes the inputs and returns realized outputs.
     pub fn new(f: F) -> Self {
         TinyJit {
             f,
@@ -398,6 +414,12 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         Ok((self.outputs(c), fut))
     }
 
+    /// Call the function: the first call runs it, the second runs and captures its launches, later
+    /// calls copy `inputs` into the captured input buffers and replay the launches without running
+    /// `f`. A replay's outputs are the captured output buffers, which the next replay overwrites:
+    /// read what you need before calling again. Errors when the inputs' shapes, dtypes or devices
+    /// differ from the capture's, when an input appears twice, when `f` reads a value back while
+    /// capturing, or when `f` fails.
     pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         if capturing() {
             // The same error start_capture gives, raised before anything runs.

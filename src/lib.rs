@@ -21,6 +21,8 @@
 //!
 //! `examples/walkthrough.rs` takes one small graph through every stage and prints each.
 
+#![warn(missing_docs)]
+
 // The CUDA backend's dependency exists only natively (Cargo.toml); the browser build is
 // `--no-default-features --features wgpu`.
 #[cfg(all(feature = "cuda", target_arch = "wasm32"))]

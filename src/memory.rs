@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, Default)]
+/// What memory planning saved.
 pub struct PlanStats {
     /// Bytes of the planned intermediates as captured.
     pub bytes_before: usize,
@@ -15,6 +16,10 @@ pub struct PlanStats {
     pub bytes_after: usize,
 }
 
+/// Plan the intermediates of a captured step: the buffers of `allocated` that are not in `hold`
+/// (keyed by address: inputs, outputs, buffers of live tensors) are packed into shared buffers,
+/// each reused once the last launch reading its previous occupant has run, and `launches` are
+/// rewritten to bind them. Errors if a shared buffer cannot be allocated.
 pub fn plan(
     launches: &mut [Launch],
     allocated: &[Arc<Buffer>],

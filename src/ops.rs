@@ -7,49 +7,76 @@
 use crate::dtype::DType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An elementwise op of one operand; the rest (exp, log, cos, tanh, …) are built from these.
 pub enum UnaryOp {
+    /// `-a` (wrapping for integers).
     Neg,
+    /// `2^a`.
     Exp2,
+    /// `log2(a)`: NaN below 0, `-inf` at 0.
     Log2,
+    /// `sin(a)`, `a` in radians.
     Sin,
+    /// `sqrt(a)`: NaN below 0.
     Sqrt,
+    /// `1 / a`.
     Recip,
+    /// `a` rounded toward zero.
     Trunc,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An elementwise op of two operands of one dtype (the Tensor ops promote and broadcast first).
 pub enum BinaryOp {
+    /// `a + b` (wrapping for integers).
     Add,
+    /// `a * b` (wrapping for integers).
     Mul,
     /// True division for floats, truncating division for integers.
     Div,
+    /// `a % b` with the sign of `a` (C's `%`, `fmod` for floats); integer `a % 0` is 0.
     Mod,
+    /// The larger of `a` and `b`.
     Max,
+    /// `a < b`, as a `Bool`.
     CmpLt,
+    /// `a == b`, as a `Bool`.
     CmpEq,
+    /// `a != b`, as a `Bool`.
     CmpNe,
+    /// Bitwise and (logical and on `Bool`).
     And,
+    /// Bitwise or (logical or on `Bool`).
     Or,
+    /// Bitwise exclusive or.
     Xor,
+    /// `a << (b & 31)`.
     Shl,
+    /// `a >> (b & 31)`, logical (zero-filling) on the 32-bit pattern.
     Shr,
 }
 
 impl BinaryOp {
+    /// Whether the op is a comparison (its result is `Bool`, whatever the operands' dtype).
     pub fn is_cmp(self) -> bool {
         matches!(self, BinaryOp::CmpLt | BinaryOp::CmpEq | BinaryOp::CmpNe)
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// How a reduce combines the elements of the reduced axes.
 pub enum ReduceOp {
+    /// Sum (`sum`, `mean`, matmul's inner axis).
     Sum,
+    /// Maximum (`max`; `min` is `-max(-x)`).
     Max,
     /// Product (tinygrad's `MUL` reduce): `prod`, `cumprod`, `scatter_reduce(prod)`.
     Prod,
 }
 
 impl ReduceOp {
+    /// The value a reduce starts from: 0 for sums, 1 for products, the dtype's smallest value
+    /// for maxima. An empty reduce yields it.
     pub fn identity(self, dtype: DType) -> f64 {
         match self {
             ReduceOp::Sum => 0.0,
@@ -77,17 +104,27 @@ pub enum Op {
     /// `0, 1, 2, ...` along a 1-D shape (i32): the only index-valued leaf, used by arange,
     /// one-hot indexing and argmax so that the rewrite rules can see through them.
     Iota,
+    /// An elementwise op of one source.
     Unary(UnaryOp),
+    /// An elementwise op of two sources of one dtype and shape.
     Binary(BinaryOp),
+    /// `src[0] ? src[1] : src[2]`, elementwise.
     Where,
+    /// Convert to the dtype (`exec_cast` gives the rules).
     Cast(DType),
     /// Reduce the given axes to size 1 (keepdim shape).
     Reduce(ReduceOp, Vec<usize>),
+    /// The same elements in row-major order under the node's shape.
     Reshape,
+    /// Reorder the axes: axis `i` of the result is axis `order[i]` of the source.
     Permute(Vec<usize>),
+    /// Broadcast size-1 axes to the node's shape (no copy).
     Expand,
+    /// Pad each axis with `(before, after)` zeros.
     Pad(Vec<(usize, usize)>),
+    /// Keep `start..end` of each axis.
     Shrink(Vec<(usize, usize)>),
+    /// Reverse the axes marked `true`.
     Flip(Vec<bool>),
     /// Force the source into its own buffer.
     Contiguous,
@@ -100,12 +137,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the op only re-addresses its source (reshape, permute, expand, pad, shrink, flip):
+    /// the scheduler folds these into views.
     pub fn is_movement(&self) -> bool {
         matches!(
             self,
             Op::Reshape | Op::Permute(_) | Op::Expand | Op::Pad(_) | Op::Shrink(_) | Op::Flip(_)
         )
     }
+    /// Whether the op computes each output element from the same element of its sources (unary,
+    /// binary, where, cast): these fuse into one kernel.
     pub fn is_elementwise(&self) -> bool {
         matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast(_))
     }

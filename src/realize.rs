@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// What a capture recorded: every launch, and every buffer allocated while it was open.
 #[derive(Default)]
 pub struct Capture {
+    /// Every launch, in order.
     pub launches: Vec<Launch>,
+    /// Every buffer allocated while the capture was open (the candidates for memory planning).
     pub allocated: Vec<Arc<Buffer>>,
 }
 
@@ -126,7 +128,9 @@ pub fn record_kernels(on: bool) -> Vec<LinearKernel> {
 /// A scheduled kernel compiled for one device: its programs in launch order with the buffers
 /// each binds, and the scratch buffers they pass results through (a split reduce).
 pub struct Executable {
+    /// Each program with the buffer bound to each of its slots.
     pub stages: Vec<(Arc<Program>, Vec<BufRef>)>,
+    /// The scratch buffers the stages share: (dtype, elements).
     pub scratch: Vec<(DType, usize)>,
 }
 

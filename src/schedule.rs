@@ -19,15 +19,24 @@ use std::sync::Arc;
 pub enum ScheduleItem {
     /// Run a kernel writing `out`'s buffer (for an `Assign`, its target's buffer).
     Kernel {
+        /// The kernel.
         ast: KernelAst,
+        /// The node whose value it computes.
         out: Arc<UOp>,
+        /// The realized nodes bound to its input slots, in slot order (slot 1 on).
         inputs: Vec<Arc<UOp>>,
     },
     /// Move a realized buffer to another device.
-    Copy { out: Arc<UOp>, src: Arc<UOp> },
+    Copy {
+        /// The node on the destination device.
+        out: Arc<UOp>,
+        /// The realized node copied from.
+        src: Arc<UOp>,
+    },
 }
 
 impl ScheduleItem {
+    /// The node whose value the step produces.
     pub fn out(&self) -> &Arc<UOp> {
         match self {
             ScheduleItem::Kernel { out, .. } | ScheduleItem::Copy { out, .. } => out,

@@ -16,6 +16,7 @@ pub fn strides_for(shape: &[usize]) -> Vec<isize> {
     st
 }
 
+/// The number of elements of a shape (1 for the scalar shape `[]`).
 pub fn prod(shape: &[usize]) -> usize {
     shape.iter().product()
 }
@@ -24,13 +25,18 @@ pub fn prod(shape: &[usize]) -> usize {
 /// only valid (otherwise reads as 0) when `mask_lo_k <= i_k < mask_hi_k` for every k.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct View {
+    /// Size of each axis.
     pub shape: Vec<usize>,
+    /// Elements to step in the buffer per step along each axis (0 for broadcast axes).
     pub strides: Vec<isize>,
+    /// Buffer index of element `[0, 0, …]`.
     pub offset: isize,
+    /// The valid `(lo, hi)` range of each axis, if any axis is padded; `None` when all are valid.
     pub mask: Option<Vec<(usize, usize)>>,
 }
 
 impl View {
+    /// The row-major view of a buffer of this shape.
     pub fn contiguous(shape: &[usize]) -> View {
         View {
             shape: shape.to_vec(),
@@ -40,6 +46,7 @@ impl View {
         }
     }
 
+    /// Whether the view reads a buffer in order from its start, with nothing masked.
     pub fn is_contiguous(&self) -> bool {
         self.offset == 0 && self.mask.is_none() && self.strides == strides_for(&self.shape)
     }
@@ -253,15 +260,18 @@ impl View {
 /// re-addresses the contiguous shape of the one after it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShapeTracker {
+    /// The views, outermost last.
     pub views: Vec<View>,
 }
 
 impl ShapeTracker {
+    /// One contiguous view of this shape.
     pub fn contiguous(shape: &[usize]) -> Self {
         ShapeTracker {
             views: vec![View::contiguous(shape)],
         }
     }
+    /// The shape the consumer sees (the last view's).
     pub fn shape(&self) -> &[usize] {
         &self.views.last().expect("views").shape
     }
@@ -286,21 +296,28 @@ impl ShapeTracker {
         *self.views.last_mut().expect("views") = v;
         self
     }
+    /// Reorder the axes (see `Op::Permute`).
     pub fn permute(self, order: &[usize]) -> Self {
         self.map_last(|v| v.permute(order))
     }
+    /// Broadcast size-1 axes to `shape`.
     pub fn expand(self, shape: &[usize]) -> Self {
         self.map_last(|v| v.expand(shape))
     }
+    /// Keep `start..end` of each axis.
     pub fn shrink(self, arg: &[(usize, usize)]) -> Self {
         self.map_last(|v| v.shrink(arg))
     }
+    /// Pad each axis with `(before, after)` masked elements.
     pub fn pad(self, arg: &[(usize, usize)]) -> Self {
         self.map_last(|v| v.pad(arg))
     }
+    /// Reverse the axes marked `true`.
     pub fn flip(self, axes: &[bool]) -> Self {
         self.map_last(|v| v.flip(axes))
     }
+    /// View the same elements under `shape` (same element count); pushes a new view when the last
+    /// one cannot express it.
     pub fn reshape(mut self, shape: &[usize]) -> Self {
         match self.views.last().expect("views").reshape(shape) {
             Some(v) => {

@@ -15,10 +15,15 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// flow through it any more, so long training loops do not keep old graphs alive.
 #[derive(Debug)]
 pub struct UOp {
+    /// Unique within the process, in creation order (sources have smaller ids).
     pub id: u64,
+    /// What the node computes.
     pub op: Op,
+    /// The element type of its value.
     pub dtype: DType,
+    /// The shape of its value.
     pub shape: Vec<usize>,
+    /// The device its value lives on.
     pub device: Device,
     state: Mutex<State>,
 }
@@ -30,6 +35,7 @@ struct State {
 }
 
 impl UOp {
+    /// A new node (not realized) computing `op` over `src`.
     pub fn new(
         op: Op,
         dtype: DType,
@@ -47,6 +53,7 @@ impl UOp {
             state: Mutex::new(State { src, buffer: None }),
         })
     }
+    /// A realized leaf holding `buf`, viewed as `shape` elements of `dtype`.
     pub fn from_buffer(buf: Arc<Buffer>, dtype: DType, shape: Vec<usize>) -> Arc<UOp> {
         let u = UOp::new(Op::Buffer, dtype, shape, buf.device, vec![]);
         u.lock().buffer = Some(buf);
@@ -55,15 +62,19 @@ impl UOp {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// The node's sources (empty once it is realized and autograd no longer needs them).
     pub fn src(&self) -> Vec<Arc<UOp>> {
         self.lock().src.clone()
     }
+    /// The buffer holding the node's value, once realized.
     pub fn buffer(&self) -> Option<Arc<Buffer>> {
         self.lock().buffer.clone()
     }
+    /// Whether the node's value is in a buffer.
     pub fn is_realized(&self) -> bool {
         self.lock().buffer.is_some()
     }
+    /// The number of elements of its shape.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }

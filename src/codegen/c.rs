@@ -10,8 +10,11 @@ use super::render::Renderer;
 use crate::dtype::DType;
 use crate::ops::{BinaryOp, UnaryOp};
 
+/// The C dialect: kernels as plain C functions over pointers for the system C compiler, with
+/// the outer loop over invocations (run on worker threads) and GCC vector types.
 pub struct CRenderer;
 
+/// The C dialect by name (`c`, files `.c`).
 pub const DIALECT: super::Dialect = super::Dialect {
     name: "c",
     ext: "c",

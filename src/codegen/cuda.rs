@@ -93,8 +93,11 @@ __device__ __forceinline__ unsigned short f2b(float f) {
 }
 "#;
 
+/// The CUDA dialect: self-contained CUDA C (NVRTC has no system headers) with `__shared__`
+/// arrays and `__syncthreads` for workgroup memory.
 pub struct CudaRenderer;
 
+/// The CUDA dialect by name (`cuda`, files `.cu`).
 pub const DIALECT: super::Dialect = super::Dialect {
     name: "cuda",
     ext: "cu",

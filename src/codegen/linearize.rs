@@ -21,99 +21,165 @@ use crate::kernel::{KGraph, KOp, Ref};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::collections::HashSet;
 
+/// A register: each instruction that defines one writes a new number (SSA), except
+/// accumulators, which reduce steps update.
 pub type Reg = u32;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One instruction of a linear kernel. Registers are defined before use.
 pub enum Inst {
+    /// `dst = ` a constant.
     Const {
+        /// The register defined.
         dst: Reg,
+        /// The value, as the bits of an f64.
         bits: u64,
+        /// Its dtype.
         dtype: DType,
     },
+    /// `dst = ` the invocation's global index.
     Gidx {
+        /// The register defined.
         dst: Reg,
     },
     /// The invocation's index within its workgroup.
     Lidx {
+        /// The register defined.
         dst: Reg,
     },
     /// The workgroup's index.
     Wgid {
+        /// The register defined.
         dst: Reg,
     },
+    /// `dst = op a`.
     Unary {
+        /// The register defined.
         dst: Reg,
+        /// The op.
         op: UnaryOp,
+        /// The dtype of `a` and of the result.
         dtype: DType,
+        /// The operand.
         a: Reg,
     },
     /// `dtype` is the operands' dtype (comparisons produce bool).
     Binary {
+        /// The register defined.
         dst: Reg,
+        /// The op.
         op: BinaryOp,
+        /// The operands' dtype.
         dtype: DType,
+        /// The first operand.
         a: Reg,
+        /// The second operand.
         b: Reg,
     },
+    /// `dst = c ? a : b`.
     Where {
+        /// The register defined.
         dst: Reg,
+        /// The dtype of `a`, `b` and the result.
         dtype: DType,
+        /// The condition (`Bool`).
         c: Reg,
+        /// The value where `c` holds.
         a: Reg,
+        /// The value elsewhere.
         b: Reg,
     },
+    /// `dst = a` converted from `from` to `to`.
     Cast {
+        /// The register defined.
         dst: Reg,
+        /// The dtype of `a`.
         from: DType,
+        /// The dtype of the result.
         to: DType,
+        /// The operand.
         a: Reg,
     },
+    /// `dst = buffer[idx]`, or 0 where `gate` is false.
     Load {
+        /// The register defined.
         dst: Reg,
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The element index.
         idx: Reg,
+        /// Read only where this holds.
         gate: Option<Reg>,
     },
+    /// Declare accumulator `dst`, set to `op`'s identity.
     DefAcc {
+        /// The accumulator.
         dst: Reg,
+        /// The reduce it accumulates.
         op: ReduceOp,
+        /// Its dtype.
         dtype: DType,
     },
+    /// Open a loop: `dst` runs over `0..size` until the matching `EndLoop`.
     Loop {
+        /// The loop variable.
         dst: Reg,
+        /// The trip count.
         size: u32,
     },
+    /// Close the innermost open loop.
     EndLoop,
     /// One step of a reduce: `acc = acc (op) val`. Where `val` is an f32 product summed into an
     /// f32 accumulator, `fused` holds its factors and the step is one fused multiply-add
     /// (`acc + a * b` rounded once), on every backend and in the interpreter alike: a
     /// convolution's or matmul's inner step is then one instruction where the hardware has it.
     Acc {
+        /// The accumulator updated.
         acc: Reg,
+        /// The reduce.
         op: ReduceOp,
+        /// The accumulator's dtype.
         dtype: DType,
+        /// The value folded in.
         val: Reg,
+        /// The factors of `val`, when the step is a fused multiply-add.
         fused: Option<(Reg, Reg)>,
     },
     /// A store into a global buffer, skipped where `gate` is false.
     Store {
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The element index.
         idx: Reg,
+        /// The value stored.
         val: Reg,
+        /// Store only where this holds.
         gate: Option<Reg>,
     },
+    /// `dst = shared[idx]` of workgroup array `id`.
     LoadShared {
+        /// The register defined.
         dst: Reg,
+        /// The workgroup array.
         id: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The element index.
         idx: Reg,
     },
+    /// `shared[idx] = val` of workgroup array `id`.
     StoreShared {
+        /// The workgroup array.
         id: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The element index.
         idx: Reg,
+        /// The value stored.
         val: Reg,
     },
     /// Every invocation of the workgroup gets here before any goes on; workgroup memory
@@ -121,16 +187,24 @@ pub enum Inst {
     Barrier,
     /// `dsts[j] = buffer[idx + j]` for j in 0..4; `idx` is a multiple of 4.
     LoadVec {
+        /// The four registers defined.
         dsts: [Reg; 4],
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The first element's index.
         idx: Reg,
     },
     /// `buffer[idx + j] = vals[j]` for j in 0..4; `idx` is a multiple of 4.
     StoreVec {
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The first element's index.
         idx: Reg,
+        /// The four values stored.
         vals: [Reg; 4],
     },
 }
@@ -175,15 +249,21 @@ fn vector_candidates(g: &KGraph) -> std::collections::HashMap<VecKey, Ref> {
 /// A buffer argument of a kernel: element dtype and whether the kernel writes it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BufArg {
+    /// Element dtype.
     pub dtype: DType,
+    /// Whether the kernel writes it (slot 0 always does).
     pub writes: bool,
 }
 
 /// A kernel ready to render or interpret.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LinearKernel {
+    /// The kernel's name, as tinygrad spells it: `r_` (with a reduce) or `E_` (elementwise) and
+    /// the output shape (`r_128_10`); renderers print it and `DEBUG=2` shows it.
     pub name: String,
+    /// The instructions, in order.
     pub insts: Vec<Inst>,
+    /// Per buffer slot, its dtype and whether it is written.
     pub bufs: Vec<BufArg>,
     /// Invocations launched.
     pub global_size: usize,
@@ -191,6 +271,7 @@ pub struct LinearKernel {
     pub local_size: usize,
     /// Workgroup arrays: (dtype, elements).
     pub shared: Vec<(DType, usize)>,
+    /// Registers used (`Reg`s are below this).
     pub nregs: usize,
 }
 
@@ -503,6 +584,8 @@ fn store_quad(g: &KGraph, effects: &[Effect], bufs: &[BufArg]) -> Option<[Ref; 4
     (effects.len() >= 4 && first.is_some()).then_some(vals)
 }
 
+/// Order a lowered kernel into instructions, hoisting loop-invariant work out of loops, and
+/// name it `name`.
 pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
     let mut lin = Lin {
         g: &l.graph,

@@ -28,9 +28,14 @@ use std::collections::HashMap;
 /// kernel's root shape); axes of `group` and `unroll` are reduce axes of its reduce.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Opts {
+    /// (axis, amount): `amount` consecutive outputs along output `axis` per invocation.
     pub upcast: Vec<(usize, usize)>,
+    /// (axis, amount): `amount` invocations of a workgroup along output `axis`.
     pub local: Vec<(usize, usize)>,
+    /// (axis, amount): the reduce over reduce `axis` split across `amount` invocations of a
+    /// workgroup.
     pub group: Option<(usize, usize)>,
+    /// (axis, amount): the loop over reduce `axis` unrolled `amount` times.
     pub unroll: Option<(usize, usize)>,
 }
 
@@ -48,23 +53,33 @@ impl Opts {
 pub enum Effect {
     /// `buffer[idx] = val` where `gate` (if any) holds.
     Store {
+        /// The buffer slot written.
         slot: u32,
+        /// The element index.
         idx: Ref,
+        /// The value stored.
         val: Ref,
+        /// Store only where this holds.
         gate: Option<Ref>,
     },
     /// `shared[idx] = val` of workgroup array `id`.
     StoreShared {
+        /// Which workgroup array.
         id: u32,
+        /// The element index.
         idx: Ref,
+        /// The value stored.
         val: Ref,
     },
+    /// Wait for every invocation of the workgroup (ends a phase).
     Barrier,
 }
 
 /// The lowered kernel: its graph, its writes in order, and its launch size.
 pub struct Lowered {
+    /// The computation.
     pub graph: KGraph,
+    /// Its writes, in order.
     pub effects: Vec<Effect>,
     /// Invocations launched.
     pub global_size: usize,

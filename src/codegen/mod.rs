@@ -32,9 +32,11 @@ pub struct Dialect {
     pub name: &'static str,
     /// The extension of its source files.
     pub ext: &'static str,
+    /// Renders a linear kernel in this dialect.
     pub render: fn(&LinearKernel) -> String,
 }
 
+/// Every dialect: C, WGSL, CUDA.
 pub const DIALECTS: &[Dialect] = &[c::DIALECT, wgsl::DIALECT, cuda::DIALECT];
 
 /// The dialect called `name` (case-insensitive).
@@ -47,6 +49,7 @@ pub fn dialect(name: &str) -> Option<&'static Dialect> {
 /// What the optimizer needs to know about a device: the kind of target and its limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
+    /// The kind of device kernels are shaped for.
     pub kind: OptTarget,
     /// Invocations per workgroup the device allows.
     pub max_local: usize,
@@ -73,14 +76,18 @@ impl Target {
 /// buffer the stages share (the partial results of a split reduce).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BufRef {
+    /// Slot `i` of the scheduled kernel.
     Arg(usize),
+    /// Scratch buffer `i` of `Compiled::scratch`.
     Scratch(usize),
 }
 
 /// One kernel to launch, and the buffers for its slots.
 #[derive(Clone, Debug)]
 pub struct Stage {
+    /// The kernel.
     pub kernel: LinearKernel,
+    /// Per slot of the kernel, the buffer bound to it.
     pub bufs: Vec<BufRef>,
 }
 
@@ -88,7 +95,9 @@ pub struct Stage {
 /// buffers they pass results through (dtype, elements).
 #[derive(Clone, Debug, Default)]
 pub struct Compiled {
+    /// The kernels in launch order.
     pub stages: Vec<Stage>,
+    /// The scratch buffers the stages share: (dtype, elements).
     pub scratch: Vec<(DType, usize)>,
 }
 
@@ -97,11 +106,17 @@ pub struct Compiled {
 /// one; `BEAM` search times alternatives and keeps the fastest.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Plan {
+    /// One kernel, shaped by these actions.
     One(lower::Opts),
+    /// The reduce split over `axis` into `parts` (see `split.rs`), each half planned on its own.
     Split {
+        /// The reduce axis split.
         axis: usize,
+        /// How many slices the first kernel reduces it in.
         parts: usize,
+        /// The plan of the first kernel (partial results into a scratch buffer).
         first: Box<Plan>,
+        /// The plan of the second kernel (combines them and computes the rest).
         second: Box<Plan>,
     },
 }

@@ -17,19 +17,28 @@ pub trait Renderer {
     /// Everything before the body: helpers, signature, buffer bindings, opening of the
     /// global loop (or the global-id computation on GPUs); defines `gidx`.
     fn prologue(&self, k: &LinearKernel) -> String;
+    /// Everything after the body: closes the loops and functions the prologue opened.
     fn epilogue(&self, k: &LinearKernel) -> String;
+    /// A literal of `dt` with value `v`.
     fn constant(&self, v: f64, dt: DType) -> String;
+    /// `op` applied to the expression `a` of `dt`.
     fn unary(&self, op: UnaryOp, dt: DType, a: &str) -> String;
+    /// `op` applied to the expressions `a` and `b` of `dt`.
     fn binary(&self, op: BinaryOp, dt: DType, a: &str, b: &str) -> String;
+    /// The expression `a` converted from `from` to `to` with `ops::exec_cast`'s semantics.
     fn cast(&self, from: DType, to: DType, a: &str) -> String;
+    /// An expression reading element `idx` of buffer `slot`.
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String;
+    /// A statement writing `val` to element `idx` of buffer `slot`.
     fn store(&self, slot: u32, dt: DType, idx: &str, val: &str) -> String;
     /// Wait for the workgroup (C, which runs a workgroup's invocations one after another,
     /// ends the loop over them and starts the next phase's).
     fn barrier(&self, k: &LinearKernel) -> String;
+    /// An expression reading element `idx` of workgroup array `id`.
     fn load_shared(&self, id: u32, _dt: DType, idx: &str) -> String {
         format!("s{id}[{idx}]")
     }
+    /// A statement writing `val` to element `idx` of workgroup array `id`.
     fn store_shared(&self, id: u32, _dt: DType, idx: &str, val: &str) -> String {
         format!("s{id}[{idx}] = {val};")
     }
@@ -50,18 +59,23 @@ pub trait Renderer {
     fn gated(&self, cond: &str, stmt: &str) -> String {
         format!("if ({cond}) {{ {stmt} }}")
     }
+    /// `c ? a : b`.
     fn select(&self, c: &str, a: &str, b: &str) -> String {
         format!("({c} ? {a} : {b})")
     }
+    /// A statement declaring the constant `name` of type `ty`.
     fn let_(&self, ty: &str, name: &str, expr: &str) -> String {
         format!("const {ty} {name} = {expr};")
     }
+    /// A statement declaring the mutable variable `name` of type `ty` (accumulators).
     fn var(&self, ty: &str, name: &str, expr: &str) -> String {
         format!("{ty} {name} = {expr};")
     }
+    /// The opening of a loop of `name` over `0..size`.
     fn loop_open(&self, name: &str, size: u32) -> String {
         format!("for (int {name} = 0; {name} < {size}; {name}++) {{")
     }
+    /// The larger of `a` and `b`, with `BinaryOp::Max`'s semantics.
     fn max(&self, dt: DType, a: &str, b: &str) -> String {
         self.binary(BinaryOp::Max, dt, a, b)
     }
@@ -283,6 +297,7 @@ impl VecWriter<'_> {
     }
 }
 
+/// Print `k` as source text in dialect `d`.
 pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let mut out = d.prologue(k);
     let mut names: HashMap<Reg, String> = HashMap::new();

@@ -18,9 +18,13 @@ use std::sync::Arc;
 /// and `second_args[i]` the original slot at slot `i + 2` of the second (slot 0 is the original
 /// output, slot 1 the scratch buffer).
 pub struct Split {
+    /// Reduces each slice into the scratch buffer (its slot 0).
     pub first: KernelAst,
+    /// Combines the partial results and computes the rest of the original kernel.
     pub second: KernelAst,
+    /// The original slot bound at each slot of the first kernel from 1 on.
     pub first_args: Vec<usize>,
+    /// The original slot bound at each slot of the second kernel from 2 on.
     pub second_args: Vec<usize>,
 }
 

@@ -37,10 +37,15 @@ pub enum VExpr {
     /// for f32: a pooling window's columns), of `dtype` (f32, or u8 converted to f32 lane by
     /// lane, exactly as a scalar cast does).
     Load {
+        /// The buffer slot.
         slot: u32,
+        /// Its element dtype.
         dtype: DType,
+        /// The register holding lane 0's index, less `offset`.
         base: Reg,
+        /// Added to `base` for lane 0.
         offset: i64,
+        /// Elements between lanes.
         stride: i64,
     },
     /// One scalar per lane (0 in spare lanes).
@@ -790,9 +795,11 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
 /// exponentials once per vector): one vector store in place of the scalar ones.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StorePack {
+    /// The buffer slot stored to.
     pub slot: u32,
-    /// Lane 0's index: register `base` plus `offset`.
+    /// The register holding lane 0's index, less `offset`.
     pub base: Reg,
+    /// Added to `base` for lane 0.
     pub offset: i64,
     /// Lanes (all real).
     pub width: usize,

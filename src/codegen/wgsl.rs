@@ -54,6 +54,8 @@ pub struct WgslRenderer {
 }
 
 impl WgslRenderer {
+    /// The renderer for `k`: buffers it reads or writes with `LoadVec`/`StoreVec` are declared as
+    /// arrays of `vec4`.
     pub fn for_kernel(k: &LinearKernel) -> Self {
         let mut vec = vec![false; k.bufs.len()];
         for i in &k.insts {
@@ -68,6 +70,7 @@ impl WgslRenderer {
     }
 }
 
+/// The WGSL dialect by name (`wgsl`, files `.wgsl`).
 pub const DIALECT: super::Dialect = super::Dialect {
     name: "wgsl",
     ext: "wgsl",
@@ -112,7 +115,9 @@ pub fn dispatch_size(global_size: usize, wg_size: u32) -> (u32, u32, u32) {
 /// `i / lanes` at bit `(i % lanes) * bits` (the little-endian byte layout of the host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packing {
+    /// Values per `u32` word (4 for u8 and bool, 2 for f16 and bf16).
     pub lanes: u32,
+    /// Bits per value.
     pub bits: u32,
 }
 
@@ -125,9 +130,11 @@ impl Packing {
             DType::F32 | DType::I32 | DType::U32 => None,
         }
     }
+    /// The word holding value `i`.
     pub fn word(self, i: usize) -> usize {
         i / self.lanes as usize
     }
+    /// The bit offset of value `i` within its word.
     pub fn shift(self, i: usize) -> u32 {
         (i % self.lanes as usize) as u32 * self.bits
     }

@@ -21,31 +21,46 @@ pub const LOOP_BITS: u64 = (1u64 << GIVEN_IDS) - 1;
 /// A node of a kernel's AST.
 #[derive(Debug)]
 pub struct AstNode {
+    /// What the node computes.
     pub op: AstOp,
+    /// The element type of its value.
     pub dtype: DType,
+    /// Its shape (a reduce's keeps the reduced axes as size 1).
     pub shape: Vec<usize>,
+    /// Its operands.
     pub src: Vec<Arc<AstNode>>,
 }
 
 #[derive(Debug, Clone)]
+/// What a node of a kernel's AST computes.
 pub enum AstOp {
     /// Read buffer `slot` through a view whose shape is this node's shape.
     Load {
+        /// The buffer slot read.
         slot: u32,
+        /// The view it is read through.
         st: ShapeTracker,
     },
+    /// A scalar broadcast to the node's shape.
     Const(f64),
+    /// `0, 1, 2, …` along the node's 1-D shape (i32).
     Iota,
     /// Re-address an inlined subexpression (`src[0]`, contiguous in its own shape).
     View(ShapeTracker),
+    /// An elementwise op of `src[0]`.
     Unary(UnaryOp),
+    /// An elementwise op of `src[0]` and `src[1]`.
     Binary(BinaryOp),
+    /// `src[0] ? src[1] : src[2]`.
     Where,
+    /// Convert `src[0]` to the dtype.
     Cast(DType),
+    /// Reduce `src[0]` over the listed axes (kept as size 1).
     Reduce(ReduceOp, Vec<usize>),
 }
 
 impl AstNode {
+    /// The number of elements of the node's shape.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -77,7 +92,9 @@ impl AstNode {
 /// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
 #[derive(Clone, Debug)]
 pub struct KernelAst {
+    /// The value written to slot 0.
     pub root: Arc<AstNode>,
+    /// (dtype, elements) of each buffer slot.
     pub bufs: Vec<(DType, usize)>,
 }
 
@@ -146,6 +163,7 @@ impl KernelAst {
     }
 }
 
+/// A node of a `KGraph`: its index in `KGraph::nodes`.
 pub type Ref = u32;
 
 /// An op of the kernel graph.
@@ -161,12 +179,16 @@ pub enum KOp {
     LoadShared(u32),
     /// A reduce loop variable, `0..size`.
     Range {
+        /// Which loop (ids are unique within a kernel).
         id: u32,
+        /// Its trip count.
         size: u32,
     },
     /// A constant, as the bits of an f64.
     Const(u64),
+    /// src: `[a]`.
     Unary(UnaryOp),
+    /// src: `[a, b]`; a comparison's dtype is `Bool`.
     Binary(BinaryOp),
     /// src: [cond, a, b]
     Where,
@@ -179,9 +201,14 @@ pub enum KOp {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A node of a `KGraph`: an op, the dtype of its value and its operands. Equal nodes are
+/// stored once.
 pub struct Node {
+    /// What it computes.
     pub op: KOp,
+    /// The dtype of its value.
     pub dtype: DType,
+    /// Its operands, earlier nodes of the graph.
     pub src: Vec<Ref>,
 }
 
@@ -221,7 +248,9 @@ impl std::hash::Hasher for FastHasher {
 /// comparisons.
 #[derive(Clone, Debug, Default)]
 pub struct KGraph {
+    /// Every node, operands before users.
     pub nodes: Vec<Node>,
+    /// Per node, the `(lo, hi)` range its value is known to lie in (integers; ±inf when unknown).
     pub bounds: Vec<(f64, f64)>,
     /// Bit i set: the node depends on range id i.
     pub ranges: Vec<u64>,
@@ -230,14 +259,17 @@ pub struct KGraph {
 }
 
 impl KGraph {
+    /// An empty graph.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The node `r`.
     pub fn node(&self, r: Ref) -> &Node {
         &self.nodes[r as usize]
     }
 
+    /// The value of `r` if it is a constant.
     pub fn const_value(&self, r: Ref) -> Option<f64> {
         match self.node(r).op {
             KOp::Const(bits) => Some(f64::from_bits(bits)),
@@ -281,6 +313,7 @@ impl KGraph {
         r
     }
 
+    /// The constant `v` of `dtype` (rounded to it).
     pub fn konst(&mut self, v: f64, dtype: DType) -> Ref {
         let v = dtype.normalize(v);
         self.intern(Node {
@@ -289,12 +322,15 @@ impl KGraph {
             src: vec![],
         })
     }
+    /// The index constant `v` (i32).
     pub fn int(&mut self, v: i64) -> Ref {
         self.konst(v as f64, INDEX)
     }
+    /// The `Bool` constant `v`.
     pub fn bool_const(&mut self, v: bool) -> Ref {
         self.konst(v as u8 as f64, DType::Bool)
     }
+    /// The global index of a launch of `size` invocations (bounded to `0..size`).
     pub fn gidx(&mut self, size: usize) -> Ref {
         let r = self.intern(Node {
             op: KOp::Gidx,
@@ -324,9 +360,11 @@ impl KGraph {
         self.bounds[r as usize] = (0.0, count.saturating_sub(1) as f64);
         r
     }
+    /// Element `idx` of workgroup array `id`.
     pub fn load_shared(&mut self, id: u32, dtype: DType, idx: Ref) -> Ref {
         self.make(KOp::LoadShared(id), dtype, vec![idx])
     }
+    /// A new reduce loop variable `0..size`.
     pub fn range(&mut self, size: usize) -> Ref {
         let id = self.next_range;
         assert!(
@@ -343,6 +381,7 @@ impl KGraph {
             src: vec![],
         })
     }
+    /// `a op b`, simplified by the rewrite rules.
     pub fn binary(&mut self, op: BinaryOp, a: Ref, b: Ref) -> Ref {
         let dt = if op.is_cmp() {
             DType::Bool
@@ -351,22 +390,28 @@ impl KGraph {
         };
         self.make(KOp::Binary(op), dt, vec![a, b])
     }
+    /// `op a`, simplified by the rewrite rules.
     pub fn unary(&mut self, op: UnaryOp, a: Ref) -> Ref {
         let dt = self.node(a).dtype;
         self.make(KOp::Unary(op), dt, vec![a])
     }
+    /// `a + b`.
     pub fn add(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::Add, a, b)
     }
+    /// `a * b`.
     pub fn mul(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::Mul, a, b)
     }
+    /// `a / b`.
     pub fn div(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::Div, a, b)
     }
+    /// `a % b`.
     pub fn modulo(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::Mod, a, b)
     }
+    /// `a < b`.
     pub fn lt(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::CmpLt, a, b)
     }
@@ -376,25 +421,31 @@ impl KGraph {
         let b1 = self.add(b, one);
         self.lt(a, b1)
     }
+    /// `a & b`.
     pub fn and(&mut self, a: Ref, b: Ref) -> Ref {
         self.binary(BinaryOp::And, a, b)
     }
+    /// `c ? a : b`.
     pub fn where_(&mut self, c: Ref, a: Ref, b: Ref) -> Ref {
         let dt = self.node(a).dtype;
         self.make(KOp::Where, dt, vec![c, a, b])
     }
+    /// `a` converted to `dtype`.
     pub fn cast(&mut self, a: Ref, dtype: DType) -> Ref {
         self.make(KOp::Cast, dtype, vec![a])
     }
+    /// Element `idx` of buffer `slot`, or 0 where `gate` is false.
     pub fn load(&mut self, slot: u32, dtype: DType, idx: Ref, gate: Ref) -> Ref {
         self.make(KOp::Load(slot), dtype, vec![idx, gate])
     }
+    /// Reduce `value` over the loops `ranges`.
     pub fn reduce(&mut self, op: ReduceOp, value: Ref, ranges: &[Ref]) -> Ref {
         let dt = self.node(value).dtype;
         let mut src = vec![value];
         src.extend_from_slice(ranges);
         self.make(KOp::Reduce(op), dt, src)
     }
+    /// Whether `r`'s value changes with loop variable `range` (inside a reduce over it).
     pub fn depends_on(&self, r: Ref, range: Ref) -> bool {
         match self.node(range).op {
             KOp::Range { id, .. } => self.ranges[r as usize] & (1u64 << id) != 0,

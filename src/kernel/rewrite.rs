@@ -104,6 +104,9 @@ fn is_index(dt: DType) -> bool {
     dt == crate::shape::INDEX
 }
 
+/// Offer a node to the rewrite rules before it is inserted: constant folding, algebraic
+/// identities, and index simplifications that use the operands' bounds. `Some` is an equal,
+/// simpler node already in `g`; `None` keeps the node as it is.
 pub fn simplify(g: &mut KGraph, op: &KOp, dtype: DType, src: &[Ref]) -> Option<Ref> {
     let consts: Option<Vec<f64>> = src.iter().map(|&s| g.const_value(s)).collect();
     // Constant folding.

@@ -163,9 +163,13 @@ fn parse_idx_raw(bytes: &[u8]) -> Result<(Vec<usize>, Vec<u8>)> {
 /// MNIST-layout data as u8 tensors: images (N, 1, 28, 28) with pixels 0..=255, labels (N,) with
 /// classes 0..=9.
 pub struct Mnist {
+    /// Training images (N, 1, 28, 28), u8.
     pub x_train: Tensor,
+    /// Training labels (N,), u8.
     pub y_train: Tensor,
+    /// Test images (N, 1, 28, 28), u8.
     pub x_test: Tensor,
+    /// Test labels (N,), u8.
     pub y_test: Tensor,
 }
 
@@ -256,6 +260,28 @@ pub fn mnist_from_dir(dir: &Path) -> Result<Mnist> {
 
 /// MNIST-layout data from the contents of the four IDX files (raw or gzipped): checks that the
 /// images are N x 28 x 28, the labels N long with values 0..=9, for each split.
+/// Errors (kind `Io`) name the file and what is wrong with it.
+///
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::nn::datasets::mnist_from_bytes;
+/// // An IDX file of u8: 00 00 08 <ndim>, each dimension as a big-endian u32, the data.
+/// fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
+///     let mut b = vec![0, 0, 8, dims.len() as u8];
+///     for d in dims {
+///         b.extend_from_slice(&d.to_be_bytes());
+///     }
+///     b.extend_from_slice(data);
+///     b
+/// }
+/// let images = idx(&[2, 28, 28], &[255; 2 * 784]);
+/// let labels = idx(&[2], &[3, 7]);
+/// let m = mnist_from_bytes(&images, &labels, &images, &labels)?;
+/// assert_eq!(m.x_train.shape(), vec![2, 1, 28, 28]);
+/// assert_eq!(m.y_test.to_vec::<u8>()?, vec![3, 7]);
+/// assert!(mnist_from_bytes(&images, &idx(&[2], &[3, 12]), &images, &labels).is_err()); // 12 > 9
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 pub fn mnist_from_bytes(
     train_images: &[u8],
     train_labels: &[u8],

@@ -32,6 +32,7 @@ pub struct GptConfig {
     pub vocab_size: usize,
     /// The longest context (the position embedding's rows and the key/value cache's length).
     pub block_size: usize,
+    /// Transformer blocks.
     pub n_layer: usize,
     /// Attention heads; `n_embd` must be a multiple.
     pub n_head: usize,
@@ -66,22 +67,31 @@ impl GptConfig {
 /// Causal self-attention: one Linear makes queries, keys and values (`c_attn`, `n_embd → 3
 /// n_embd`), `c_proj` mixes the heads' outputs.
 pub struct Attention {
+    /// `n_embd → 3·n_embd`: queries, keys and values.
     pub c_attn: Linear,
+    /// `n_embd → n_embd`: mixes the heads' outputs.
     pub c_proj: Linear,
+    /// Attention heads.
     pub n_head: usize,
 }
 
 /// The feed-forward part of a block: `c_proj(gelu(c_fc(x)))` with the tanh GELU.
 pub struct Mlp {
+    /// `n_embd → 4·n_embd`.
     pub c_fc: Linear,
+    /// `4·n_embd → n_embd`.
     pub c_proj: Linear,
 }
 
 /// `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`.
 pub struct Block {
+    /// Before attention.
     pub ln_1: LayerNorm,
+    /// Causal self-attention.
     pub attn: Attention,
+    /// Before the feed-forward part.
     pub ln_2: LayerNorm,
+    /// The feed-forward part.
     pub mlp: Mlp,
 }
 
@@ -90,10 +100,15 @@ pub struct Block {
 /// ..., `ln_f.weight`, with `.bias` beside each `.weight` of a Linear or LayerNorm when
 /// `config.bias` (the tied output layer has no name of its own).
 pub struct Gpt {
+    /// The sizes.
     pub config: GptConfig,
+    /// Token embedding `(vocab_size, n_embd)`, tied to the output layer.
     pub wte: Embedding,
+    /// Position embedding `(block_size, n_embd)`.
     pub wpe: Embedding,
+    /// The blocks, `n_layer` of them.
     pub h: Vec<Block>,
+    /// The final LayerNorm.
     pub ln_f: LayerNorm,
 }
 
@@ -166,6 +181,7 @@ impl Attention {
         let y = y.transpose(1, 2)?.reshape_u(&[s[0], s[2], s[1] * s[3]])?;
         self.c_proj.forward(&y)
     }
+    /// Causal self-attention over `x` `[B, T, n_embd]`: position `t` attends to positions `<= t`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (q, k, v) = self.qkv(x)?;
         self.merge(&q.scaled_dot_product_attention(&k, &v, None, 0.0, true, false)?)
@@ -188,12 +204,14 @@ impl Attention {
 }
 
 impl Mlp {
+    /// `c_proj(gelu(c_fc(x)))` over the last axis of `x`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.c_proj.forward(&self.c_fc.forward(x)?.gelu()?)
     }
 }
 
 impl Block {
+    /// The block applied to `x` `[B, T, n_embd]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let x = x.add(&self.attn.forward(&self.ln_1.forward(x)?)?)?;
         x.add(&self.mlp.forward(&self.ln_2.forward(&x)?)?)
@@ -399,7 +417,9 @@ impl Gpt {
 /// Per layer, the keys and values of the positions decoded so far: `[batch, n_head,
 /// block_size, head_dim]` each, preallocated ([`Gpt::kv_cache`]) and written in place.
 pub struct KvCache {
+    /// Per layer, `[batch, n_head, block_size, head_dim]`.
     pub keys: Vec<Tensor>,
+    /// Per layer, `[batch, n_head, block_size, head_dim]`.
     pub values: Vec<Tensor>,
 }
 

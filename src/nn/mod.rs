@@ -40,15 +40,32 @@ fn init(shape: &[usize], fan_in: usize) -> Result<Tensor> {
 
 /// A 2-D convolution layer: weight (out, in/groups, kh, kw) and optional bias (out).
 pub struct Conv2d {
+    /// (out, in/groups, kh, kw), learned.
     pub weight: Tensor,
+    /// (out), learned; `None` without bias.
     pub bias: Option<Tensor>,
+    /// Stride, padding, dilation and groups.
     pub opts: Conv2dOpts,
 }
 
 impl Conv2d {
+    /// `cin` to `cout` channels with a `kernel` (rows, columns) window, stride 1, no padding, with
+    /// bias.
+    ///
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::{nn::Conv2d, Tensor};
+    /// let conv = Conv2d::new(1, 4, (3, 3))?;
+    /// let y = conv.forward(&Tensor::randn(&[2, 1, 8, 8])?)?; // (N, C, H, W)
+    /// assert_eq!(y.shape(), vec![2, 4, 6, 6]);
+    /// assert!(conv.forward(&Tensor::randn(&[2, 3, 8, 8])?).is_err()); // 3 channels, not 1
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn new(cin: usize, cout: usize, kernel: (usize, usize)) -> Result<Conv2d> {
         Conv2d::with(cin, cout, kernel, Conv2dOpts::default(), true)
     }
+    /// A layer with explicit options; errors when `groups` does not divide both channel counts or
+    /// when `Padding::Same` is asked with a stride other than 1.
     pub fn with(
         cin: usize,
         cout: usize,
@@ -79,6 +96,7 @@ impl Conv2d {
         };
         Ok(Conv2d { weight, bias, opts })
     }
+    /// Convolve an `(N, in, H, W)` input; errors when its channels are not `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.conv2d(&self.weight, self.bias.as_ref(), &self.opts)
     }
@@ -86,14 +104,33 @@ impl Conv2d {
 
 /// A fully connected layer: weight (out, in), bias (out); `y = x W^T + b`.
 pub struct Linear {
+    /// (out, in), learned.
     pub weight: Tensor,
+    /// (out), learned; `None` without bias.
     pub bias: Option<Tensor>,
 }
 
 impl Linear {
+    /// `cin` inputs to `cout` outputs, with bias.
+    ///
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::{nn::Linear, Tensor};
+    /// let l = Linear::new(4, 3)?;
+    /// assert_eq!(l.forward(&Tensor::ones(&[8, 4])?)?.shape(), vec![8, 3]);
+    /// // The fields are PyTorch's: weight (out, in), bias (out).
+    /// let l = Linear {
+    ///     weight: Tensor::from_slice(&[1.0f32, 2.0], &[1, 2])?,
+    ///     bias: Some(Tensor::from_slice(&[0.5f32], &[1])?),
+    /// };
+    /// let x = Tensor::from_slice(&[1.0f32, 1.0, 2.0, 0.0], &[2, 2])?;
+    /// assert_eq!(l.forward(&x)?.to_vec::<f32>()?, vec![3.5, 2.5]);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn new(cin: usize, cout: usize) -> Result<Linear> {
         Linear::with(cin, cout, true)
     }
+    /// `cin` inputs to `cout` outputs, with or without bias.
     pub fn with(cin: usize, cout: usize, bias: bool) -> Result<Linear> {
         let weight = init(&[cout, cin], cin)?;
         let bias = if bias {
@@ -103,6 +140,8 @@ impl Linear {
         };
         Ok(Linear { weight, bias })
     }
+    /// `x Wᵀ + b` over the last axis of `x` (`(..., in)` to `(..., out)`); errors when it is not
+    /// `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.linear(&self.weight.t()?, self.bias.as_ref())
     }
@@ -148,12 +187,19 @@ fn normalize(x: &Tensor, axes: &[isize], eps: f64) -> Result<Tensor> {
 /// `running_var` (ones), both f32, and `num_batches_tracked` (i32, shape `[]`) are realized
 /// buffers that do not require gradients.
 pub struct BatchNorm {
+    /// Per-channel scale (ones), learned; `None` unless affine.
     pub weight: Option<Tensor>,
+    /// Per-channel shift (zeros), learned; `None` unless affine.
     pub bias: Option<Tensor>,
+    /// The running mean per channel, updated in training mode.
     pub running_mean: Tensor,
+    /// The running (unbiased) variance per channel, updated in training mode.
     pub running_var: Tensor,
+    /// Training batches seen (i32 scalar).
     pub num_batches_tracked: Tensor,
+    /// Added to the variance before the square root.
     pub eps: f64,
+    /// Weight of each batch's statistics in the running ones.
     pub momentum: f64,
 }
 
@@ -162,6 +208,7 @@ impl BatchNorm {
     pub fn new(num_features: usize) -> Result<BatchNorm> {
         BatchNorm::with(num_features, 1e-5, 0.1, true)
     }
+    /// A layer with explicit `eps`, `momentum` and whether it has learned `weight` and `bias`.
     pub fn with(num_features: usize, eps: f64, momentum: f64, affine: bool) -> Result<BatchNorm> {
         let c = [num_features];
         let (weight, bias) = if affine {
@@ -182,6 +229,9 @@ impl BatchNorm {
             momentum,
         })
     }
+    /// Normalise an `(N, C, ...)` input per channel: with the batch's statistics in training mode
+    /// (updating the running ones), the running statistics otherwise. Errors when axis 1 is not
+    /// `C`, or in training with a single value per channel.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         let c = self.running_mean.numel();
@@ -243,9 +293,13 @@ impl BatchNorm {
 /// (biased variance), then `* weight + bias` (ones and zeros of `normalized_shape`, learned)
 /// when `elementwise_affine`.
 pub struct LayerNorm {
+    /// Scale (ones of `normalized_shape`), learned; `None` without affine.
     pub weight: Option<Tensor>,
+    /// Shift (zeros of `normalized_shape`), learned; `None` without affine.
     pub bias: Option<Tensor>,
+    /// The trailing dims normalised over.
     pub normalized_shape: Vec<usize>,
+    /// Added to the variance before the square root.
     pub eps: f64,
 }
 
@@ -254,6 +308,7 @@ impl LayerNorm {
     pub fn new(normalized_shape: &[usize]) -> Result<LayerNorm> {
         LayerNorm::with(normalized_shape, 1e-5, true)
     }
+    /// A layer with explicit `eps` and affine choice; errors on an empty `normalized_shape`.
     pub fn with(
         normalized_shape: &[usize],
         eps: f64,
@@ -277,6 +332,7 @@ impl LayerNorm {
             eps,
         })
     }
+    /// Normalise `x` over its trailing dims; errors when they are not `normalized_shape`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         let k = self.normalized_shape.len();
@@ -303,10 +359,15 @@ impl LayerNorm {
 /// groups, each normalised over its channels and the spatial dims, then `* weight + bias` per
 /// channel (ones and zeros, learned) when `affine`.
 pub struct GroupNorm {
+    /// Per-channel scale (ones), learned; `None` without affine.
     pub weight: Option<Tensor>,
+    /// Per-channel shift (zeros), learned; `None` without affine.
     pub bias: Option<Tensor>,
+    /// Groups the channels are split into.
     pub num_groups: usize,
+    /// Channels of the input (axis 1).
     pub num_channels: usize,
+    /// Added to the variance before the square root.
     pub eps: f64,
 }
 
@@ -315,6 +376,8 @@ impl GroupNorm {
     pub fn new(num_groups: usize, num_channels: usize) -> Result<GroupNorm> {
         GroupNorm::with(num_groups, num_channels, 1e-5, true)
     }
+    /// A layer with explicit `eps` and affine choice; errors when `num_groups` does not divide
+    /// `num_channels`.
     pub fn with(
         num_groups: usize,
         num_channels: usize,
@@ -344,6 +407,7 @@ impl GroupNorm {
             eps,
         })
     }
+    /// Normalise an `(N, C, ...)` input per group; errors when axis 1 is not `num_channels`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         if s.len() < 2 || s[1] != self.num_channels {
@@ -375,12 +439,16 @@ impl GroupNorm {
 /// The weight `(vocab_size, embed_size)` is initialised like tinygrad (Glorot uniform: in
 /// ±sqrt(6 / (vocab_size + embed_size))), not like torch (standard normal), and is learned.
 pub struct Embedding {
+    /// (vocab_size, embed_size), learned.
     pub weight: Tensor,
+    /// Rows of the table.
     pub vocab_size: usize,
+    /// Values per row.
     pub embed_size: usize,
 }
 
 impl Embedding {
+    /// A table of `vocab_size` rows of `embed_size` values.
     pub fn new(vocab_size: usize, embed_size: usize) -> Result<Embedding> {
         let weight = Tensor::glorot_uniform(&[vocab_size, embed_size])?.realize()?;
         weight.set_requires_grad(true);
@@ -390,6 +458,8 @@ impl Embedding {
             embed_size,
         })
     }
+    /// The rows `idx` names: shape `idx.shape ++ [embed_size]`. Errors when `idx` is not an integer
+    /// tensor.
     pub fn forward(&self, idx: &Tensor) -> Result<Tensor> {
         if !idx.dtype().is_int() {
             bail!(
@@ -448,15 +518,21 @@ fn affine_per_channel(x: Tensor, w: &Option<Tensor>, b: &Option<Tensor>) -> Resu
 /// A 1-D convolution layer: weight (out, in/groups, k) and optional bias (out), initialised like
 /// `Conv2d` (uniform in ±1/sqrt(in/groups · k)).
 pub struct Conv1d {
+    /// (out, in/groups, k), learned.
     pub weight: Tensor,
+    /// (out), learned; `None` without bias.
     pub bias: Option<Tensor>,
+    /// Stride, padding, dilation and groups.
     pub opts: Conv1dOpts,
 }
 
 impl Conv1d {
+    /// `cin` to `cout` channels with a window of `kernel`, stride 1, no padding, with bias.
     pub fn new(cin: usize, cout: usize, kernel: usize) -> Result<Conv1d> {
         Conv1d::with(cin, cout, kernel, Conv1dOpts::default(), true)
     }
+    /// A layer with explicit options; errors when `groups` does not divide both channel counts or
+    /// when `Padding1d::Same` is asked with a stride other than 1.
     pub fn with(
         cin: usize,
         cout: usize,
@@ -479,6 +555,7 @@ impl Conv1d {
             opts,
         })
     }
+    /// Convolve an `(N, in, L)` input; errors when its channels are not `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.conv1d(&self.weight, self.bias.as_ref(), &self.opts)
     }
@@ -488,15 +565,20 @@ impl Conv1d {
 /// PyTorch's layout. Initialised uniform in ±1/sqrt(in/groups · kh · kw): tinygrad's bound for
 /// groups = 1 (PyTorch counts out/groups instead of in/groups).
 pub struct ConvTranspose2d {
+    /// (in, out/groups, kh, kw), learned.
     pub weight: Tensor,
+    /// (out), learned; `None` without bias.
     pub bias: Option<Tensor>,
+    /// Stride, padding, output padding, dilation and groups.
     pub opts: ConvTranspose2dOpts,
 }
 
 impl ConvTranspose2d {
+    /// `cin` to `cout` channels with a `kernel` (rows, columns) window, stride 1, with bias.
     pub fn new(cin: usize, cout: usize, kernel: (usize, usize)) -> Result<ConvTranspose2d> {
         ConvTranspose2d::with(cin, cout, kernel, ConvTranspose2dOpts::default(), true)
     }
+    /// A layer with explicit options; errors when `groups` does not divide both channel counts.
     pub fn with(
         cin: usize,
         cout: usize,
@@ -512,6 +594,8 @@ impl ConvTranspose2d {
             opts,
         })
     }
+    /// The transposed convolution of an `(N, in, H, W)` input; errors when its channels are not
+    /// `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
     }
@@ -520,15 +604,20 @@ impl ConvTranspose2d {
 /// A 1-D transposed convolution layer: weight (in, out/groups, k) and optional bias (out),
 /// initialised like `ConvTranspose2d`.
 pub struct ConvTranspose1d {
+    /// (in, out/groups, k), learned.
     pub weight: Tensor,
+    /// (out), learned; `None` without bias.
     pub bias: Option<Tensor>,
+    /// Stride, padding, output padding, dilation and groups.
     pub opts: ConvTranspose1dOpts,
 }
 
 impl ConvTranspose1d {
+    /// `cin` to `cout` channels with a window of `kernel`, stride 1, with bias.
     pub fn new(cin: usize, cout: usize, kernel: usize) -> Result<ConvTranspose1d> {
         ConvTranspose1d::with(cin, cout, kernel, ConvTranspose1dOpts::default(), true)
     }
+    /// A layer with explicit options; errors when `groups` does not divide both channel counts.
     pub fn with(
         cin: usize,
         cout: usize,
@@ -544,6 +633,7 @@ impl ConvTranspose1d {
             opts,
         })
     }
+    /// The transposed convolution of an `(N, in, L)` input; errors when its channels are not `in`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.conv_transpose1d(&self.weight, self.bias.as_ref(), &self.opts)
     }
@@ -555,9 +645,13 @@ impl ConvTranspose1d {
 /// is on by default and there are no running statistics (PyTorch's `InstanceNorm2d` defaults
 /// to neither).
 pub struct InstanceNorm {
+    /// Per-channel scale (ones), learned; `None` without affine.
     pub weight: Option<Tensor>,
+    /// Per-channel shift (zeros), learned; `None` without affine.
     pub bias: Option<Tensor>,
+    /// Channels of the input (axis 1).
     pub num_features: usize,
+    /// Added to the variance before the square root.
     pub eps: f64,
 }
 
@@ -566,6 +660,7 @@ impl InstanceNorm {
     pub fn new(num_features: usize) -> Result<InstanceNorm> {
         InstanceNorm::with(num_features, 1e-5, true)
     }
+    /// A layer with explicit `eps` and affine choice.
     pub fn with(num_features: usize, eps: f64, affine_on: bool) -> Result<InstanceNorm> {
         let (weight, bias) = affine(&[num_features], affine_on)?;
         Ok(InstanceNorm {
@@ -575,6 +670,8 @@ impl InstanceNorm {
             eps,
         })
     }
+    /// Normalise each sample's channels of an `(N, C, ...)` input; errors when axis 1 is not `C` or
+    /// there is no axis after it.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         let c = self.num_features;
@@ -596,9 +693,13 @@ impl InstanceNorm {
 /// of an image (tinygrad's `LayerNorm2d`, a `LayerNorm(C)` applied channels-last), then
 /// `* weight + bias` per channel when `elementwise_affine`.
 pub struct LayerNorm2d {
+    /// Per-channel scale (ones), learned; `None` without affine.
     pub weight: Option<Tensor>,
+    /// Per-channel shift (zeros), learned; `None` without affine.
     pub bias: Option<Tensor>,
+    /// Channels of the input (axis 1).
     pub num_channels: usize,
+    /// Added to the variance before the square root.
     pub eps: f64,
 }
 
@@ -607,6 +708,7 @@ impl LayerNorm2d {
     pub fn new(num_channels: usize) -> Result<LayerNorm2d> {
         LayerNorm2d::with(num_channels, 1e-5, true)
     }
+    /// A layer with explicit `eps` and affine choice.
     pub fn with(num_channels: usize, eps: f64, elementwise_affine: bool) -> Result<LayerNorm2d> {
         let (weight, bias) = affine(&[num_channels], elementwise_affine)?;
         Ok(LayerNorm2d {
@@ -616,6 +718,7 @@ impl LayerNorm2d {
             eps,
         })
     }
+    /// Normalise an `(N, C, ...)` input over axis 1; errors when axis 1 is not `C`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         let c = self.num_channels;
@@ -632,8 +735,11 @@ impl LayerNorm2d {
 /// cast back. As tinygrad, eps defaults to 1e-6 (PyTorch's `RMSNorm` takes the dtype's machine
 /// epsilon).
 pub struct RmsNorm {
+    /// Scale (ones of `dim`), learned; `None` without affine.
     pub weight: Option<Tensor>,
+    /// Size of the last axis.
     pub dim: usize,
+    /// Added to the mean square before the square root.
     pub eps: f64,
 }
 
@@ -642,12 +748,14 @@ impl RmsNorm {
     pub fn new(dim: usize) -> Result<RmsNorm> {
         RmsNorm::with(dim, 1e-6, true)
     }
+    /// A layer with explicit `eps` and affine choice.
     pub fn with(dim: usize, eps: f64, elementwise_affine: bool) -> Result<RmsNorm> {
         let weight = elementwise_affine
             .then(|| filled(&[dim], 1.0, DType::F32, true))
             .transpose()?;
         Ok(RmsNorm { weight, dim, eps })
     }
+    /// Normalise `x` over its last axis; errors when it is not `dim`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = x.shape();
         if s.last() != Some(&self.dim) {
@@ -676,18 +784,26 @@ impl RmsNorm {
 /// hidden) are uniform in ±1/sqrt(hidden); the biases (4·hidden) start at zero, as tinygrad
 /// (PyTorch draws them like the weights).
 pub struct LstmCell {
+    /// (4·hidden, input), learned.
     pub weight_ih: Tensor,
+    /// (4·hidden, hidden), learned.
     pub weight_hh: Tensor,
+    /// (4·hidden), learned; `None` without bias.
     pub bias_ih: Option<Tensor>,
+    /// (4·hidden), learned; `None` without bias.
     pub bias_hh: Option<Tensor>,
+    /// Features of the input.
     pub input_size: usize,
+    /// Features of the state.
     pub hidden_size: usize,
 }
 
 impl LstmCell {
+    /// A cell from `input_size` to `hidden_size` features, with biases.
     pub fn new(input_size: usize, hidden_size: usize) -> Result<LstmCell> {
         LstmCell::with(input_size, hidden_size, true)
     }
+    /// A cell with or without biases.
     pub fn with(input_size: usize, hidden_size: usize, bias: bool) -> Result<LstmCell> {
         let (i, h) = (input_size, hidden_size);
         let zeros = || filled(&[4 * h], 0.0, DType::F32, true);

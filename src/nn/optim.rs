@@ -24,6 +24,25 @@ use crate::error::{bail, Result};
 use crate::tensor::Tensor;
 
 /// Something that updates parameters from their gradients.
+/// One training step: zero the gradients, `backward()`, then `step()`, in training mode.
+///
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::nn::optim::{Optimizer, Sgd};
+/// use wgrad::{Context, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, 2.0], &[2])?;
+/// w.set_requires_grad(true);
+/// let mut opt = Sgd::new(vec![w.clone()])?.lr(0.1);
+/// Context::new().training(true).run(|| {
+///     opt.zero_grad();
+///     w.square()?.sum((), false)?.backward()?; // d/dw sum(w^2) = 2w
+///     opt.step() // w - 0.1 * 2w
+/// })?;
+/// let v = w.to_vec::<f32>()?;
+/// assert!((v[0] - 0.8).abs() < 1e-6 && (v[1] - 1.6).abs() < 1e-6);
+/// assert!(opt.step().is_err()); // outside training mode
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 pub trait Optimizer {
     /// The parameters this optimizer updates (each `requires_grad`, no duplicates).
     fn params(&self) -> &[Tensor];
@@ -886,32 +905,51 @@ pub enum LrSchedule {
     /// `lr · (start + (end − start) · min(k, total_steps) / total_steps)` (PyTorch's
     /// `LinearLR`; a linear warmup has `end_factor` 1).
     Linear {
+        /// The factor at step 0.
         start_factor: f64,
+        /// The factor from `total_steps` on.
         end_factor: f64,
+        /// Steps of the ramp.
         total_steps: usize,
     },
     /// `lr · gamma^⌊k / step_size⌋` (PyTorch's `StepLR`).
-    Step { step_size: usize, gamma: f64 },
+    Step {
+        /// Steps between decays.
+        step_size: usize,
+        /// The factor of each decay.
+        gamma: f64,
+    },
     /// `lr · gamma^k` (PyTorch's `ExponentialLR`).
-    Exponential { gamma: f64 },
+    Exponential {
+        /// The factor per step.
+        gamma: f64,
+    },
     /// A linear warmup from `lr · start_factor` over `warmup_steps` steps, then a cosine decay
     /// from `lr` to `min_lr` at `total_steps`, held after: PyTorch's `CosineAnnealingLR(T_max =
     /// total_steps − warmup_steps, eta_min = min_lr)` after a `LinearLR(start_factor,
     /// total_iters = warmup_steps)` in a `SequentialLR`. (PyTorch's cosine goes back up after
     /// `T_max`; this one stays at `min_lr`.)
     Cosine {
+        /// Steps of the linear warmup.
         warmup_steps: usize,
+        /// The factor of `lr` at step 0.
         start_factor: f64,
+        /// The step at which the rate reaches `min_lr`.
         total_steps: usize,
+        /// The rate at and after `total_steps`.
         min_lr: f64,
     },
     /// One cycle (PyTorch's `OneCycleLR`, two phases, cosine annealing, no momentum cycling):
     /// from `lr / div_factor` up to `lr` (the peak) at step `pct_start · total_steps − 1`, then
     /// down to `lr / (div_factor · final_div_factor)` at step `total_steps − 1`, held after.
     OneCycle {
+        /// Steps of the whole cycle.
         total_steps: usize,
+        /// The fraction of them spent rising.
         pct_start: f64,
+        /// The starting rate is `lr / div_factor`.
         div_factor: f64,
+        /// The final rate is `lr / (div_factor · final_div_factor)`.
         final_div_factor: f64,
     },
 }
@@ -1096,6 +1134,7 @@ pub struct OptimizerGroup {
 }
 
 impl OptimizerGroup {
+    /// A group of `members`; errors when it is empty or a parameter belongs to two members.
     pub fn new(members: Vec<Box<dyn Optimizer>>) -> Result<OptimizerGroup> {
         if members.is_empty() {
             bail!(Other, "OptimizerGroup: no optimizers");
@@ -1124,9 +1163,11 @@ impl OptimizerGroup {
     pub fn get_mut(&mut self, i: usize) -> Option<&mut (dyn Optimizer + 'static)> {
         self.members.get_mut(i).map(|m| m.as_mut())
     }
+    /// The number of members.
     pub fn len(&self) -> usize {
         self.members.len()
     }
+    /// Whether there are no members (never, once built).
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }

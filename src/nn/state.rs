@@ -201,6 +201,20 @@ pub fn get_buffers(model: &(impl State + ?Sized)) -> Vec<Tensor> {
 /// With `strict`, the names must match exactly (no model tensor missing from `state`, no name
 /// in `state` unknown to the model); without it, model tensors missing from `state` keep their
 /// values and unknown names are ignored.
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::nn::state::{get_state_dict, load_state_dict, safe_load_bytes, safe_save_bytes};
+/// use wgrad::nn::Linear;
+/// let (a, b) = (Linear::new(3, 2)?, Linear::new(3, 2)?);
+/// let names: Vec<String> = get_state_dict(&a).into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["weight", "bias"]);
+/// let bytes = safe_save_bytes(&get_state_dict(&a))?; // a safetensors file
+/// load_state_dict(&b, &safe_load_bytes(&bytes)?, true)?;
+/// assert_eq!(b.weight.to_vec::<f32>()?, a.weight.to_vec::<f32>()?);
+/// let wrong = vec![("weight".to_string(), wgrad::Tensor::zeros(&[2, 2])?)];
+/// assert!(load_state_dict(&b, &wrong, false).is_err()); // shape [2, 2], not [2, 3]
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 pub fn load_state_dict(
     model: &(impl State + ?Sized),
     state: &[(String, Tensor)],
@@ -365,6 +379,7 @@ pub struct Snapshots {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Snapshots {
+    /// Keep a snapshot every `n` steps (at least 1).
     pub fn every(n: u64) -> Snapshots {
         Snapshots {
             every: n.max(1),

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 type KernelFn = unsafe extern "C" fn(*const *mut u8, i32, i32);
 
+/// A C kernel compiled into a shared object and loaded: the function the CPU backend calls on
+/// its worker threads.
 pub struct CpuProgram {
     // Keeps the shared object loaded for as long as `func` may be called.
     _lib: Arc<libloading::Library>,

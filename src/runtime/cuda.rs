@@ -83,13 +83,17 @@ pub fn stats() -> Stats {
 /// The device in use.
 #[derive(Clone, Debug)]
 pub struct DeviceInfo {
+    /// The GPU's name.
     pub name: String,
     /// Compute capability, e.g. (9, 0).
     pub capability: (i32, i32),
     /// The `--gpu-architecture` kernels are compiled for, e.g. `sm_90`.
     pub arch: String,
+    /// Device memory, in bytes.
     pub memory_bytes: usize,
+    /// The driver's CUDA version (e.g. 12080 for 12.8).
     pub driver_version: i32,
+    /// The NVRTC version and the library loaded ("12.9 (/path/libnvrtc.so.12)").
     pub nvrtc: String,
 }
 

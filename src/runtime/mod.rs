@@ -161,6 +161,8 @@ unsafe impl Send for HostMem {}
 unsafe impl Sync for HostMem {}
 
 impl HostMem {
+    /// `bytes` zeroed bytes, 64-byte aligned. Errors when the size overflows or the allocation
+    /// fails.
     pub fn new(bytes: usize) -> Result<HostMem> {
         let layout = match bytes
             .checked_add(HOST_SLACK)
@@ -180,12 +182,15 @@ impl HostMem {
             None => bail!(Device, "out of memory allocating {bytes} bytes"),
         }
     }
+    /// The start of the memory.
     pub fn ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+    /// Its size in bytes (without the slack).
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether it holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -213,6 +218,7 @@ impl Drop for HostMem {
 
 /// Device memory. Freed on drop.
 pub struct Buffer {
+    /// The device the memory is on.
     pub device: Device,
     /// Size in bytes.
     pub size: usize,
@@ -272,9 +278,11 @@ impl Buffer {
 
 /// A compiled kernel.
 pub struct Program {
+    /// The kernel's name (`LinearKernel::name`).
     pub name: String,
     /// Rendered source, empty for the interpreter.
     pub source: String,
+    /// Invocations per launch.
     pub global_size: usize,
     /// Invocations per workgroup (1: a flat kernel).
     pub local_size: usize,
@@ -298,24 +306,33 @@ pub(crate) enum ProgramImpl {
 /// build replay graphs from them.
 #[derive(Clone)]
 pub enum Launch {
+    /// A kernel launch.
     Kernel {
+        /// The device it runs on.
         dev: Device,
+        /// The compiled kernel.
         prog: Arc<Program>,
+        /// The buffer bound to each slot.
         bufs: Vec<Arc<Buffer>>,
     },
+    /// A copy of `src`'s bytes into `dst` (possibly on another device).
     Copy {
+        /// Read from.
         src: Arc<Buffer>,
+        /// Written to.
         dst: Arc<Buffer>,
     },
 }
 
 impl Launch {
+    /// The launch's buffers, to rebind them (memory planning).
     pub fn buffers_mut(&mut self) -> Vec<&mut Arc<Buffer>> {
         match self {
             Launch::Kernel { bufs, .. } => bufs.iter_mut().collect(),
             Launch::Copy { src, dst } => vec![src, dst],
         }
     }
+    /// The launch's buffers.
     pub fn buffers(&self) -> Vec<&Arc<Buffer>> {
         match self {
             Launch::Kernel { bufs, .. } => bufs.iter().collect(),
@@ -330,6 +347,7 @@ pub trait Graph: Send + Sync {
     fn run(&self, before: &[(&Buffer, &Buffer)], after: &[(&Buffer, &Buffer)]) -> Result<()>;
 }
 
+/// A boxed future (readback is asynchronous in the browser).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What a backend provides. Every method that can fail returns an error, never panics.
@@ -344,7 +362,10 @@ pub(crate) fn host_target() -> Target {
     }
 }
 
+/// A backend: allocate buffers, copy in and out, compile linear kernels, launch them. Ops are
+/// not here: they live in the IR and codegen.
 pub trait Backend: Send + Sync {
+    /// The device this backend instance drives.
     fn device(&self) -> Device;
     /// The most buffers one kernel may bind (the renderer's limit).
     fn max_buffers(&self) -> usize;
@@ -362,9 +383,13 @@ pub trait Backend: Send + Sync {
     fn max_buffer_bytes(&self) -> usize {
         isize::MAX as usize
     }
+    /// A buffer of `bytes` bytes; errors when the device cannot allocate it.
     fn alloc(&self, bytes: usize) -> Result<Buffer>;
+    /// Write `data` at the start of `buf`.
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()>;
+    /// Read all of `buf` back (asynchronous: the browser has no blocking readback).
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
+    /// Render `k` in the backend's dialect and compile it; errors carry the compiler's message.
     fn compile(&self, k: &LinearKernel) -> Result<Program>;
     /// Whether this backend's `compile` may run on several threads at once, for a schedule's
     /// kernels compiled before it runs (`realize::prepare`): worth it where compiling is slow
@@ -377,6 +402,7 @@ pub trait Backend: Send + Sync {
     fn can_run(&self, _p: &Program) -> bool {
         true
     }
+    /// Queue `p` with `bufs` bound to its slots in order (it may run after this returns).
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()>;
     /// Launch and wait, returning the kernel's device time where the backend can measure it
     /// (`DEBUG>=2`); `None` lets the caller time it on the host.
@@ -385,6 +411,7 @@ pub trait Backend: Send + Sync {
         self.synchronize()?;
         Ok(None)
     }
+    /// Wait until every queued launch and copy has finished.
     fn synchronize(&self) -> Result<()>;
     /// Queue `launches` (kernels and copies on this device, in order) with each kernel timed by
     /// the device's timestamp queries, and return a future of the nanoseconds per launch (0 for

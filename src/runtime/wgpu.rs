@@ -36,10 +36,15 @@ const POOL_BYTES: u64 = 512 << 20;
 /// not create pipelines, bind groups or buffers, and submits once).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Compute pipelines created.
     pub pipelines: u64,
+    /// Bind groups created.
     pub bind_groups: u64,
+    /// Buffers created (not reused from the pool).
     pub buffers: u64,
+    /// Command buffers submitted.
     pub submits: u64,
+    /// Dispatches encoded.
     pub dispatches: u64,
     /// Compute passes begun (an eager launch is a pass; a replay puts every dispatch in one).
     pub passes: u64,
@@ -134,13 +139,19 @@ fn since(_: Clock) -> u64 {
 /// The adapter a device was created on.
 #[derive(Clone, Debug)]
 pub struct AdapterInfo {
+    /// The adapter's name (e.g. "llvmpipe (LLVM 15.0.6, 256 bits)").
     pub name: String,
+    /// The graphics API under it ("Vulkan", "Metal", "Dx12", "BrowserWebGpu").
     pub backend: String,
     /// "DiscreteGpu", "IntegratedGpu", "Cpu" (a software rasterizer such as lavapipe), ...
     pub device_type: String,
+    /// The driver's name and version, where the adapter reports them.
     pub driver: String,
+    /// Storage buffers a kernel may bind (the scheduler splits kernels that would bind more).
     pub max_storage_buffers_per_stage: u32,
+    /// The largest storage buffer binding, in bytes.
     pub max_storage_binding_bytes: u64,
+    /// Whether kernels can be timed by timestamp queries.
     pub timestamps: bool,
 }
 

@@ -13,6 +13,7 @@ use crate::error::{bail, Error, ErrorKind, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Padding {
     #[default]
+    /// No padding: the output shrinks by the dilated kernel size less one (the default).
     Valid,
     /// Output as large as the input; requires stride 1.
     Same,
@@ -23,9 +24,13 @@ pub enum Padding {
 /// Options of `conv2d`: stride, padding, dilation, groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dOpts {
+    /// (rows, columns) between windows.
     pub stride: (usize, usize),
+    /// Zeros added around the input.
     pub padding: Padding,
+    /// (rows, columns) between kernel taps.
     pub dilation: (usize, usize),
+    /// Input and output channels split into this many groups (channels must divide by it).
     pub groups: usize,
 }
 
@@ -44,6 +49,7 @@ impl Default for Conv2dOpts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Padding1d {
     #[default]
+    /// No padding: the output shrinks by the dilated kernel size less one (the default).
     Valid,
     /// Output as long as the input; requires stride 1.
     Same,
@@ -54,9 +60,13 @@ pub enum Padding1d {
 /// Options of `conv1d`: stride, padding, dilation, groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv1dOpts {
+    /// Elements between windows.
     pub stride: usize,
+    /// Zeros added around the input.
     pub padding: Padding1d,
+    /// Elements between kernel taps.
     pub dilation: usize,
+    /// Input and output channels split into this many groups (channels must divide by it).
     pub groups: usize,
 }
 
@@ -75,10 +85,15 @@ impl Default for Conv1dOpts {
 /// `(in - 1)·stride − 2·padding + dilation·(kernel − 1) + output_padding + 1` per spatial dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvTranspose2dOpts {
+    /// (rows, columns) the input is spread out by.
     pub stride: (usize, usize),
+    /// (rows, columns) removed from each side of the output.
     pub padding: (usize, usize),
+    /// (rows, columns) added to one side of the output (below the stride).
     pub output_padding: (usize, usize),
+    /// (rows, columns) between kernel taps.
     pub dilation: (usize, usize),
+    /// Channels split into this many groups.
     pub groups: usize,
 }
 
@@ -97,10 +112,15 @@ impl Default for ConvTranspose2dOpts {
 /// Options of `conv_transpose1d`, as `ConvTranspose2dOpts` for one spatial dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvTranspose1dOpts {
+    /// Elements the input is spread out by.
     pub stride: usize,
+    /// Elements removed from each side of the output.
     pub padding: usize,
+    /// Elements added to one side of the output (below the stride).
     pub output_padding: usize,
+    /// Elements between kernel taps.
     pub dilation: usize,
+    /// Channels split into this many groups.
     pub groups: usize,
 }
 
@@ -123,10 +143,15 @@ impl Default for ConvTranspose1dOpts {
 /// window, padding included, rather than by the input elements it covers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pool2dOpts {
+    /// (rows, columns) between windows; `None`: the kernel size.
     pub stride: Option<(usize, usize)>,
+    /// (rows, columns) of padding on each side.
     pub padding: (usize, usize),
+    /// (rows, columns) between window taps.
     pub dilation: (usize, usize),
+    /// Round the output size up instead of down.
     pub ceil_mode: bool,
+    /// Average pooling divides by the whole window, padding included.
     pub count_include_pad: bool,
 }
 

@@ -10,9 +10,12 @@ pub use super::conv::{Conv2dOpts, Padding};
 /// How a loss reduces over the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Reduction {
+    /// Keep one loss per element.
     None,
+    /// Sum the losses.
     Sum,
     #[default]
+    /// Average the losses (the default).
     Mean,
 }
 
@@ -21,7 +24,9 @@ pub enum Reduction {
 pub struct CrossEntropyOpts {
     /// Labels equal to this contribute nothing (and are not counted by the mean).
     pub ignore_index: Option<i64>,
+    /// Mix the one-hot target with the uniform distribution by this much (0: none).
     pub label_smoothing: f64,
+    /// How the per-sample losses are combined.
     pub reduction: Reduction,
 }
 
@@ -35,6 +40,17 @@ fn reduce_loss(x: &Tensor, r: Reduction) -> Result<Tensor> {
 
 impl Tensor {
     /// Matrix product with numpy semantics (1-D operands, broadcast batch dims).
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let b = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 2.0], &[2, 2])?;
+    /// assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, vec![1.0, 4.0, 3.0, 8.0]);
+    /// let v = Tensor::from_slice(&[1.0f32, 1.0], &[2])?;
+    /// assert_eq!(a.matmul(&v)?.to_vec::<f32>()?, vec![3.0, 7.0]); // [2, 2] @ [2] is [2]
+    /// assert!(a.matmul(&Tensor::ones(&[3, 2])?).is_err()); // inner sizes 2 and 3 differ
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         let (sa, sb) = (self.shape(), rhs.shape());
         if sa.is_empty() || sb.is_empty() {
@@ -82,6 +98,7 @@ impl Tensor {
         }
         Ok(out)
     }
+    /// `matmul` under numpy's other name.
     pub fn dot(&self, rhs: &Tensor) -> Result<Tensor> {
         self.matmul(rhs)
     }

@@ -24,8 +24,11 @@ pub enum Index {
     /// `start:stop:step`; a missing start or stop is the end the step starts (or stops) at, as
     /// in Python (`::-1` reverses).
     Slice {
+        /// First index (negative counts from the end); `None`: the start the step begins at.
         start: Option<isize>,
+        /// One past the last index (negative counts from the end); `None`: through the end.
         stop: Option<isize>,
+        /// Distance between indices (negative goes backward; not 0).
         step: isize,
     },
     /// A new axis of size 1 (Python's `None`).

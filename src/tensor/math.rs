@@ -53,6 +53,7 @@ impl Tensor {
     pub fn quick_gelu(&self) -> Result<Tensor> {
         self.mul(&self.mul(1.702)?.sigmoid()?)
     }
+    /// The base-10 logarithm, elementwise.
     pub fn log10(&self) -> Result<Tensor> {
         self.log2()?.mul(LOG10_2)
     }
@@ -92,10 +93,12 @@ impl Tensor {
     pub fn acos(&self) -> Result<Tensor> {
         self.asin()?.neg()?.add(FRAC_PI_2)
     }
+    /// The hyperbolic sine, elementwise.
     pub fn sinh(&self) -> Result<Tensor> {
         let x = self.to_float("sinh")?;
         x.exp()?.sub(&x.neg()?.exp()?)?.mul(0.5)
     }
+    /// The hyperbolic cosine, elementwise.
     pub fn cosh(&self) -> Result<Tensor> {
         let x = self.to_float("cosh")?;
         x.exp()?.add(&x.neg()?.exp()?)?.mul(0.5)

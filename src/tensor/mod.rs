@@ -40,6 +40,26 @@ pub(crate) struct Inner {
 }
 
 /// A lazy n-dimensional array on a device, or split over several (`shard`).
+///
+/// Ops build a graph and return at once; nothing runs until a value is needed (`realize`,
+/// `to_vec`, `item`), when the scheduler fuses the graph into a few kernels for the tensor's
+/// device. Every op that can fail on its arguments returns `Err` naming the op and the shapes
+/// or dtypes involved. Gradients are lazy graphs too: `backward` fills `grad` of every tensor
+/// that requires one.
+///
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::Tensor;
+/// let w = Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3])?;
+/// w.set_requires_grad(true);
+/// let x = Tensor::from_slice(&[2.0f32, 2.0, 2.0], &[3])?;
+/// let loss = w.mul(&x)?.square()?.sum((), false)?; // sum((w x)^2) = 4 + 16 + 36
+/// assert_eq!(loss.item::<f32>()?, 56.0);
+/// loss.backward()?;
+/// let g = w.grad().expect("w requires grad");
+/// assert_eq!(g.to_vec::<f32>()?, vec![8.0, -16.0, 24.0]); // 2 (w x) x
+/// # Ok::<(), wgrad::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<Inner>);
 
@@ -140,8 +160,11 @@ pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
 /// A right-hand operand: a tensor or a scalar (which takes the tensor's dtype).
 #[derive(Clone)]
 pub enum Operand {
+    /// A tensor (broadcast against the other operand).
     Tensor(Tensor),
+    /// A float scalar: takes the tensor's dtype, or f32 against an integer tensor.
     Float(f64),
+    /// An integer scalar: takes the tensor's dtype (i32 against a bool tensor).
     Int(i64),
 }
 
@@ -189,7 +212,9 @@ impl From<bool> for Operand {
 /// Which axes a reduction runs over.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Axes {
+    /// Every axis.
     All,
+    /// These axes (negative counts from the end).
     Some(Vec<isize>),
 }
 
@@ -395,9 +420,11 @@ impl Tensor {
     pub(crate) fn set_lazy(&self, l: Lazy) {
         *lock(&self.0.lazy) = Arc::new(l);
     }
+    /// The size of each axis (`[]` for a scalar).
     pub fn shape(&self) -> Vec<usize> {
         self.lazy().shape.clone()
     }
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.node().dtype
     }
@@ -427,9 +454,11 @@ impl Tensor {
             .map(|n| Tensor::from_node(n.clone()))
             .collect()
     }
+    /// The number of elements (the product of the shape).
     pub fn numel(&self) -> usize {
         self.lazy().shape.iter().product()
     }
+    /// The number of axes.
     pub fn ndim(&self) -> usize {
         self.lazy().shape.len()
     }
@@ -467,6 +496,7 @@ impl Tensor {
 
     // ---- autograd handles ------------------------------------------------------------------
 
+    /// Whether gradients are tracked for this tensor (`set_requires_grad`).
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad.load(Ordering::Relaxed)
     }
@@ -481,6 +511,7 @@ impl Tensor {
     pub fn grad(&self) -> Option<Tensor> {
         lock(&self.0.grad).clone()
     }
+    /// Replace the accumulated gradient (`None` clears it, as `Optimizer::zero_grad` does).
     pub fn set_grad(&self, g: Option<Tensor>) {
         *lock(&self.0.grad) = g;
     }
@@ -552,6 +583,18 @@ impl Tensor {
         }
         Tensor::from_bytes(&bytes, T::DTYPE, shape, "from_slice")
     }
+    /// `from_slice` taking ownership of the data.
+    ///
+    /// Errors when `data.len()` is not the product of `shape`.
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// assert_eq!(t.shape(), vec![2, 3]);
+    /// assert_eq!(t.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// assert!(Tensor::from_vec(vec![1.0f32, 2.0], &[3]).is_err());
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
         Tensor::from_slice(&data, shape)
     }
@@ -600,21 +643,36 @@ impl Tensor {
             &[],
         )
     }
+    /// `value` broadcast to `shape`, f32 (a constant: no buffer until it is used).
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let t = Tensor::full(&[2, 2], 1.5)?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![1.5; 4]);
+    /// assert_eq!(Tensor::zeros(&[3])?.sum((), false)?.item::<f32>()?, 0.0);
+    /// assert_eq!(Tensor::ones(&[2, 3])?.sum((), false)?.item::<f32>()?, 6.0);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
         Tensor::full_dtype(shape, value, DType::F32)
     }
+    /// Zeros of `shape`, f32.
     pub fn zeros(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 0.0)
     }
+    /// Ones of `shape`, f32.
     pub fn ones(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 1.0)
     }
+    /// Zeros with this tensor's shape, dtype and devices.
     pub fn zeros_like(&self) -> Tensor {
         self.const_like(0.0)
     }
+    /// Ones with this tensor's shape, dtype and devices.
     pub fn ones_like(&self) -> Tensor {
         self.const_like(1.0)
     }
+    /// `v` with this tensor's shape, dtype and devices.
     pub fn full_like(&self, v: f64) -> Tensor {
         self.const_like(v)
     }
@@ -819,6 +877,7 @@ impl Tensor {
         crate::runtime::block_on(self.to_vec_async())
     }
     #[cfg(not(target_arch = "wasm32"))]
+    /// Blocking form of `to_f32_vec_async` (native only): the values converted to f32.
     pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
         crate::runtime::block_on(self.to_f32_vec_async())
     }
@@ -827,6 +886,8 @@ impl Tensor {
     pub fn item<T: Element>(&self) -> Result<T> {
         crate::runtime::block_on(self.item_async())
     }
+    /// The single value of a one-element tensor (async); errors when it has more or fewer
+    /// elements, or when `T` is not its dtype.
     pub async fn item_async<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
             bail!(
@@ -1054,13 +1115,28 @@ impl Tensor {
 
     // ---- elementwise -----------------------------------------------------------------------
 
+    /// `self + rhs`, elementwise. Both operands are broadcast to a common shape and promoted to a
+    /// common dtype (`DType::promote`); a scalar takes the tensor's dtype. Errors when the shapes
+    /// do not broadcast or the tensors are on different devices.
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let b = Tensor::from_slice(&[10.0f32, 20.0], &[2])?; // broadcast along the rows
+    /// assert_eq!(a.add(&b)?.to_vec::<f32>()?, vec![11.0, 22.0, 13.0, 24.0]);
+    /// assert_eq!(a.mul(2.0)?.sub(1.0)?.to_vec::<f32>()?, vec![1.0, 3.0, 5.0, 7.0]);
+    /// assert!(a.add(&Tensor::zeros(&[3])?).is_err()); // [2, 2] and [3] do not broadcast
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn add(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::Add, "add", rhs)
     }
+    /// `self - rhs`, elementwise, broadcast and promoted as `add`.
     pub fn sub(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair("sub", rhs)?;
         a.add(&b.neg()?)
     }
+    /// `self * rhs`, elementwise, broadcast and promoted as `add`.
     pub fn mul(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::Mul, "mul", rhs)
     }
@@ -1095,38 +1171,58 @@ impl Tensor {
         let fix = r.ne(0)?.logical_and(&r.lt(0)?.bitwise_xor(&b.lt(0)?)?)?;
         fix.where_(&r.add(&b)?, &r)
     }
+    /// `-self` (`logical_not` for bool; wrapping for integers).
     pub fn neg(&self) -> Result<Tensor> {
         if self.dtype() == DType::Bool {
             return self.logical_not();
         }
         Ok(self.unary(UnaryOp::Neg))
     }
+    /// The larger of `self` and `rhs`, elementwise (broadcast and promoted as `add`).
     pub fn maximum(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::Max, "maximum", rhs)
     }
+    /// The smaller of `self` and `rhs`, elementwise (broadcast and promoted as `add`).
     pub fn minimum(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair("minimum", rhs)?;
         a.neg()?.maximum(&b.neg()?)?.neg()
     }
+    /// `self < rhs`, elementwise, as a bool tensor (broadcast and promoted as `add`).
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::{DType, Tensor};
+    /// let x = Tensor::from_slice(&[-1.0f32, 0.0, 2.0], &[3])?;
+    /// let m = x.lt(0.5)?;
+    /// assert_eq!(m.dtype(), DType::Bool);
+    /// assert_eq!(m.to_vec::<bool>()?, vec![true, true, false]);
+    /// assert_eq!(m.where_(&x, 9.0)?.to_vec::<f32>()?, vec![-1.0, 0.0, 9.0]);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn lt(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::CmpLt, "lt", rhs)
     }
+    /// `self > rhs`, elementwise, as a bool tensor.
     pub fn gt(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         let (a, b) = self.broadcast_pair("gt", rhs)?;
         b.lt(&a)
     }
+    /// `self <= rhs`, elementwise, as a bool tensor.
     pub fn le(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.gt(rhs)?.logical_not()
     }
+    /// `self >= rhs`, elementwise, as a bool tensor.
     pub fn ge(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.lt(rhs)?.logical_not()
     }
+    /// `self == rhs`, elementwise, as a bool tensor.
     pub fn eq(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::CmpEq, "eq", rhs)
     }
+    /// `self != rhs`, elementwise, as a bool tensor.
     pub fn ne(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.binary(BinaryOp::CmpNe, "ne", rhs)
     }
+    /// Logical not of a bool tensor; errors on other dtypes (`bitwise_not` flips integer bits).
     pub fn logical_not(&self) -> Result<Tensor> {
         if self.dtype() != DType::Bool {
             bail!(
@@ -1137,6 +1233,7 @@ impl Tensor {
         }
         self.ne(true)
     }
+    /// Logical and of two bool tensors (broadcast); errors on other dtypes.
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
             bail!(
@@ -1148,6 +1245,7 @@ impl Tensor {
         }
         self.binary(BinaryOp::And, "logical_and", rhs)
     }
+    /// Logical or of two bool tensors (broadcast); errors on other dtypes.
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
         if self.dtype() != DType::Bool || rhs.dtype() != DType::Bool {
             bail!(
@@ -1163,15 +1261,20 @@ impl Tensor {
     pub fn bitwise_xor(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Xor, "xor", rhs)
     }
+    /// Bitwise and of integer (or bool) tensors; errors on floats.
     pub fn bitwise_and(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::And, "bitand", rhs)
     }
+    /// Bitwise or of integer (or bool) tensors; errors on floats.
     pub fn bitwise_or(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Or, "bitor", rhs)
     }
+    /// `self << rhs` on integer tensors (the shift taken modulo 32); errors on floats.
     pub fn lshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shl, "shl", rhs)
     }
+    /// `self >> rhs` on integer tensors, zero-filling (the shift taken modulo 32); errors on
+    /// floats.
     pub fn rshift(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         self.int_binary(BinaryOp::Shr, "shr", rhs)
     }
@@ -1239,6 +1342,16 @@ impl Tensor {
     pub fn bool(&self) -> Result<Tensor> {
         self.cast(DType::Bool)
     }
+    /// Convert to `dtype` (a no-op when it already is). Float to integer truncates toward zero and
+    /// saturates, NaN giving 0; integer to integer wraps; to bool tests non-zero.
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::{DType, Tensor};
+    /// let x = Tensor::from_slice(&[-1.7f32, 0.2, 2.9], &[3])?;
+    /// assert_eq!(x.cast(DType::I32)?.to_vec::<i32>()?, vec![-1, 0, 2]);
+    /// assert_eq!(x.cast(DType::Bool)?.to_vec::<bool>()?, vec![true, true, true]);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             return Ok(self.clone());
@@ -1246,52 +1359,66 @@ impl Tensor {
         Ok(self.each(Op::Cast(dtype), dtype))
     }
 
+    /// `2^x`, elementwise (integers are cast to f32 first, as for every float op below).
     pub fn exp2(&self) -> Result<Tensor> {
         self.float_unary("exp2", UnaryOp::Exp2)
     }
+    /// `log2(x)`, elementwise: NaN below 0, `-inf` at 0.
     pub fn log2(&self) -> Result<Tensor> {
         self.float_unary("log2", UnaryOp::Log2)
     }
+    /// `e^x`, elementwise.
     pub fn exp(&self) -> Result<Tensor> {
         self.to_float("exp")?.mul(std::f64::consts::LOG2_E)?.exp2()
     }
+    /// The natural logarithm, elementwise: NaN below 0, `-inf` at 0.
     pub fn log(&self) -> Result<Tensor> {
         self.log2()?.mul(std::f64::consts::LN_2)
     }
+    /// The square root, elementwise: NaN below 0.
     pub fn sqrt(&self) -> Result<Tensor> {
         self.float_unary("sqrt", UnaryOp::Sqrt)
     }
+    /// `1 / sqrt(x)`, elementwise.
     pub fn rsqrt(&self) -> Result<Tensor> {
         self.sqrt()?.reciprocal()
     }
+    /// `1 / x`, elementwise.
     pub fn reciprocal(&self) -> Result<Tensor> {
         self.float_unary("reciprocal", UnaryOp::Recip)
     }
+    /// The sine of `x` in radians, elementwise.
     pub fn sin(&self) -> Result<Tensor> {
         self.float_unary("sin", UnaryOp::Sin)
     }
+    /// The cosine of `x` in radians, elementwise.
     pub fn cos(&self) -> Result<Tensor> {
         self.to_float("cos")?
             .neg()?
             .add(std::f64::consts::FRAC_PI_2)?
             .sin()
     }
+    /// The tangent of `x` in radians, elementwise.
     pub fn tan(&self) -> Result<Tensor> {
         self.sin()?.div(&self.cos()?)
     }
+    /// `x` rounded toward zero, elementwise.
     pub fn trunc(&self) -> Result<Tensor> {
         self.float_unary("trunc", UnaryOp::Trunc)
     }
+    /// `x` rounded down, elementwise.
     pub fn floor(&self) -> Result<Tensor> {
         let t = self.trunc()?;
         let adj = t.gt(self)?.where_(1.0, 0.0)?;
         t.sub(&adj)
     }
+    /// `x` rounded up, elementwise.
     pub fn ceil(&self) -> Result<Tensor> {
         let t = self.trunc()?;
         let adj = t.lt(self)?.where_(1.0, 0.0)?;
         t.add(&adj)
     }
+    /// `x` rounded to the nearest integer, halves to even (numpy's `round`), elementwise.
     pub fn round(&self) -> Result<Tensor> {
         // Half to even, like numpy.
         let f = self.floor()?;
@@ -1302,6 +1429,7 @@ impl Tensor {
             .logical_or(&d.eq(0.5)?.logical_and(&even.logical_not()?)?)?;
         f.add(&up.where_(1.0, 0.0)?)
     }
+    /// `x * x`, elementwise.
     pub fn square(&self) -> Result<Tensor> {
         self.mul(self)
     }
@@ -1310,6 +1438,7 @@ impl Tensor {
         let x = self.eq(0)?.where_(self.zeros_like(), self)?;
         self.lt(0)?.where_(&self.neg()?, &x)
     }
+    /// -1, 0 or 1 by the sign of `x`, in `x`'s dtype.
     pub fn sign(&self) -> Result<Tensor> {
         let neg = self.lt(0)?.where_(-1.0, 1.0)?.cast(self.dtype())?;
         self.eq(0)?.where_(self.zeros_like(), &neg)
@@ -1405,6 +1534,7 @@ impl Tensor {
         let e = pos.where_(&x.neg()?, &x)?.exp()?;
         pos.where_(1.0, &e)?.div(&e.add(1.0)?)
     }
+    /// The hyperbolic tangent, elementwise.
     pub fn tanh(&self) -> Result<Tensor> {
         self.mul(2.0)?.sigmoid()?.mul(2.0)?.sub(1.0)
     }
@@ -1416,9 +1546,11 @@ impl Tensor {
             .mul((2.0 / std::f64::consts::PI).sqrt())?;
         x.mul(0.5)?.mul(&inner.tanh()?.add(1.0)?)
     }
+    /// `x * sigmoid(x)` (SiLU), elementwise.
     pub fn silu(&self) -> Result<Tensor> {
         self.mul(&self.sigmoid()?)
     }
+    /// `silu` under its other name.
     pub fn swish(&self) -> Result<Tensor> {
         self.silu()
     }
@@ -1432,6 +1564,7 @@ impl Tensor {
     pub(crate) fn log1p_exp_neg_abs(&self) -> Result<Tensor> {
         self.abs()?.neg()?.exp()?.add(1.0)?.log()
     }
+    /// `x * tanh(softplus(x))` (Mish), elementwise.
     pub fn mish(&self) -> Result<Tensor> {
         self.mul(&self.softplus()?.tanh()?)
     }
@@ -1476,6 +1609,7 @@ impl Tensor {
     pub fn nbytes(&self) -> usize {
         self.numel() * self.element_size()
     }
+    /// Whether the dtype is a float (`F16`, `BF16` or `F32`).
     pub fn is_floating_point(&self) -> bool {
         self.dtype().is_float()
     }

@@ -32,6 +32,16 @@ impl Tensor {
     }
 
     /// Reshape; one dimension may be -1 (inferred).
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let t = Tensor::arange(0.0, 6.0, 1.0, wgrad::DType::F32)?;
+    /// let m = t.reshape(&[2, -1])?; // -1 becomes 3
+    /// assert_eq!(m.shape(), vec![2, 3]);
+    /// assert_eq!(m.t()?.to_vec::<f32>()?, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// assert!(t.reshape(&[4, -1]).is_err()); // 6 elements do not fill 4 rows
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         let s = self.shape();
         let n: usize = s.iter().product();
@@ -73,6 +83,8 @@ impl Tensor {
         }
         self.reshape_u(&out)
     }
+    /// Reorder the axes: axis `i` of the result is axis `order[i]` of `self` (negative counts from
+    /// the end). A view: nothing is copied. Errors when `order` is not a permutation of the axes.
     pub fn permute(&self, order: &[isize]) -> Result<Tensor> {
         let s = self.shape();
         if order.len() != s.len() {
@@ -98,6 +110,7 @@ impl Tensor {
         let shape = p.iter().map(|&i| s[i]).collect();
         Tensor::mk(Op::Permute(p), self.dtype(), shape, &[self])
     }
+    /// Swap axes `a` and `b` (negative counts from the end).
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let n = self.ndim();
         let (a, b) = (norm_axis("transpose", a, n)?, norm_axis("transpose", b, n)?);
@@ -134,6 +147,7 @@ impl Tensor {
         }
         self.broadcast_to(&out)
     }
+    /// Merge the axes from `start_dim` to the last into one (a 0-d tensor becomes `[1]`).
     pub fn flatten(&self, start_dim: isize) -> Result<Tensor> {
         let s = self.shape();
         if s.is_empty() {
@@ -165,6 +179,7 @@ impl Tensor {
             }
         }
     }
+    /// Insert a size-1 axis at `axis` (negative counts from the end of the result).
     pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
         let s = self.shape();
         let a = norm_axis("unsqueeze", axis, s.len() + 1)?;
@@ -256,6 +271,7 @@ impl Tensor {
         shape.remove(a + 1);
         t.reshape_u(&shape)
     }
+    /// Reverse the order of elements along `axes` (a view).
     pub fn flip(&self, axes: &[isize]) -> Result<Tensor> {
         let s = self.shape();
         let mut f = vec![false; s.len()];
@@ -323,6 +339,8 @@ impl Tensor {
         }
         acc.ok_or_else(|| crate::Error::new(crate::ErrorKind::Shape, "cat: no tensors"))
     }
+    /// Join tensors of one shape and dtype along a new axis at `axis`; errors when the list is
+    /// empty or the shapes differ.
     pub fn stack(ts: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some(first) = ts.first() else {
             bail!(Shape, "stack: no tensors")

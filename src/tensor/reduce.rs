@@ -75,6 +75,17 @@ impl Tensor {
     }
 
     /// Sum over `axes`; bool and u8 sum as i32.
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// assert_eq!(x.sum((), false)?.item::<f32>()?, 21.0);
+    /// assert_eq!(x.sum(1, false)?.to_vec::<f32>()?, vec![6.0, 15.0]);
+    /// assert_eq!(x.sum(0, true)?.shape(), vec![1, 3]);
+    /// assert_eq!(x.mean(-1, false)?.to_vec::<f32>()?, vec![2.0, 5.0]);
+    /// assert_eq!(x.max((), false)?.item::<f32>()?, 6.0);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let x = match self.dtype() {
             DType::Bool | DType::U8 => self.cast(DType::I32)?,
@@ -106,15 +117,18 @@ impl Tensor {
     pub(crate) fn sum_keep_dtype(&self, axis: usize) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, "sum", Axes::Some(vec![axis as isize]), false)
     }
+    /// The mean over `axes` (removed unless `keepdim`), as a float (integers promote to f32).
     pub fn mean(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = axes.into();
         let ax = self.axes_list("mean", axes.clone())?;
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         self.to_float("mean")?.sum(axes, keepdim)?.div(n as f64)
     }
+    /// The largest element over `axes` (removed unless `keepdim`).
     pub fn max(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, "max", axes.into(), keepdim)
     }
+    /// The smallest element over `axes` (removed unless `keepdim`).
     pub fn min(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         if self.dtype().is_unsigned() {
             let dt = self.dtype();
@@ -162,6 +176,8 @@ impl Tensor {
         let best = score.max(a as isize, keepdim)?;
         best.neg()?.add(n as i64)
     }
+    /// The index (i32) of the smallest element along `axis` (of the flattened tensor for `None`);
+    /// the first one on ties.
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
         if let Some(a) = axis {
             norm_axis("argmin", a, self.ndim())?;
@@ -231,6 +247,16 @@ impl Tensor {
         let zero = v.eq(0.0)?;
         zero.where_(0.0, &zero.where_(1.0, &v)?.sqrt()?)
     }
+    /// `exp(x) / sum(exp(x))` along `axis`, computed stably (the maximum subtracted first).
+    /// ```
+    /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+    /// use wgrad::Tensor;
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[1, 3])?;
+    /// let p = x.softmax(-1)?.to_vec::<f32>()?;
+    /// assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    /// assert!((p[2] - 0.665_240_9).abs() < 1e-6);
+    /// # Ok::<(), wgrad::Error>(())
+    /// ```
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         norm_axis("softmax", axis, self.ndim())?;
         let x = self.to_float("softmax")?;
@@ -243,12 +269,14 @@ impl Tensor {
         norm_axis("softmin", axis, self.ndim())?;
         self.to_float("softmin")?.neg()?.softmax(axis)
     }
+    /// `log(softmax(x))` along `axis`, computed stably.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         norm_axis("log_softmax", axis, self.ndim())?;
         let x = self.to_float("log_softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         m.sub(&m.exp()?.sum(axis, true)?.log()?)
     }
+    /// `log(sum(exp(x)))` over `axes` (removed unless `keepdim`), computed stably.
     pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = axes.into();
         self.axes_list("logsumexp", axes.clone())?;

@@ -31,62 +31,162 @@
 /// `Axes, Conv2dOpts, CrossEntropyOpts, DType, Index, Operand, Reduction, Tensor` and the options
 /// of the convolution block: `Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Interpolation,
 /// PadMode, Pool2dOpts`.
+///
+/// Every row carries its documentation (`#[doc]`): the JS binding copies it into the method's
+/// TypeScript declaration. The one-argument, two-operand and reduce ops are listed compactly as
+/// `"jsName" rust_name " doc"` and expanded into rows by the arms at the end.
 #[macro_export]
 macro_rules! for_each_op {
     ($row:ident) => {
         $crate::for_each_op!(@unary $row
-            "neg" neg, "exp" exp, "exp2" exp2, "log" log, "log2" log2, "sqrt" sqrt,
-            "rsqrt" rsqrt, "reciprocal" reciprocal, "sin" sin, "cos" cos, "tan" tan,
-            "trunc" trunc, "floor" floor, "ceil" ceil, "round" round, "square" square,
-            "abs" abs, "sign" sign, "relu" relu, "relu6" relu6, "sigmoid" sigmoid,
-            "tanh" tanh, "gelu" gelu, "silu" silu, "swish" swish, "softplus" softplus,
-            "mish" mish, "hardsigmoid" hardsigmoid, "hardswish" hardswish,
-            "logicalNot" logical_not, "erf" erf, "geluErf" gelu_erf, "quickGelu" quick_gelu,
-            "log10" log10, "asin" asin, "acos" acos, "atan" atan, "sinh" sinh, "cosh" cosh,
-            "asinh" asinh, "acosh" acosh, "atanh" atanh, "selu" selu,
-            "logsigmoid" logsigmoid, "softsign" softsign, "isnan" isnan, "isfinite" isfinite,
-            "float" float, "half" half, "int" int, "bool" bool, "diag" diag,
-            "bitwiseNot" bitwise_not, "bfloat16" bfloat16
+            "neg" neg " `-x` (logical not for bool).",
+            "exp" exp " `e^x`.",
+            "exp2" exp2 " `2^x`.",
+            "log" log " The natural logarithm (NaN below 0, -Infinity at 0).",
+            "log2" log2 " The base-2 logarithm.",
+            "sqrt" sqrt " The square root (NaN below 0).",
+            "rsqrt" rsqrt " `1 / sqrt(x)`.",
+            "reciprocal" reciprocal " `1 / x`.",
+            "sin" sin " The sine of radians.",
+            "cos" cos " The cosine of radians.",
+            "tan" tan " The tangent of radians.",
+            "trunc" trunc " Rounded toward zero.",
+            "floor" floor " Rounded down.",
+            "ceil" ceil " Rounded up.",
+            "round" round " Rounded to the nearest integer, halves to even.",
+            "square" square " `x * x`.",
+            "abs" abs " `|x|` (its derivative at 0 is 0).",
+            "sign" sign " -1, 0 or 1 by the sign of each element.",
+            "relu" relu " `max(x, 0)`.",
+            "relu6" relu6 " `min(max(x, 0), 6)`.",
+            "sigmoid" sigmoid " `1 / (1 + e^-x)`, computed stably.",
+            "tanh" tanh " The hyperbolic tangent.",
+            "gelu" gelu " GELU, tanh approximation.",
+            "silu" silu " `x * sigmoid(x)`.",
+            "swish" swish " `silu` under its other name.",
+            "softplus" softplus " `log(1 + e^x)`, computed stably.",
+            "mish" mish " `x * tanh(softplus(x))`.",
+            "hardsigmoid" hardsigmoid " `clip(x / 6 + 1/2, 0, 1)`.",
+            "hardswish" hardswish " `x * relu6(x + 3) / 6`.",
+            "logicalNot" logical_not " Logical not of a \"bool\" tensor (an error for other dtypes).",
+            "erf" erf " The error function.",
+            "geluErf" gelu_erf " GELU, exact (through `erf`).",
+            "quickGelu" quick_gelu " `x * sigmoid(1.702 x)` (CLIP's GELU).",
+            "log10" log10 " The base-10 logarithm.",
+            "asin" asin " The arc sine, in radians.",
+            "acos" acos " The arc cosine, in radians.",
+            "atan" atan " The arc tangent, in radians.",
+            "sinh" sinh " The hyperbolic sine.",
+            "cosh" cosh " The hyperbolic cosine.",
+            "asinh" asinh " The inverse hyperbolic sine.",
+            "acosh" acosh " The inverse hyperbolic cosine.",
+            "atanh" atanh " The inverse hyperbolic tangent.",
+            "selu" selu " SELU: `scale * (x > 0 ? x : alpha * (e^x - 1))` with PyTorch's constants.",
+            "logsigmoid" logsigmoid " `log(sigmoid(x))`, computed stably.",
+            "softsign" softsign " `x / (1 + |x|)`.",
+            "isnan" isnan " Where the value is NaN, as \"bool\".",
+            "isfinite" isfinite " Where the value is neither infinite nor NaN, as \"bool\".",
+            "float" float " Cast to \"float32\".",
+            "half" half " Cast to \"float16\".",
+            "int" int " Cast to \"int32\" (floats truncate toward zero).",
+            "bool" bool " Cast to \"bool\" (non-zero is true).",
+            "diag" diag " A square matrix with this 1-D tensor on its diagonal.",
+            "bitwiseNot" bitwise_not " Every bit flipped (integers; logical not for \"bool\").",
+            "bfloat16" bfloat16 " Cast to \"bfloat16\"."
         );
         $crate::for_each_op!(@binary $row
-            "add" add, "sub" sub, "mul" mul, "div" div, "idiv" idiv, "mod" mod_, "fmod" fmod,
-            "pow" pow, "maximum" maximum, "minimum" minimum, "lt" lt, "gt" gt, "le" le, "ge" ge,
-            "eq" eq, "ne" ne, "bitwiseXor" bitwise_xor, "bitwiseAnd" bitwise_and,
-            "bitwiseOr" bitwise_or, "lshift" lshift, "rshift" rshift, "copysign" copysign,
-            "logaddexp" logaddexp
+            "add" add " `x + other`.",
+            "sub" sub " `x - other`.",
+            "mul" mul " `x * other`.",
+            "div" div " `x / other`, true division (integers are promoted to \"float32\").",
+            "idiv" idiv " Integer division truncating toward zero (an error for floats).",
+            "mod" mod_ " The remainder with the sign of `other` (Python's `%`): `-7 mod 3` is 2.",
+            "fmod" fmod " The remainder with the sign of `x` (C's `fmod`).",
+            "pow" pow " `x ** other` (negative bases work for integer exponents).",
+            "maximum" maximum " The larger of `x` and `other`.",
+            "minimum" minimum " The smaller of `x` and `other`.",
+            "lt" lt " `x < other`, as \"bool\".",
+            "gt" gt " `x > other`, as \"bool\".",
+            "le" le " `x <= other`, as \"bool\".",
+            "ge" ge " `x >= other`, as \"bool\".",
+            "eq" eq " `x == other`, as \"bool\".",
+            "ne" ne " `x != other`, as \"bool\".",
+            "bitwiseXor" bitwise_xor " Bitwise exclusive or (integers or \"bool\").",
+            "bitwiseAnd" bitwise_and " Bitwise and (integers or \"bool\").",
+            "bitwiseOr" bitwise_or " Bitwise or (integers or \"bool\").",
+            "lshift" lshift " `x << other` (integers).",
+            "rshift" rshift " `x >> other`, zero-filling (integers).",
+            "copysign" copysign " `|x|` with the sign of `other`.",
+            "logaddexp" logaddexp " `log(e^x + e^other)`, computed stably."
         );
         $crate::for_each_op!(@reduce $row
-            "sum" sum, "mean" mean, "max" max, "min" min, "logsumexp" logsumexp,
-            "prod" prod, "any" any, "all" all
+            "sum" sum " The sum over `axis` (a number or an array; all axes when omitted); \"bool\" and \"uint8\" sum as \"int32\".",
+            "mean" mean " The mean over `axis` (a number or an array; all axes when omitted).",
+            "max" max " The largest element over `axis` (a number or an array; all axes when omitted).",
+            "min" min " The smallest element over `axis` (a number or an array; all axes when omitted).",
+            "logsumexp" logsumexp " `log(sum(e^x))` over `axis` (all axes when omitted), computed stably.",
+            "prod" prod " The product over `axis` (a number or an array; all axes when omitted).",
+            "any" any " Whether any element over `axis` is non-zero, as \"bool\" (all axes when omitted).",
+            "all" all " Whether every element over `axis` is non-zero, as \"bool\" (all axes when omitted)."
         );
 
         // Elementwise ops with arguments.
-        $row! { "detach" detach(x) => Ok(x.detach()) }
-        $row! { "contiguous" contiguous(x) => Ok(x.contiguous()) }
-        $row! { "zerosLike" zeros_like(x) => Ok(x.zeros_like()) }
-        $row! { "onesLike" ones_like(x) => Ok(x.ones_like()) }
-        $row! { "fullLike" full_like(x, value: f64 as "number") => Ok(x.full_like(value)) }
-        $row! { "cast" cast(x, dtype: DType as "DType") => x.cast(dtype) }
+        $row! {
+            #[doc = " The same values, cut off from autograd."]
+            "detach" detach(x) => Ok(x.detach())
+        }
+        $row! {
+            #[doc = " The values in a buffer of their own, in row-major order."]
+            "contiguous" contiguous(x) => Ok(x.contiguous())
+        }
+        $row! {
+            #[doc = " Zeros with this tensor's shape and dtype."]
+            "zerosLike" zeros_like(x) => Ok(x.zeros_like())
+        }
+        $row! {
+            #[doc = " Ones with this tensor's shape and dtype."]
+            "onesLike" ones_like(x) => Ok(x.ones_like())
+        }
+        $row! {
+            #[doc = " `value` with this tensor's shape and dtype."]
+            "fullLike" full_like(x, value: f64 as "number") => Ok(x.full_like(value))
+        }
+        $row! {
+            #[doc = " The values converted to `dtype` (floats to integers truncate toward zero and saturate)."]
+            "cast" cast(x, dtype: DType as "DType") => x.cast(dtype)
+        }
         $row! {
             #[doc = " `cond.where(a, b)`: `a` where the condition holds, else `b`."]
             "where" where_(x, a: Operand as "Tensor | number", b: Operand as "Tensor | number")
                 => x.where_(a, b)
         }
         $row! {
+            #[doc = " Logical and of two \"bool\" tensors."]
             "logicalAnd" logical_and(x, other "the other operand": Tensor as "Tensor")
                 => x.logical_and(&other)
         }
         $row! {
+            #[doc = " Logical or of two \"bool\" tensors."]
             "logicalOr" logical_or(x, other "the other operand": Tensor as "Tensor")
                 => x.logical_or(&other)
         }
-        $row! { "leakyRelu" leaky_relu(x; slope: f64 as "number" = 0.01) => x.leaky_relu(slope) }
-        $row! { "elu" elu(x; alpha: f64 as "number" = 1.0) => x.elu(alpha) }
         $row! {
+            #[doc = " `x` where positive, else `slope * x` (default 0.01)."]
+            "leakyRelu" leaky_relu(x; slope: f64 as "number" = 0.01) => x.leaky_relu(slope)
+        }
+        $row! {
+            #[doc = " `x` where positive, else `alpha * (e^x - 1)` (default alpha 1)."]
+            "elu" elu(x; alpha: f64 as "number" = 1.0) => x.elu(alpha)
+        }
+        $row! {
+            #[doc = " `clip(x, min, max)` (default -1 and 1)."]
             "hardtanh" hardtanh(x; min: f64 as "number" = -1.0, max: f64 as "number" = 1.0)
                 => x.hardtanh(min, max)
         }
-        $row! { "clip" clip(x, min: f64 as "number", max: f64 as "number") => x.clip(min, max) }
+        $row! {
+            #[doc = " Values below `min` become `min`, above `max` become `max`."]
+            "clip" clip(x, min: f64 as "number", max: f64 as "number") => x.clip(min, max)
+        }
         $row! {
             #[doc = " Zero elements with probability `p` (default 0.5) and scale the rest, in training mode."]
             "dropout" dropout(x; p: f64 as "number" = 0.5) => x.dropout(p)
@@ -99,6 +199,7 @@ macro_rules! for_each_op {
                 keepdim: bool as "boolean" = false) => x.argmax(axis, keepdim)
         }
         $row! {
+            #[doc = " Index of the smallest value along `axis` (of the flattened tensor when omitted)."]
             "argmin" argmin(x; axis: Option<isize> as "number | null" = None,
                 keepdim: bool as "boolean" = false) => x.argmin(axis, keepdim)
         }
@@ -109,6 +210,7 @@ macro_rules! for_each_op {
                 => x.var(axis, keepdim, correction)
         }
         $row! {
+            #[doc = " Standard deviation with `correction` (1: unbiased, the default)."]
             "std" std(x; axis @ "axes": Axes as "number | number[] | null" = Axes::All,
                 keepdim: bool as "boolean" = false, correction: f64 as "number" = 1.0)
                 => x.std(axis, keepdim, correction)
@@ -117,27 +219,42 @@ macro_rules! for_each_op {
             #[doc = " Softmax along `axis` (default -1)."]
             "softmax" softmax(x; axis: isize as "number" = -1) => x.softmax(axis)
         }
-        $row! { "logSoftmax" log_softmax(x; axis: isize as "number" = -1) => x.log_softmax(axis) }
+        $row! {
+            #[doc = " `log(softmax(x))` along `axis` (default -1), computed stably."]
+            "logSoftmax" log_softmax(x; axis: isize as "number" = -1) => x.log_softmax(axis)
+        }
 
         // Movement.
         $row! {
             #[doc = " New shape (one entry may be -1)."]
             "reshape" reshape(x, shape: Vec<isize> as "number[]") => x.reshape(&shape)
         }
-        $row! { "permute" permute(x, order: Vec<isize> as "number[]") => x.permute(&order) }
+        $row! {
+            #[doc = " Axes reordered: axis `i` of the result is axis `order[i]` (a view, no copy)."]
+            "permute" permute(x, order: Vec<isize> as "number[]") => x.permute(&order)
+        }
         $row! {
             #[doc = " Swap axes `a` and `b` (default 1 and 0, as in tinygrad)."]
             "transpose" transpose(x; a: isize as "number" = 1, b: isize as "number" = 0)
                 => x.transpose(a, b)
         }
-        $row! { "expand" expand(x, shape: Vec<isize> as "number[]") => x.expand(&shape) }
+        $row! {
+            #[doc = " Size-1 axes broadcast to `shape` (-1 keeps an axis; new axes go in front)."]
+            "expand" expand(x, shape: Vec<isize> as "number[]") => x.expand(&shape)
+        }
         $row! {
             #[doc = " Axes `startDim..=endDim` (default: all) flattened into one."]
             "flatten" flatten(x; start_dim "startDim": isize as "number" = 0,
                 end_dim "endDim": isize as "number" = -1) => x.flatten_range(start_dim, end_dim)
         }
-        $row! { "squeeze" squeeze(x; axis: Option<isize> as "number | null" = None) => x.squeeze(axis) }
-        $row! { "unsqueeze" unsqueeze(x, axis: isize as "number") => x.unsqueeze(axis) }
+        $row! {
+            #[doc = " Size-1 axis `axis` removed (every size-1 axis when omitted)."]
+            "squeeze" squeeze(x; axis: Option<isize> as "number | null" = None) => x.squeeze(axis)
+        }
+        $row! {
+            #[doc = " A size-1 axis inserted at `axis`."]
+            "unsqueeze" unsqueeze(x, axis: isize as "number") => x.unsqueeze(axis)
+        }
         $row! {
             #[doc = " `pads`: one `[before, after]` pair per axis (a negative one crops); `mode`: the"]
             #[doc = " fill value, or \"constant\" (with `value`, default 0), \"reflect\", \"replicate\","]
@@ -161,8 +278,12 @@ macro_rules! for_each_op {
                 end: isize as "number" = isize::MAX, step: usize as "number" = 1)
                 => x.slice(axis, start, end, step)
         }
-        $row! { "flip" flip(x, axes: Vec<isize> as "number | number[]") => x.flip(&axes) }
         $row! {
+            #[doc = " Elements in reverse order along `axes`."]
+            "flip" flip(x, axes: Vec<isize> as "number | number[]") => x.flip(&axes)
+        }
+        $row! {
+            #[doc = " The tensor tiled `repeats[i]` times along axis `i`."]
             "repeat" repeat(x, reps @ "repeats" "shape": Vec<usize> as "number[]")
                 => x.repeat(&reps)
         }
@@ -171,6 +292,7 @@ macro_rules! for_each_op {
             "index" index(x, idx "the index": Tensor as "Tensor") => x.index(&idx)
         }
         $row! {
+            #[doc = " `out[..., i, ...] = x[..., index[..., i, ...], ...]` along `axis`."]
             "gather" gather(x, axis: isize as "number", index "the index": Tensor as "Tensor")
                 => x.gather(axis, &index)
         }
@@ -180,14 +302,17 @@ macro_rules! for_each_op {
                 -> "Tensor[]" => x.split(&sizes, axis)
         }
         $row! {
+            #[doc = " Split into `n` pieces of (nearly) equal size along `axis`."]
             "chunk" chunk(x, n: usize as "number"; axis: isize as "number" = 0)
                 -> "Tensor[]" => x.chunk(n, axis)
         }
         $row! {
+            #[doc = " Tensors joined along `axis` (shapes equal elsewhere)."]
             static "cat" cat(tensors: Vec<Tensor> as "Tensor[]"; axis: isize as "number" = 0)
                 => Tensor::cat(&tensors.iter().collect::<Vec<_>>(), axis)
         }
         $row! {
+            #[doc = " Tensors of one shape joined along a new axis `axis`."]
             static "stack" stack(tensors: Vec<Tensor> as "Tensor[]"; axis: isize as "number" = 0)
                 => Tensor::stack(&tensors.iter().collect::<Vec<_>>(), axis)
         }
@@ -197,8 +322,14 @@ macro_rules! for_each_op {
         }
 
         // Neural-network functions and losses.
-        $row! { "matmul" matmul(x, other "the other operand": Tensor as "Tensor") => x.matmul(&other) }
-        $row! { "dot" dot(x, other "the other operand": Tensor as "Tensor") => x.dot(&other) }
+        $row! {
+            #[doc = " The matrix product, numpy's rules (1-D operands, broadcast batch axes)."]
+            "matmul" matmul(x, other "the other operand": Tensor as "Tensor") => x.matmul(&other)
+        }
+        $row! {
+            #[doc = " `matmul` under numpy's other name."]
+            "dot" dot(x, other "the other operand": Tensor as "Tensor") => x.dot(&other)
+        }
         $row! {
             #[doc = " `x @ weight + bias` (weight is `[in, out]`, as tinygrad's `linear`; nn.Linear stores `[out, in]`)."]
             "linear" linear(x, weight "the weight": Tensor as "Tensor";
@@ -240,17 +371,20 @@ macro_rules! for_each_op {
                 => x.sparse_categorical_crossentropy(&labels, &opts)
         }
         $row! {
+            #[doc = " Binary cross-entropy of probabilities against targets in [0, 1]."]
             "binaryCrossentropy" binary_crossentropy(x, y "the target": Tensor as "Tensor";
                 reduction: Reduction as "Reduction" = Reduction::Mean)
                 => x.binary_crossentropy(&y, reduction)
         }
         $row! {
+            #[doc = " Binary cross-entropy of logits against targets in [0, 1], computed stably."]
             "binaryCrossentropyLogits" binary_crossentropy_logits(x,
                 y "the target": Tensor as "Tensor";
                 reduction: Reduction as "Reduction" = Reduction::Mean)
                 => x.binary_crossentropy_logits(&y, reduction)
         }
         $row! {
+            #[doc = " Mean squared error against `y` (`reduction` \"mean\", \"sum\" or \"none\")."]
             "mse" mse(x, y "the target": Tensor as "Tensor";
                 reduction: Reduction as "Reduction" = Reduction::Mean) => x.mse(&y, reduction)
         }
@@ -279,7 +413,10 @@ macro_rules! for_each_op {
         }
 
         // Math and predicates with arguments.
-        $row! { "celu" celu(x; alpha: f64 as "number" = 1.0) => x.celu(alpha) }
+        $row! {
+            #[doc = " `max(x, 0) + min(0, alpha * (e^(x / alpha) - 1))` (default alpha 1)."]
+            "celu" celu(x; alpha: f64 as "number" = 1.0) => x.celu(alpha)
+        }
         $row! {
             #[doc = " Where the value is +inf (`detectPositive`) or -inf (`detectNegative`)."]
             "isinf" isinf(x; detect_positive "detectPositive": bool as "boolean" = true,
@@ -330,9 +467,18 @@ macro_rules! for_each_op {
             "normalize" normalize(x; p: f64 as "number" = 2.0, axis: isize as "number" = 1,
                 eps: f64 as "number" = 1e-12) => x.normalize(p, axis, eps)
         }
-        $row! { "softmin" softmin(x; axis: isize as "number" = -1) => x.softmin(axis) }
-        $row! { "cumsum" cumsum(x; axis: isize as "number" = 0) => x.cumsum(axis) }
-        $row! { "cumprod" cumprod(x, axis: isize as "number") => x.cumprod(axis) }
+        $row! {
+            #[doc = " `softmax(-x)` along `axis` (default -1)."]
+            "softmin" softmin(x; axis: isize as "number" = -1) => x.softmin(axis)
+        }
+        $row! {
+            #[doc = " Running sums along `axis` (default 0)."]
+            "cumsum" cumsum(x; axis: isize as "number" = 0) => x.cumsum(axis)
+        }
+        $row! {
+            #[doc = " Running products along `axis`."]
+            "cumprod" cumprod(x, axis: isize as "number") => x.cumprod(axis)
+        }
         $row! {
             #[doc = " `[running max, int32 index where it was reached]` along `axis`."]
             "cummax" cummax(x; axis: isize as "number" = 0)
@@ -344,6 +490,7 @@ macro_rules! for_each_op {
                 -> "Tensor[]" => x.cummin(axis).map(|(v, i)| vec![v, i])
         }
         $row! {
+            #[doc = " Running `log(sum(e^x))` along `axis` (default 0), computed stably."]
             "logcumsumexp" logcumsumexp(x; axis: isize as "number" = 0) => x.logcumsumexp(axis)
         }
 
@@ -354,6 +501,7 @@ macro_rules! for_each_op {
                 -> "Tensor[]" => x.sort(axis, descending).map(|(v, i)| vec![v, i])
         }
         $row! {
+            #[doc = " The int32 indices that sort along `axis` (stable; `descending` reverses)."]
             "argsort" argsort(x; axis: isize as "number" = -1,
                 descending: bool as "boolean" = false) => x.argsort(axis, descending)
         }
@@ -374,13 +522,20 @@ macro_rules! for_each_op {
         }
 
         // Masks and indexing.
-        $row! { "tril" tril(x; diagonal: isize as "number" = 0) => x.tril(diagonal) }
-        $row! { "triu" triu(x; diagonal: isize as "number" = 0) => x.triu(diagonal) }
+        $row! {
+            #[doc = " Elements above diagonal `diagonal` (0: the main one) set to zero."]
+            "tril" tril(x; diagonal: isize as "number" = 0) => x.tril(diagonal)
+        }
+        $row! {
+            #[doc = " Elements below diagonal `diagonal` (0: the main one) set to zero."]
+            "triu" triu(x; diagonal: isize as "number" = 0) => x.triu(diagonal)
+        }
         $row! {
             #[doc = " One-hot int32 vectors (a new last axis) of integer classes."]
             "oneHot" one_hot(x, num_classes "numClasses": usize as "number") => x.one_hot(num_classes)
         }
         $row! {
+            #[doc = " `value` where `mask` holds, else `x`."]
             "maskedFill" masked_fill(x, mask "the mask": Tensor as "Tensor",
                 value @ "scalar" "the value": Operand as "Tensor | number")
                 => x.masked_fill(&mask, value)
@@ -420,6 +575,7 @@ macro_rules! for_each_op {
                 axes: Vec<isize> as "number | number[]" = vec![]) => x.roll(&shifts, &axes)
         }
         $row! {
+            #[doc = " Each element repeated `repeats` times along `axis` (of the flattened tensor when omitted)."]
             "repeatInterleave" repeat_interleave(x, repeats: usize as "number";
                 axis: Option<isize> as "number | null" = None) => x.repeat_interleave(repeats, axis)
         }
@@ -433,7 +589,10 @@ macro_rules! for_each_op {
             "diagonal" diagonal(x; offset: isize as "number" = 0, dim1: isize as "number" = 0,
                 dim2: isize as "number" = 1) => x.diagonal(offset, dim1, dim2)
         }
-        $row! { "view" view(x, shape: Vec<isize> as "number[]") => x.view(&shape) }
+        $row! {
+            #[doc = " `reshape` under PyTorch's other name."]
+            "view" view(x, shape: Vec<isize> as "number[]") => x.view(&shape)
+        }
         $row! {
             #[doc = " Zero-pad at the end of each axis up to `shape` (-1 keeps an axis)."]
             "padTo" pad_to(x, shape: Vec<isize> as "number[]") => x.pad_to(&shape)
@@ -548,21 +707,24 @@ macro_rules! for_each_op {
                 step: usize as "number") => x.unfold(dim, size, step)
         }
     };
-    (@unary $row:ident $($js:literal $rs:ident),*) => {
-        $( $row! { $js $rs(x) => x.$rs() } )*
+    (@unary $row:ident $($js:literal $rs:ident $doc:literal),*) => {
+        $( $row! { #[doc = $doc] $js $rs(x) => x.$rs() } )*
     };
-    (@binary $row:ident $($js:literal $rs:ident),*) => {
+    (@binary $row:ident $($js:literal $rs:ident $doc:literal),*) => {
         $(
             $row! {
+                #[doc = $doc]
+                #[doc = " `other` is a Tensor or a number (which takes this tensor's dtype); the two"]
+                #[doc = " broadcast to a common shape."]
                 $js $rs(x, other @ "scalar" "the other operand": Operand
                     as "Tensor | number | boolean") => x.$rs(other)
             }
         )*
     };
-    (@reduce $row:ident $($js:literal $rs:ident),*) => {
+    (@reduce $row:ident $($js:literal $rs:ident $doc:literal),*) => {
         $(
             $row! {
-                #[doc = " Reduce over `axis` (a number or an array; all axes when omitted)."]
+                #[doc = $doc]
                 $js $rs(x; axis @ "axes": Axes as "number | number[] | null" = Axes::All,
                     keepdim: bool as "boolean" = false) => x.$rs(axis, keepdim)
             }

@@ -262,6 +262,7 @@ pub fn global_counters() -> JsValue {
 }
 
 #[wasm_bindgen(js_name = resetGlobalCounters)]
+/// Set every counter of `globalCounters()` to zero.
 pub fn reset_global_counters() {
     GlobalCounters::reset();
 }

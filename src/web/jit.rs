@@ -23,6 +23,8 @@ pub struct TinyJitJs {
 #[wasm_bindgen]
 impl TinyJitJs {
     #[wasm_bindgen(constructor)]
+    /// A TinyJit of `f`, a function of tensors returning a Tensor or an array of them; throws if
+    /// `f` is not a function.
     pub fn new(f: JsValue) -> JsResult<TinyJitJs> {
         let f: Function = f
             .dyn_into()

@@ -40,23 +40,31 @@ type JsResult<T> = std::result::Result<T, JsError>;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = r#"
+/** A tensor's element type. */
 export type DType = "float32" | "float16" | "bfloat16" | "int32" | "uint32" | "uint8" | "bool";
+/** How a loss combines its per-element values: their mean, their sum, or none (kept). */
 export type Reduction = "mean" | "sum" | "none";
 /** One index of `get`/`set`: a number, a slice ("1:-1", "::-1", or an object), null (a new
  * axis), "...", an integer Tensor or an array of integers. */
 export type Index = number | string | null | number[] | Tensor | { start?: number | null; stop?: number | null; step?: number };
+/** Options of `conv2d` and `nn.Conv2d` (defaults: stride 1, "valid" padding, dilation 1, 1 group). */
 export interface Conv2dOptions {
   stride?: number | [number, number];
   padding?: number | [number, number] | "valid" | "same";
   dilation?: number | [number, number];
   groups?: number;
 }
+/** Options of `conv1d` and `nn.Conv1d` (defaults: stride 1, "valid" padding, dilation 1, 1 group). */
 export interface Conv1dOptions {
   stride?: number;
   padding?: number | "valid" | "same";
   dilation?: number;
   groups?: number;
 }
+/**
+ * Options of `convTranspose2d` and `nn.ConvTranspose2d`, as PyTorch's: the output size is
+ * `(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + outputPadding + 1`.
+ */
 export interface ConvTranspose2dOptions {
   stride?: number | [number, number];
   padding?: number | [number, number];
@@ -64,6 +72,7 @@ export interface ConvTranspose2dOptions {
   dilation?: number | [number, number];
   groups?: number;
 }
+/** Options of `convTranspose1d` and `nn.ConvTranspose1d`, as `ConvTranspose2dOptions` in one dimension. */
 export interface ConvTranspose1dOptions {
   stride?: number;
   padding?: number;
@@ -71,19 +80,35 @@ export interface ConvTranspose1dOptions {
   dilation?: number;
   groups?: number;
 }
+/**
+ * Options of `maxPool2d` and `avgPool2d`: `padding` on each side, `dilation` between window taps,
+ * `ceilMode` (the output size rounds up), `countIncludePad` (the average divides by the whole
+ * window, padding included).
+ */
 export interface Pool2dOptions {
   padding?: number | [number, number];
   dilation?: number | [number, number];
   ceilMode?: boolean;
   countIncludePad?: boolean;
 }
+/** How `pad` fills: with a constant, or from the tensor's own values (mirrored, edge, wrapped). */
 export type PadMode = "constant" | "reflect" | "replicate" | "circular";
+/** How `interpolate` resamples. */
 export type InterpolateMode = "linear" | "bilinear" | "trilinear" | "nearest" | "nearest-exact";
+/**
+ * Options of `sparseCategoricalCrossentropy`: labels equal to `ignoreIndex` count for nothing;
+ * `labelSmoothing` mixes the target with the uniform distribution (default 0).
+ */
 export interface CrossEntropyOptions {
   ignoreIndex?: number;
   labelSmoothing?: number;
   reduction?: Reduction;
 }
+/**
+ * A learning-rate schedule (`Optim.setSchedule`, an optimizer's `schedule` option), as
+ * PyTorch's schedulers: constant, `LinearLR`, `StepLR`, `ExponentialLR`, a linear warmup then
+ * cosine decay, `OneCycleLR`. It runs on the device, so a jitted step follows it.
+ */
 export type LrScheduleOptions =
   | { kind: "constant" }
   | { kind: "linear"; startFactor?: number; endFactor?: number; totalSteps?: number }
@@ -91,7 +116,9 @@ export type LrScheduleOptions =
   | { kind: "exponential"; gamma: number }
   | { kind: "cosine"; totalSteps: number; warmupSteps?: number; startFactor?: number; minLr?: number }
   | { kind: "onecycle"; totalSteps: number; pctStart?: number; divFactor?: number; finalDivFactor?: number };
+/** Options of `init`: `device` forces WebGPU (an error without it) or the CPU interpreter. */
 export interface InitOptions { device?: "webgpu" | "cpu"; }
+/** The WebGPU adapter the engine runs on, with the limits that shape its kernels. */
 export interface AdapterInfo {
   name: string;
   backend: string;
@@ -100,7 +127,13 @@ export interface AdapterInfo {
   maxStorageBuffersPerStage: number;
   maxStorageBindingBytes: number;
 }
+/** What `init` picked: the device, and the adapter where it is WebGPU. */
 export interface InitInfo { device: "webgpu" | "cpu"; adapter: AdapterInfo | null; }
+/**
+ * Settings for `withContext(options, fn)`, in tinygrad's spelling or camelCase: training mode,
+ * no gradient tracking, the debug level, the device new tensors go to, BEAM search width, and
+ * how often a jitted replay is verified against an eager run (0: never).
+ */
 export interface ContextOptions {
   TRAINING?: boolean | number;
   NO_GRAD?: boolean | number;
@@ -115,6 +148,10 @@ export interface ContextOptions {
   beam?: number;
   jitVerify?: number;
 }
+/**
+ * `globalCounters()`: kernels launched, scalar ops, bytes bound and kernel time (ms) since the
+ * last reset; live tensors, buffers and their bytes now.
+ */
 export interface GlobalCounters {
   kernelCount: number;
   globalOps: number;
@@ -129,6 +166,10 @@ export interface GlobalCounters {
   lowerMs: number;
   compileMs: number;
 }
+/**
+ * One launch of a captured step (`jit(fn).kernels()`): its name, invocations launched and per
+ * workgroup, WGSL source, bytes bound and scalar ops.
+ */
 export interface KernelInfo {
   name: string;
   globalSize: number;
@@ -137,7 +178,9 @@ export interface KernelInfo {
   bytes: number;
   ops: number;
 }
+/** `jit(fn).profile(...)`: each launch's time in ms, and whether the GPU or the host clock measured it. */
 export interface KernelProfile { timer: "timestamp-query" | "host"; ms: number[]; }
+/** MNIST-layout data: "uint8" images `[N, 1, 28, 28]` and labels `[N]`. */
 export interface MnistData { xTrain: Tensor; yTrain: Tensor; xTest: Tensor; yTest: Tensor; }
 "#;
 
@@ -182,6 +225,8 @@ fn js_error_message(e: &JsValue) -> String {
         .unwrap_or_else(|| format!("{e:?}"))
 }
 
+/// Runs when the module is instantiated: a Rust panic prints its message to the console, and
+/// the engine's debug output (`setDebug`) goes to the console too.
 #[wasm_bindgen(start)]
 fn start() {
     console_error_panic_hook::set_once();

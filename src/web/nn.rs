@@ -33,6 +33,8 @@ macro_rules! js_layer {
     ($name:ident, forward($x:ident $what:literal) $(, $field:ident $(as $js:literal)? : $out:ty)* $(,)?) => {
         #[wasm_bindgen]
         impl $name {
+            /// The layer applied to `x` (see the class for the shapes it takes); throws an Error
+            /// naming the layer and the shapes on a mismatch.
             pub fn forward(
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "Tensor")] $x: JsValue,
@@ -43,11 +45,13 @@ macro_rules! js_layer {
             }
             $(
                 #[wasm_bindgen(getter $(, js_name = $js)?)]
+                /// The layer's tensor of this name: a handle to the live parameter or buffer, which
+                /// optimizers update in place (null where the layer has none).
                 pub fn $field(&self) -> $out {
                     Handle::handle(&self.0.$field)
                 }
             )*
-            // The tensors that require gradients, in state-dict order.
+            /// The tensors that require gradients, in state-dict order (what an optimizer takes).
             #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
             pub fn parameters(&self) -> Array {
                 tensor_array(crate::nn::state::get_parameters(&self.0))
@@ -98,6 +102,8 @@ js_layer!(Embedding, forward(idx "the indices"), weight: JsTensor);
 #[wasm_bindgen]
 impl Conv2d {
     #[wasm_bindgen(constructor)]
+    /// A layer from `inChannels` to `outChannels` with a `kernel` (a number or `[kh, kw]`) window;
+    /// throws when `groups` does not divide both channel counts or a "same" padding has a stride.
     pub fn new(
         in_channels: JsValue,
         out_channels: JsValue,
@@ -122,6 +128,7 @@ impl Conv2d {
 #[wasm_bindgen]
 impl Linear {
     #[wasm_bindgen(constructor)]
+    /// A layer from `inFeatures` to `outFeatures`, with a bias unless `bias` is false.
     pub fn new(
         in_features: JsValue,
         out_features: JsValue,
@@ -140,6 +147,8 @@ impl Linear {
 #[wasm_bindgen]
 impl BatchNorm {
     #[wasm_bindgen(constructor)]
+    /// A layer over `numFeatures` channels (eps 1e-5, momentum 0.1 and affine unless `opts` say
+    /// otherwise).
     pub fn new(
         num_features: JsValue,
         #[wasm_bindgen(
@@ -162,6 +171,8 @@ impl BatchNorm {
 #[wasm_bindgen]
 impl LayerNorm {
     #[wasm_bindgen(constructor)]
+    /// A layer over the trailing `normalizedShape` axes (eps 1e-5, affine unless `opts` say
+    /// otherwise); throws on an empty shape.
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "number | number[]")] normalized_shape: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
@@ -182,6 +193,8 @@ impl LayerNorm {
 #[wasm_bindgen]
 impl GroupNorm {
     #[wasm_bindgen(constructor)]
+    /// A layer over `numChannels` channels in `numGroups` groups; throws when the groups do not
+    /// divide the channels.
     pub fn new(
         num_groups: JsValue,
         num_channels: JsValue,
@@ -204,6 +217,7 @@ impl GroupNorm {
 #[wasm_bindgen]
 impl Embedding {
     #[wasm_bindgen(constructor)]
+    /// A table of `vocabSize` rows of `embedSize` values (Glorot-uniform initialised).
     pub fn new(vocab_size: JsValue, embed_size: JsValue) -> JsResult<Embedding> {
         const OP: &str = "Embedding";
         let v = arg(&vocab_size, OP, "vocabSize")?;
@@ -258,6 +272,8 @@ fn layer_opts(opts: Option<JsValue>) -> JsValue {
 #[wasm_bindgen]
 impl Conv1d {
     #[wasm_bindgen(constructor)]
+    /// A layer from `inChannels` to `outChannels` with a window of `kernel`; throws when `groups`
+    /// does not divide both channel counts or a "same" padding has a stride.
     pub fn new(
         in_channels: JsValue,
         out_channels: JsValue,
@@ -282,6 +298,8 @@ impl Conv1d {
 #[wasm_bindgen]
 impl ConvTranspose2d {
     #[wasm_bindgen(constructor)]
+    /// A layer from `inChannels` to `outChannels` with a `kernel` (a number or `[kh, kw]`) window;
+    /// throws when `groups` does not divide both channel counts.
     pub fn new(
         in_channels: JsValue,
         out_channels: JsValue,
@@ -307,6 +325,8 @@ impl ConvTranspose2d {
 #[wasm_bindgen]
 impl ConvTranspose1d {
     #[wasm_bindgen(constructor)]
+    /// A layer from `inChannels` to `outChannels` with a window of `kernel`; throws when `groups`
+    /// does not divide both channel counts.
     pub fn new(
         in_channels: JsValue,
         out_channels: JsValue,
@@ -338,6 +358,7 @@ fn norm_opts(opts: Option<JsValue>, op: &str, eps: f64) -> JsResult<(f64, bool)>
 #[wasm_bindgen]
 impl InstanceNorm {
     #[wasm_bindgen(constructor)]
+    /// A layer over `numFeatures` channels (eps 1e-5, affine unless `opts` say otherwise).
     pub fn new(
         num_features: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
@@ -356,6 +377,7 @@ impl InstanceNorm {
 #[wasm_bindgen]
 impl LayerNorm2d {
     #[wasm_bindgen(constructor)]
+    /// A layer over `numChannels` channels (eps 1e-5, affine unless `opts` say otherwise).
     pub fn new(
         num_channels: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
@@ -374,6 +396,7 @@ impl LayerNorm2d {
 #[wasm_bindgen]
 impl RMSNorm {
     #[wasm_bindgen(constructor)]
+    /// A layer over a last axis of `dim` (eps 1e-6, affine unless `opts` say otherwise).
     pub fn new(
         dim: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "{ eps?: number, affine?: boolean }")] opts: Option<
@@ -392,6 +415,7 @@ impl RMSNorm {
 #[wasm_bindgen]
 impl LSTMCell {
     #[wasm_bindgen(constructor)]
+    /// A cell from `inputSize` to `hiddenSize` features, with biases unless `bias` is false.
     pub fn new(
         input_size: JsValue,
         hidden_size: JsValue,
@@ -432,18 +456,22 @@ impl LSTMCell {
         Ok(tensor_array(vec![h, c]))
     }
     #[wasm_bindgen(getter, js_name = weightIh)]
+    /// The input weight `[4 * hidden, input]`.
     pub fn weight_ih(&self) -> JsTensor {
         self.0.weight_ih.handle()
     }
     #[wasm_bindgen(getter, js_name = weightHh)]
+    /// The state weight `[4 * hidden, hidden]`.
     pub fn weight_hh(&self) -> JsTensor {
         self.0.weight_hh.handle()
     }
     #[wasm_bindgen(getter, js_name = biasIh)]
+    /// The input bias `[4 * hidden]` (null without biases).
     pub fn bias_ih(&self) -> Option<JsTensor> {
         self.0.bias_ih.handle()
     }
     #[wasm_bindgen(getter, js_name = biasHh)]
+    /// The state bias `[4 * hidden]` (null without biases).
     pub fn bias_hh(&self) -> Option<JsTensor> {
         self.0.bias_hh.handle()
     }

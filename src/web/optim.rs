@@ -146,10 +146,13 @@ impl Optim {
         ))
     }
     #[wasm_bindgen(getter)]
+    /// The learning rate (the base of a schedule, if one is set).
     pub fn lr(&self) -> JsResult<f64> {
         self.with(&format!("{}.lr", self.name), |o| o.learning_rate())
     }
     #[wasm_bindgen(setter)]
+    /// Change the learning rate now: it is written into the device's learning-rate tensor, so a
+    /// jitted step sees it at its next replay.
     pub fn set_lr(&mut self, lr: f64) -> JsResult<()> {
         let op = format!("{}.lr", self.name);
         self.with(&op, |o| o.set_lr(lr))?.or_fail(&op)
@@ -182,6 +185,7 @@ impl Optim {
         ))
     }
     #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
+    /// The tensors this optimizer updates.
     pub fn params(&self) -> JsResult<Array> {
         let op = format!("{}.params", self.name);
         Ok(tensor_array(self.with(&op, |o| o.params().to_vec())?))

@@ -121,6 +121,7 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(getter, unchecked_return_type = "number[]")]
+    /// The size of each axis (`[]` for a scalar).
     pub fn shape(&self) -> JsResult<JsValue> {
         let s = self.this("shape")?.shape();
         Ok(s.into_iter()
@@ -130,6 +131,7 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(getter, unchecked_return_type = "DType")]
+    /// The element type: "float32", "float16", "bfloat16", "int32", "uint32", "uint8" or "bool".
     pub fn dtype(&self) -> JsResult<String> {
         Ok(js_dtype(self.this("dtype")?.dtype()).into())
     }
@@ -142,11 +144,13 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(getter)]
+    /// The number of elements.
     pub fn numel(&self) -> JsResult<f64> {
         Ok(self.this("numel")?.numel() as f64)
     }
 
     #[wasm_bindgen(getter)]
+    /// The number of axes.
     pub fn ndim(&self) -> JsResult<u32> {
         Ok(self.this("ndim")?.ndim() as u32)
     }
@@ -163,6 +167,8 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(js_name = toString)]
+    /// `Tensor(shape=[…], dtype=…, device=…)`, or a note that it was disposed (the values are not
+    /// read: that would need an `await`).
     pub fn to_string_js(&self) -> String {
         match lookup(self.id) {
             Some(t) => format!(
@@ -318,11 +324,13 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(getter)]
+    /// The accumulated gradient after `backward()` (null before, or without `requiresGrad`).
     pub fn grad(&self) -> JsResult<Option<JsTensor>> {
         Ok(self.this("grad")?.grad().map(register))
     }
 
     #[wasm_bindgen(getter, js_name = requiresGrad)]
+    /// Whether gradients are tracked for this tensor (parameters of layers are).
     pub fn requires_grad(&self) -> JsResult<bool> {
         Ok(self.this("requiresGrad")?.requires_grad())
     }
@@ -408,6 +416,7 @@ impl JsTensor {
     }
 
     #[wasm_bindgen(js_name = isFloatingPoint)]
+    /// Whether the dtype is a float ("float32", "float16", "bfloat16").
     pub fn is_floating_point(&self) -> JsResult<bool> {
         Ok(self.this("isFloatingPoint")?.is_floating_point())
     }
@@ -538,6 +547,7 @@ impl JsTensor {
 
     // -------------------------------------------------------------- creation
 
+    /// Zeros of `shape` ("float32" unless `dtype` says otherwise).
     pub fn zeros(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
@@ -545,6 +555,7 @@ impl JsTensor {
         full("zeros", &shape, 0.0, dtype)
     }
 
+    /// Ones of `shape` ("float32" unless `dtype` says otherwise).
     pub fn ones(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
@@ -552,6 +563,8 @@ impl JsTensor {
         full("ones", &shape, 1.0, dtype)
     }
 
+    /// `value` in every element of `shape` ("float32" unless `dtype` says otherwise; `true` and
+    /// `false` are 1 and 0).
     pub fn full(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | boolean")] value: JsValue,
@@ -647,12 +660,15 @@ impl JsTensor {
         Ok(register(Tensor::arange(a, b, s, dt).or_fail(OP)?))
     }
 
+    /// The `n` by `n` identity matrix ("float32").
     pub fn eye(#[wasm_bindgen(unchecked_param_type = "number")] n: JsValue) -> JsResult<JsTensor> {
         let n = arg(&n, "eye", "n")?;
         Ok(register(Tensor::eye(n).or_fail("eye")?))
     }
 
     #[wasm_bindgen(js_name = manualSeed)]
+    /// Seed the random number generator: the same seed gives the same `rand`, `randn`, `randint`,
+    /// dropout masks and initial weights again.
     pub fn manual_seed(
         #[wasm_bindgen(unchecked_param_type = "number")] seed: JsValue,
     ) -> JsResult<()> {
