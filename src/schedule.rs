@@ -219,7 +219,11 @@ impl Builder<'_> {
                     .any(|(&d, &s)| d > 1 && s == 0)
             });
             let cost = self.cost(&base);
-            if broadcast && cost > 1 && !(base.numel() == 1 && cost <= 8) {
+            // An expression of indices alone (a causal mask: `col <= row` from `iota`s) reads
+            // no memory: a few integer operations beat a buffer, and inlined the C compiler
+            // vectorizes it where it cannot vectorize bytes loaded at a computed index.
+            let indices = cost <= 8 && self.reads_nothing(&base);
+            if broadcast && cost > 1 && !(base.numel() == 1 && cost <= 8) && !indices {
                 self.materialize.insert(base.id);
                 return self.build(n, exact);
             }
@@ -240,6 +244,19 @@ impl Builder<'_> {
             src: vec![inner],
         };
         (Arc::new(node), slots)
+    }
+
+    /// Whether `b` is computed from constants and `iota`s alone, through elementwise ops and
+    /// views (no buffer, no reduce).
+    fn reads_nothing(&self, b: &Arc<UOp>) -> bool {
+        match b.op {
+            _ if b.is_realized() => false,
+            Op::Const(_) | Op::Iota => true,
+            _ if b.op.is_elementwise() && !self.materialize.contains(&b.id) => {
+                b.src().iter().all(|s| self.reads_nothing(&chain(s).0))
+            }
+            _ => false,
+        }
     }
 
     /// Elementwise ops an inlined `b` would compute (capped; shared subexpressions counted once

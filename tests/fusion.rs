@@ -95,10 +95,11 @@ fn mlp_training_step_kernel_count() {
         }
         let items = wgrad::Tensor::schedule_all(&[&w1, &w2, &loss]).unwrap();
         let n = items.len();
-        // forward: hidden, relu, logits, max and sum-exp of log_softmax, picked log-prob, loss (7);
-        // backward: d(log-sum-exp), d_logits, d_relu and their small epilogues (5); each weight
-        // update fuses with its gradient reduce and writes in place (2).
-        assert_eq!(n, 14, "kernels for one MLP training step");
+        // forward: hidden, relu, logits, max, sum-exp and log of log_softmax, picked log-prob
+        // (the one-hot mask from `iota` inline), loss (8); backward: the picked log-prob's,
+        // d_logits, d_relu (3); each weight update fuses with its gradient reduce and writes in
+        // place (2).
+        assert_eq!(n, 13, "kernels for one MLP training step");
         let before = loss.item::<f32>().unwrap();
         Tensor::realize_all(&[&w1, &w2]).unwrap();
         assert!(before.is_finite());

@@ -200,7 +200,7 @@ fn memory_planning_shares_intermediate_buffers() {
         assert!(after < before, "planned {before} -> {after} bytes");
         assert_eq!(
             (before, after),
-            (4744, 4288),
+            (4712, 4288),
             "bytes of intermediates before/after planning"
         );
         eprintln!(

@@ -330,6 +330,18 @@ impl Renderer for CRenderer {
     fn vec_let(&self, name: &str, expr: &str) -> String {
         format!("const __typeof__({expr}) {name} = {expr};")
     }
+    fn vec_int_cmp(&self, op: BinaryOp, a: &[String], b: &[String], width: usize) -> String {
+        let v = |l: &[String]| {
+            let mut l = l.to_vec();
+            l.resize(width, "0".into());
+            format!("((v{width}i){{{}}})", l.join(", "))
+        };
+        self.binary(op, DType::I32, &v(a), &v(b))
+    }
+    fn vec_splat_mask(&self, m: &str, width: usize) -> String {
+        // All ones where `m` holds, as a comparison's lanes are.
+        format!("((v{width}i){{0}} - (int)({m}))")
+    }
     fn vec_not(&self, m: &str, _width: usize) -> String {
         format!("(~{m})")
     }

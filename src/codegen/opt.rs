@@ -520,7 +520,9 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
             | VExpr::Select(..)
             | VExpr::Mask(_)
             | VExpr::Not(_)
-            | VExpr::Const(_) => {}
+            | VExpr::Const(_)
+            | VExpr::SplatMask(_)
+            | VExpr::IntCmp(..) => {}
         }
         for c in e.children() {
             walk(c, b, lanes);

@@ -107,6 +107,15 @@ pub trait Renderer {
     fn vec_let(&self, name: &str, expr: &str) -> String {
         format!("let {name} = {expr};")
     }
+    /// A mask comparing i32 lanes `a` with `b` (one scalar each per lane).
+    fn vec_int_cmp(&self, op: BinaryOp, a: &[String], b: &[String], width: usize) -> String {
+        let v = |l: &[String]| format!("vec{width}<i32>({})", l.join(", "));
+        self.binary(op, DType::I32, &v(a), &v(b))
+    }
+    /// A mask whose every lane is bool `m`.
+    fn vec_splat_mask(&self, m: &str, width: usize) -> String {
+        format!("vec{width}<bool>({m})")
+    }
     /// The negation of mask `m`.
     fn vec_not(&self, m: &str, _width: usize) -> String {
         format!("!({m})")
@@ -242,6 +251,12 @@ impl VecWriter<'_> {
             VExpr::Gather(lanes) => {
                 let l: Vec<String> = lanes.iter().map(|&r| name(self.names, r)).collect();
                 return d.vec_gather(&l, w);
+            }
+            VExpr::SplatMask(r) => return d.vec_splat_mask(&name(self.names, *r), w),
+            VExpr::IntCmp(op, a, b) => {
+                let ints =
+                    |l: &[Reg]| -> Vec<String> { l.iter().map(|&r| name(self.names, r)).collect() };
+                d.vec_int_cmp(*op, &ints(a), &ints(b), w)
             }
             VExpr::Binary(BinaryOp::Max, a, b) => {
                 let (a, b) = (self.operand(a), self.operand(b));

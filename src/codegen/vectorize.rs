@@ -66,13 +66,23 @@ pub enum VExpr {
     Not(Rc<VExpr>),
     /// An f32 constant in every lane (the operand a byte is compared with).
     Const(f64),
+    /// The same bool (a register) as every lane of a mask.
+    SplatMask(Reg),
+    /// A comparison of i32 lanes (`CmpLt`, `CmpEq`, `CmpNe`), each side one register per lane
+    /// (indices: a causal mask's row against its column).
+    IntCmp(BinaryOp, Vec<Reg>, Vec<Reg>),
 }
 
 impl VExpr {
     /// The operands of this expression.
     pub fn children(&self) -> Vec<&VExpr> {
         match self {
-            VExpr::Splat(_) | VExpr::Load { .. } | VExpr::Gather(_) | VExpr::Const(_) => vec![],
+            VExpr::Splat(_)
+            | VExpr::Load { .. }
+            | VExpr::Gather(_)
+            | VExpr::Const(_)
+            | VExpr::SplatMask(_)
+            | VExpr::IntCmp(..) => vec![],
             VExpr::Binary(_, a, b) | VExpr::Cmp(_, a, b) => vec![a, b],
             VExpr::Unary(_, a) | VExpr::Mask(a) | VExpr::Not(a) => vec![a],
             VExpr::Select(m, a, b) => vec![m, a, b],
@@ -164,6 +174,8 @@ enum Def {
     MaskOf(Reg, bool),
     /// A comparison of a u8 load (its register) with a constant.
     ByteCmp(BinaryOp, Reg, f64),
+    /// A comparison of i32 registers.
+    IntCmp(BinaryOp, Reg, Reg),
     Other,
 }
 
@@ -174,6 +186,8 @@ struct Analysis {
     bytes: HashMap<Reg, (u32, Reg)>,
     /// u8 constants.
     u8s: HashMap<Reg, f64>,
+    /// Bool constants.
+    bools: HashMap<Reg, bool>,
     /// Nodes the current `pack_top` may still build.
     budget: Cell<usize>,
     /// What `pack` and `pack_mask` built for each run of lanes (a value the scalar code
@@ -196,6 +210,7 @@ impl Analysis {
             ints: HashMap::new(),
             bytes: HashMap::new(),
             u8s: HashMap::new(),
+            bools: HashMap::new(),
             budget: Cell::new(0),
             memo: RefCell::new(HashMap::new()),
         };
@@ -218,6 +233,9 @@ impl Analysis {
                 let v = f64::from_bits(bits);
                 if dtype == DType::U8 {
                     self.u8s.insert(dst, v);
+                }
+                if dtype == DType::Bool {
+                    self.bools.insert(dst, v != 0.0);
                 }
                 if dtype == DType::I32 {
                     self.ints.insert(
@@ -269,7 +287,7 @@ impl Analysis {
                         (Some(Def::BoolInt(m)), Some(v @ (0 | 1)), BinaryOp::CmpEq) => {
                             Def::MaskOf(*m, v == 0)
                         }
-                        _ => Def::Other,
+                        _ => Def::IntCmp(op, a, b),
                     },
                     (DType::U8, true) => match (self.bytes.contains_key(&a), self.u8s.get(&b)) {
                         (true, Some(&v)) => Def::ByteCmp(op, a, v),
@@ -295,6 +313,21 @@ impl Analysis {
                 b,
             } => {
                 self.defs.insert(dst, Def::Where(c, a, b));
+            }
+            // `where(m, true, false)` is `m`, and `where(m, false, true)` its negation.
+            Inst::Where {
+                dst,
+                dtype: DType::Bool,
+                c,
+                a,
+                b,
+            } => {
+                let def = match (self.bools.get(&a), self.bools.get(&b)) {
+                    (Some(true), Some(false)) => Def::MaskOf(c, false),
+                    (Some(false), Some(true)) => Def::MaskOf(c, true),
+                    _ => Def::Other,
+                };
+                self.defs.insert(dst, def);
             }
             Inst::Cast {
                 dst,
@@ -542,9 +575,12 @@ impl Analysis {
                     None => gather(),
                 }
             }
-            Def::Cmp(..) | Def::BoolInt(_) | Def::MaskOf(..) | Def::ByteCmp(..) | Def::Other => {
-                gather()
-            }
+            Def::Cmp(..)
+            | Def::BoolInt(_)
+            | Def::MaskOf(..)
+            | Def::ByteCmp(..)
+            | Def::IntCmp(..)
+            | Def::Other => gather(),
         }
     }
 
@@ -561,6 +597,9 @@ impl Analysis {
     }
 
     fn pack_mask_new(&self, lanes: &[Reg], depth: u32) -> Option<VExpr> {
+        if lanes.iter().all(|&r| r == lanes[0]) {
+            return Some(VExpr::SplatMask(lanes[0]));
+        }
         if depth > PACK_DEPTH || self.budget.get() == 0 {
             return None;
         }
@@ -592,6 +631,17 @@ impl Analysis {
                 // The bytes as f32 lanes (exactly), compared with the constant as f32.
                 let a = self.pack_bytes(&loads)?;
                 Some(VExpr::Cmp(*op, Rc::new(a), Rc::new(VExpr::Const(*v))))
+            }
+            Def::IntCmp(op, ..) => {
+                let parts: Vec<(Reg, Reg)> = defs
+                    .iter()
+                    .map(|d| match d {
+                        Def::IntCmp(o, a, b) if o == op => Some((*a, *b)),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                let lanelist = |f: fn(&(Reg, Reg)) -> Reg| parts.iter().map(f).collect();
+                Some(VExpr::IntCmp(*op, lanelist(|p| p.0), lanelist(|p| p.1)))
             }
             Def::Cmp(op, ..) => {
                 let parts: Vec<(Reg, Reg)> = defs
