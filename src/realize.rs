@@ -95,6 +95,13 @@ pub fn forget_programs() {
         .clear();
 }
 
+/// Forget every program compiled in this process too, as a new process starts: the next
+/// realize loads its kernels from the disk cache (or compiles them).
+pub fn forget_compiled() {
+    forget_programs();
+    cache().lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 fn ast_cache() -> &'static AstCache {
     static C: OnceLock<AstCache> = OnceLock::new();
     C.get_or_init(Default::default)
@@ -172,27 +179,7 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
             return Ok(p.clone());
         }
     }
-    let lower = |plan: &codegen::Plan| timed(Stage::Lower, || codegen::compile_plan(ast, plan));
-    let compiled = if width > 0 {
-        let plan = timed(Stage::Plan, || crate::search::plan(device, ast, &t, width))?;
-        lower(&plan).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
-    } else {
-        let remembered = timed(Stage::Plan, || {
-            crate::search::cached_heuristic_plan(device, ast, &t)
-        });
-        match remembered.map(|plan| lower(&plan)) {
-            Some(Ok(c)) => c,
-            // None remembered, or one that no longer applies: plan, and remember it.
-            _ => {
-                let plan = timed(Stage::Plan, || {
-                    let plan = codegen::default_plan(ast, &t);
-                    crate::search::remember_heuristic_plan(device, ast, &t, &plan);
-                    plan
-                });
-                lower(&plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
-            }
-        }
-    };
+    let compiled = compiled_for(device, ast, &t, width)?;
     for s in &compiled.stages {
         dump_as(&s.kernel);
     }
@@ -232,6 +219,37 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
         .unwrap_or_else(|e| e.into_inner())
         .insert(akey, exe.clone());
     Ok(exe)
+}
+
+/// The kernels of `ast` for `device`: planned (by BEAM at `width` > 0, else by the heuristics,
+/// whose plan is remembered) and lowered; not compiled.
+fn compiled_for(
+    device: Device,
+    ast: &KernelAst,
+    t: &Target,
+    width: u32,
+) -> Result<codegen::Compiled> {
+    let lower = |plan: &codegen::Plan| timed(Stage::Lower, || codegen::compile_plan(ast, plan));
+    Ok(if width > 0 {
+        let plan = timed(Stage::Plan, || crate::search::plan(device, ast, t, width))?;
+        lower(&plan).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?
+    } else {
+        let remembered = timed(Stage::Plan, || {
+            crate::search::cached_heuristic_plan(device, ast, t)
+        });
+        match remembered.map(|plan| lower(&plan)) {
+            Some(Ok(c)) => c,
+            // None remembered, or one that no longer applies: plan, and remember it.
+            _ => {
+                let plan = timed(Stage::Plan, || {
+                    let plan = codegen::default_plan(ast, t);
+                    crate::search::remember_heuristic_plan(device, ast, t, &plan);
+                    plan
+                });
+                lower(&plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
+            }
+        }
+    })
 }
 
 /// Run `f`, adding its host time to `stage` in `GlobalCounters::stage_ns`.
@@ -427,29 +445,82 @@ fn prepare(items: &[ScheduleItem]) {
         if todo.len() < 2 || threads < 2 {
             return;
         }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        // The workers' stage times (their own threads' counters) are added to this thread's.
-        let spent: Vec<[u64; 4]> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads.min(todo.len()))
-                .map(|_| {
-                    s.spawn(|| {
-                        while let Some((dev, t, ast)) =
-                            todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                        {
-                            let _ = program_for(*dev, ast, *t, 0);
-                        }
-                        Stage::ALL.map(GlobalCounters::stage_ns)
-                    })
-                })
-                .collect();
-            workers.into_iter().filter_map(|w| w.join().ok()).collect()
+        // Plan and lower every new kernel on every core, then compile what no cache holds in
+        // batches (`Backend::compile_batch`), a few per core; `program` then finds them all.
+        let lowered = Mutex::new(vec![]);
+        let mut spent = on_threads(threads, todo.len(), |i| {
+            let (dev, t, ast) = todo[i];
+            if let Ok(c) = compiled_for(dev, ast, &t, 0) {
+                let mut l = lowered.lock().unwrap_or_else(|e| e.into_inner());
+                l.extend(c.stages.into_iter().map(|s| (dev, s.kernel)));
+            }
         });
+        let mut fresh: Vec<(Device, LinearKernel)> = vec![];
+        for (dev, k) in lowered.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            let known = cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&(dev, k.clone()));
+            if !known && !fresh.contains(&(dev, k.clone())) {
+                fresh.push((dev, k));
+            }
+        }
+        let mut batches: Vec<(Device, Vec<LinearKernel>)> = vec![];
+        for dev in fresh.iter().map(|f| f.0).collect::<HashSet<_>>() {
+            let ks: Vec<LinearKernel> = fresh
+                .iter()
+                .filter(|f| f.0 == dev)
+                .map(|f| f.1.clone())
+                .collect();
+            let n = (2 * threads).min(ks.len()).max(1);
+            for b in 0..n {
+                batches.push((dev, ks.iter().skip(b).step_by(n).cloned().collect()));
+            }
+        }
+        let compiled = on_threads(threads, batches.len(), |i| {
+            let (dev, ks) = &batches[i];
+            let ps = timed(Stage::Compile, || dev.backend().compile_batch(ks));
+            for (k, p) in ks.iter().zip(ps) {
+                if let Ok(p) = p {
+                    cache()
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert((*dev, k.clone()), Arc::new(p));
+                }
+            }
+        });
+        spent.extend(compiled);
+        // The workers' stage times (their own threads' counters) are added to this thread's.
         for w in spent {
             for s in Stage::ALL {
                 GlobalCounters::add_stage(s, w[s as usize]);
             }
         }
     }
+}
+
+/// Run `job(i)` for every `i` below `n` on up to `threads` threads, each taking the next `i`
+/// as it finishes one; the stage times each thread spent.
+#[cfg(not(target_arch = "wasm32"))]
+fn on_threads(threads: usize, n: usize, job: impl Fn(usize) + Sync) -> Vec<[u64; 4]> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(n))
+            .map(|_| {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break;
+                        }
+                        job(i);
+                    }
+                    Stage::ALL.map(GlobalCounters::stage_ns)
+                })
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
+    })
 }
 
 /// Every buffer a schedule will allocate fits its device, checked before any of them is: a

@@ -31,7 +31,9 @@ pub fn render_c(k: &LinearKernel) -> String {
 /// leftover runs).
 pub const VECTOR_LANES: usize = 8;
 
-const PRELUDE: &str = r#"#include <math.h>
+/// The helpers every C kernel starts with (a batch of kernels compiled together has them
+/// once).
+pub const PRELUDE: &str = r#"#include <math.h>
 #include <string.h>
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));

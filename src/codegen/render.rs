@@ -353,10 +353,16 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     let mut shared: HashMap<VLoadKey, (String, usize)> = HashMap::new();
     let mut named = 0usize;
     let mut lets_made = 0usize;
-    // Readers of each register. A product only a fused step reads (rendered as one `fma` of
-    // its operands) is read by nothing: it is not emitted (WGSL compilers keep a dead `let`).
-    let mut readers: HashMap<Reg, usize> = HashMap::new();
+    // Readers of each register in the emitted code: every instruction's reads, less those of
+    // the steps and stores vectors replace, plus the scalars the vector expressions name. A
+    // product only a fused step reads (rendered as one `fma` of its operands) is read by
+    // nothing. What nothing reads is not emitted (WGSL compilers keep a dead `let`, and the C
+    // compiler's time grows with the scalar code a vector replaced).
+    let mut readers: HashMap<Reg, i64> = HashMap::new();
     for (i, inst) in k.insts.iter().enumerate() {
+        if dropped.contains(&i) || stores_dropped.contains(&i) {
+            continue;
+        }
         for r in vectorize::reads(inst) {
             *readers.entry(r).or_default() += 1;
         }
@@ -366,17 +372,38 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
             ..
         } = inst
         {
-            if !dropped.contains(&i) {
-                *readers.entry(*val).or_default() -= 1;
+            *readers.entry(*val).or_default() -= 1;
+        }
+    }
+    let exprs = packs.iter().map(|p| &p.expr);
+    for e in exprs.chain(store_packs.iter().map(|p| &p.expr)) {
+        for r in e.regs() {
+            *readers.entry(r).or_default() += 1;
+        }
+    }
+    for sp in &store_packs {
+        *readers.entry(sp.base).or_default() += 1;
+    }
+    let mut dead: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    for (i, inst) in k.insts.iter().enumerate().rev() {
+        if let Inst::Binary { dst, .. }
+        | Inst::Unary { dst, .. }
+        | Inst::Cast { dst, .. }
+        | Inst::Where { dst, .. }
+        | Inst::Load { dst, .. } = inst
+        {
+            if readers.get(dst).copied().unwrap_or(0) <= 0 {
+                dead.insert(i);
+                for r in vectorize::reads(inst) {
+                    *readers.entry(r).or_default() -= 1;
+                }
             }
         }
     }
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
-        if let Inst::Binary { dst, .. } | Inst::Unary { dst, .. } | Inst::Cast { dst, .. } = inst {
-            if readers.get(dst).copied().unwrap_or(0) == 0 && !packs.iter().any(|p| p.at == i) {
-                continue;
-            }
+        if dead.contains(&i) {
+            continue;
         }
         if let Some(pi) = packs.iter().position(|p| p.at == i) {
             let p = &packs[pi];

@@ -74,6 +74,22 @@ pub enum VExpr {
 }
 
 impl VExpr {
+    /// The scalar registers this expression names (broadcast, gathered, compared, or a
+    /// load's index), each as often as it is named.
+    pub fn regs(&self) -> Vec<Reg> {
+        let mut out = match self {
+            VExpr::Splat(r) | VExpr::SplatMask(r) => vec![*r],
+            VExpr::Load { base, .. } => vec![*base],
+            VExpr::Gather(l) => l.clone(),
+            VExpr::IntCmp(_, a, b) => a.iter().chain(b).copied().collect(),
+            _ => vec![],
+        };
+        for c in self.children() {
+            out.extend(c.regs());
+        }
+        out
+    }
+
     /// The operands of this expression.
     pub fn children(&self) -> Vec<&VExpr> {
         match self {

@@ -114,9 +114,29 @@ pub fn available() -> std::result::Result<(), String> {
     .clone()
 }
 
+/// The on-disk cache key of kernel source `src` compiled with `flags`.
+fn so_key(src: &str, flags: &[&str]) -> String {
+    stable_hash(&format!("{}\n{}\n{src}", compiler(), flags.join(" ")))
+}
+
+/// A kernel already compiled on disk: its own object (`KEY.so`, symbol `name`), or a batch's
+/// (`KEY.ref` names the batch object and the kernel's symbol in it).
+fn cached_so(key: &str, name: &str) -> Option<(PathBuf, String)> {
+    let dir = cache_dir("cpu");
+    let so = dir.join(format!("{key}.so"));
+    if so.exists() {
+        return Some((so, name.to_string()));
+    }
+    let r = std::fs::read_to_string(dir.join(format!("{key}.ref"))).ok()?;
+    let (file, symbol) = r.trim().split_once(' ')?;
+    let so = dir.join(file);
+    // A reference to a batch object removed since is a miss.
+    so.exists().then(|| (so, symbol.to_string()))
+}
+
 fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
     let cc = compiler();
-    let key = stable_hash(&format!("{cc}\n{}\n{src}", flags.join(" ")));
+    let key = so_key(src, flags);
     let dir = cache_dir("cpu");
     let so = dir.join(format!("{key}.so"));
     if so.exists() {
@@ -155,6 +175,44 @@ fn compile_so(name: &str, src: &str, flags: &[&str]) -> Result<PathBuf> {
     }
     std::fs::rename(&tmp_so, &so)?;
     Ok(so)
+}
+
+/// A compiled object, loaded.
+fn load(so: &std::path::Path) -> Result<Arc<libloading::Library>> {
+    // SAFETY: the object was produced by our compiler invocation from our own source; its
+    // initialisers are those of a plain C file.
+    let lib = unsafe { libloading::Library::new(so) }.map_err(|e| {
+        Error::new(
+            ErrorKind::Backend,
+            format!("cpu: dlopen {}: {e}", so.display()),
+        )
+    })?;
+    Ok(Arc::new(lib))
+}
+
+/// Kernel `k` (rendered as `source`) as the function `symbol` of a loaded object.
+fn program(
+    k: &LinearKernel,
+    source: String,
+    lib: &Arc<libloading::Library>,
+    symbol: &str,
+) -> Result<Program> {
+    // SAFETY: the symbol is a kernel we rendered, with exactly the `KernelFn` signature.
+    let func: KernelFn = unsafe {
+        *lib.get::<KernelFn>(symbol.as_bytes())
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("cpu: symbol {symbol}: {e}")))?
+    };
+    Ok(Program {
+        name: k.name.clone(),
+        source,
+        global_size: k.global_size,
+        local_size: k.local_size,
+        ops: k.ops_per_item() * k.global_size as u64,
+        imp: ProgramImpl::Cpu(CpuProgram {
+            _lib: lib.clone(),
+            func,
+        }),
+    })
 }
 
 /// Chunks of a launch's range per thread, claimed in turn (see `launch`).
@@ -334,32 +392,70 @@ impl Backend for Cpu {
         available().map_err(|e| Error::new(ErrorKind::Device, format!("cpu: {e}")))?;
         let source = render(k, &CRenderer);
         crate::context::dump_source(&source, "c");
-        let so = compile_so(&k.name, &source, &flags(k))?;
-        // SAFETY: the object was produced by our compiler invocation from our own source; its
-        // initialisers are those of a plain C file.
-        let lib = unsafe { libloading::Library::new(&so) }.map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cpu: dlopen {}: {e}", so.display()),
-            )
-        })?;
-        // SAFETY: the symbol is the kernel we rendered, with exactly the `KernelFn` signature.
-        let func: KernelFn = unsafe {
-            *lib.get::<KernelFn>(k.name.as_bytes()).map_err(|e| {
-                Error::new(ErrorKind::Backend, format!("cpu: symbol {}: {e}", k.name))
-            })?
+        let fl = flags(k);
+        let (so, symbol) = match cached_so(&so_key(&source, &fl), &k.name) {
+            Some(hit) => hit,
+            None => (compile_so(&k.name, &source, &fl)?, k.name.clone()),
         };
-        Ok(Program {
-            name: k.name.clone(),
-            source,
-            global_size: k.global_size,
-            local_size: k.local_size,
-            ops: k.ops_per_item() * k.global_size as u64,
-            imp: ProgramImpl::Cpu(CpuProgram {
-                _lib: Arc::new(lib),
-                func,
-            }),
-        })
+        program(k, source, &load(&so)?, &symbol)
+    }
+    fn compile_batch(&self, ks: &[LinearKernel]) -> Vec<Result<Program>> {
+        if let Err(e) = available() {
+            let e = Error::new(ErrorKind::Device, format!("cpu: {e}"));
+            return ks.iter().map(|_| Err(e.clone())).collect();
+        }
+        let sources: Vec<String> = ks.iter().map(|k| render(k, &CRenderer)).collect();
+        let mut out: Vec<Option<Result<Program>>> = ks.iter().map(|_| None).collect();
+        // Kernels compiled before are loaded as they are; the rest are compiled together, one
+        // translation unit per set of flags: one compiler process for many kernels (each
+        // process costs about 35 ms before it compiles anything).
+        let mut groups: Vec<(Vec<&str>, Vec<usize>)> = vec![];
+        for (i, k) in ks.iter().enumerate() {
+            crate::context::dump_source(&sources[i], "c");
+            let fl = flags(k);
+            if let Some((so, symbol)) = cached_so(&so_key(&sources[i], &fl), &k.name) {
+                out[i] =
+                    Some(load(&so).and_then(|lib| program(k, sources[i].clone(), &lib, &symbol)));
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == fl) {
+                Some(g) => g.1.push(i),
+                None => groups.push((fl, vec![i])),
+            }
+        }
+        for (fl, members) in groups {
+            let keys: Vec<String> = members.iter().map(|&i| so_key(&sources[i], &fl)).collect();
+            let symbols: Vec<String> = keys.iter().map(|key| format!("k_{key}")).collect();
+            let mut unit = String::from(crate::codegen::c::PRELUDE);
+            for (&i, symbol) in members.iter().zip(&symbols) {
+                let mut renamed = ks[i].clone();
+                renamed.name = symbol.clone();
+                let src = render(&renamed, &CRenderer);
+                unit.push_str(src.strip_prefix(crate::codegen::c::PRELUDE).unwrap_or(&src));
+            }
+            let batch = compile_so("a batch of kernels", &unit, &fl)
+                .and_then(|so| load(&so).map(|lib| (so, lib)));
+            for (j, &i) in members.iter().enumerate() {
+                out[i] = Some(match &batch {
+                    Ok((so, lib)) => {
+                        // Later processes find the kernel by its own key.
+                        let dir = cache_dir("cpu");
+                        let file = so.file_name().map(|f| f.to_string_lossy().into_owned());
+                        let tmp = temp_name(&dir, &keys[j]).with_extension("ref.tmp");
+                        let line = format!("{} {}", file.unwrap_or_default(), symbols[j]);
+                        if std::fs::write(&tmp, line).is_ok() {
+                            let _ = std::fs::rename(&tmp, dir.join(format!("{}.ref", keys[j])));
+                        }
+                        program(&ks[i], sources[i].clone(), lib, &symbols[j])
+                    }
+                    // One kernel's error would fail the batch: compile each alone for its own.
+                    Err(_) => self.compile(&ks[i]),
+                });
+            }
+        }
+        out.into_iter()
+            .map(|p| p.unwrap_or_else(|| Err(Error::new(ErrorKind::Backend, "cpu: batch"))))
+            .collect()
     }
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
         let ProgramImpl::Cpu(cp) = &p.imp else {

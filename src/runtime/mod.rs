@@ -391,6 +391,11 @@ pub trait Backend: Send + Sync {
     fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>>;
     /// Render `k` in the backend's dialect and compile it; errors carry the compiler's message.
     fn compile(&self, k: &LinearKernel) -> Result<Program>;
+    /// `compile` for several kernels at once (a backend may compile them together: the C
+    /// backend runs one compiler process for many kernels).
+    fn compile_batch(&self, ks: &[LinearKernel]) -> Vec<Result<Program>> {
+        ks.iter().map(|k| self.compile(k)).collect()
+    }
     /// Whether this backend's `compile` may run on several threads at once, for a schedule's
     /// kernels compiled before it runs (`realize::prepare`): worth it where compiling is slow
     /// and independent per kernel (a C compiler process each).
