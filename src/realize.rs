@@ -447,16 +447,23 @@ fn prepare(items: &[ScheduleItem]) {
         }
         // Plan and lower every new kernel on every core, then compile what no cache holds in
         // batches (`Backend::compile_batch`), a few per core; `program` then finds them all.
-        let lowered = Mutex::new(vec![]);
+        let lowered: Vec<Mutex<Option<codegen::Compiled>>> =
+            todo.iter().map(|_| Mutex::new(None)).collect();
         let mut spent = on_threads(threads, todo.len(), |i| {
             let (dev, t, ast) = todo[i];
-            if let Ok(c) = compiled_for(dev, ast, &t, 0) {
-                let mut l = lowered.lock().unwrap_or_else(|e| e.into_inner());
-                l.extend(c.stages.into_iter().map(|s| (dev, s.kernel)));
-            }
+            let c = compiled_for(dev, ast, &t, 0).ok();
+            *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
         });
+        let lowered: Vec<Option<codegen::Compiled>> = lowered
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
         let mut fresh: Vec<(Device, LinearKernel)> = vec![];
-        for (dev, k) in lowered.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        let stage_kernels = todo.iter().zip(&lowered).flat_map(|((dev, ..), c)| {
+            let stages = c.iter().flat_map(|c| &c.stages);
+            stages.map(|s| (*dev, s.kernel.clone()))
+        });
+        for (dev, k) in stage_kernels {
             let known = cache()
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -490,6 +497,32 @@ fn prepare(items: &[ScheduleItem]) {
             }
         });
         spent.extend(compiled);
+        // Each kernel's program, as `program` would make it (which then finds it at once).
+        for ((dev, t, ast), c) in todo.iter().zip(lowered) {
+            let Some(c) = c else { continue };
+            let n = c.stages.len();
+            let mut stages = vec![];
+            for s in c.stages {
+                dump_as(&s.kernel);
+                let p = cache()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&(*dev, s.kernel))
+                    .cloned();
+                stages.extend(p.map(|p| (p, s.bufs)));
+            }
+            // A kernel that failed to compile is compiled (and its error reported) by `program`.
+            if stages.len() == n {
+                let exe = Arc::new(Executable {
+                    stages,
+                    scratch: c.scratch,
+                });
+                ast_cache()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((*dev, *t, 0, ast.key()), exe);
+            }
+        }
         // The workers' stage times (their own threads' counters) are added to this thread's.
         for w in spent {
             for s in Stage::ALL {
