@@ -284,9 +284,25 @@ function randomWindows(data, batch, len) {
   return windows(data, Tensor.randint([batch], 0, data.numel - len + 1), len);
 }
 
+/** Above this many index elements a gather from all of `data` would overflow wasm's 32-bit sizes. */
+const DIRECT_GATHER_MAX = 2 ** 31;
+
 function windows(data, starts, len) {
   const offsets = Tensor.arange(0, len, 1, "int32").unsqueeze(0);
-  return data.get([starts.cast("int32").unsqueeze(1).add(offsets)]);
+  const s = starts.cast("int32");
+  const n = data.numel, b = starts.shape[0];
+  if (b * len * n < DIRECT_GATHER_MAX) return data.get([s.unsqueeze(1).add(offsets)]);
+  // A long text (Shakespeare's 4.5M characters at batch 16): the gather's index would have
+  // b·len·n elements, more than a 32-bit size. View the text as rows of c tokens, take each
+  // window's row and the row after it (b·n elements), then the window from those 2c tokens:
+  // the same windows as the direct gather.
+  const c = Math.max(len, Math.ceil(Math.sqrt(n)));
+  const rows = Math.ceil(n / c);
+  const padded = data.pad([[0, (rows + 1) * c - n]]);
+  const r = s.idiv(c), o = s.sub(r.mul(c));
+  const here = padded.slice(0, 0, rows * c).reshape([rows, c]).index(r);
+  const next = padded.slice(0, c, (rows + 1) * c).reshape([rows, c]).index(r);
+  return Tensor.cat([here, next], 1).gather(1, o.unsqueeze(1).add(offsets));
 }
 
 function checkSampling(s, op) {
