@@ -338,9 +338,9 @@ demo.save = () => call("save");
 demo.profile = () => call("profile");
 demo.loseDevice = () => call("loseDevice");
 demo.generate = (opts = {}) => call("generate", opts);
-demo.reset = () => {
+// Resolves once the new worker is starting (not yet ready).
+demo.reset = () =>
   import("./store.js").then((s) => s.del(CHECKPOINT)).catch(() => {}).then(() => startWorker({ resume: false }));
-};
 
 $("start").onclick = () => demo.start();
 $("pause").onclick = () => demo.pause();

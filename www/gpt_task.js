@@ -84,7 +84,7 @@ export const gptTask = {
     status(`${t.what}: ${t.train.length.toLocaleString("en")} characters to train on, ${m.toLocaleString("en")} to validate, ` +
       `vocabulary ${tok.vocabSize}; GPT of ${params.toLocaleString("en")} parameters`);
     return {
-      data, model: { layers: gpt, gpt }, opt,
+      data, model: { layers: gpt, gpt, plain: true }, opt,
       ready: { nTrain: t.train.length, nVal: m, vocab: tok.chars.join(""), params, text: t.what },
     };
   },

@@ -157,11 +157,22 @@ function accuracyTensor(S) {
 const TASKS = { mnist: mnistTask, gpt: gptTask };
 
 /**
+ * The model's state dict as handles of its own, disposable after use: the wasm layers' getters
+ * make new handles, but a model of plain objects (the GPT) holds its tensors itself, so those
+ * get a new handle each (`realize` of a realized tensor).
+ */
+function modelState() {
+  const state = getStateDict(S.model.layers);
+  if (S.model.plain) for (const k of Object.keys(state)) state[k] = state[k].realize();
+  return state;
+}
+
+/**
  * The checkpoint's tensors: the model's state dict plus the optimizer's state as optim.N. The
  * layers' getters and `state()` make new handles: `disposeAll` them when done.
  */
 function checkpointState() {
-  const state = getStateDict(S.model.layers);
+  const state = modelState();
   S.opt.state().forEach((t, i) => (state[`optim.${i}`] = t));
   return state;
 }
@@ -462,9 +473,9 @@ function lossesSince() {
 }
 
 const ops = {
-  save: () => using(getStateDict(S.model.layers), safeSave),
+  save: () => using(modelState(), safeSave),
   async load(bytes) {
-    const own = getStateDict(S.model.layers);
+    const own = modelState();
     const n = Object.keys(own).length;
     let state;
     try {
