@@ -361,7 +361,10 @@ async function gptTab() {
   const [early, late] = [mean(r.losses.slice(0, 3)), mean(r.losses.slice(-5))];
   check(early > 4 && late < early - 0.5, `the GPT's loss did not fall: ${early.toFixed(3)} -> ${late.toFixed(3)}`);
   check(r.val.length >= 2 && r.val.every((v) => Number.isFinite(v.loss) && v.step > 0), `validation losses: ${JSON.stringify(r.val)}`);
-  check(r.val.at(-1).loss < r.val[0].loss && r.val.at(-1).loss < early, `the validation loss did not fall: ${JSON.stringify(r.val)}`);
+  // Below the first steps' loss (about ln(vocabulary), a uniform guess) by far; not compared
+  // with each other: the streamed samples draw from the same random stream as the batches, as
+  // many as time allows, so the batches after the first sample differ from run to run.
+  check(r.val.every((v) => v.loss < early - 0.5), `the validation loss did not fall: ${JSON.stringify(r.val)} (first steps ${early})`);
   const inVocab = (t) => [...t].every((ch) => info.vocab.includes(ch));
   const streamed = r.samples.map((x) => x.text).join("");
   check(r.samples.length >= 1 && streamed.length > 0 && inVocab(streamed), `samples while training: ${JSON.stringify(r.samples)}`);
@@ -379,6 +382,8 @@ async function gptTab() {
   let bad = null;
   await page.evaluate(() => window.wgradDemo.generate({ prompt: "\u00e9\u00e9" })).catch((e) => (bad = /generate: [^\n]*/.exec(e.message)?.[0] ?? e.message));
   check(/not in the vocabulary/.test(bad ?? ""), `generate() with an unknown character: ${bad}`);
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: join(SHOTS, "gpt.png") });
   console.log(`ok: generate(): 50 characters in ${gs.toFixed(1)} s (decode step of ${gen.launches} launches, replayed): ${JSON.stringify("ROMEO:" + gen.text)}; an unknown character: "${bad}"`);
 
   // Save, a corrupt upload, resume after a reload.
@@ -435,7 +440,6 @@ async function gptTab() {
   check(mine.vocab === [...new Set(poem)].sort().join("") && mine.losses.length === 3 && mine.losses.every(Number.isFinite),
     `own text: vocabulary ${JSON.stringify(mine.vocab)}, losses ${mine.losses}`);
   console.log(`ok: gpt: a text of one's own (${poem.length} characters, vocabulary ${mine.vocab.length}) trains: ${mine.losses.map((v) => v.toFixed(3)).join(", ")}`);
-  await page.screenshot({ path: join(SHOTS, "gpt.png"), fullPage: true });
   await page.close();
 }
 

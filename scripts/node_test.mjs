@@ -190,6 +190,27 @@ async function gptMatchesPytorch({ Tensor, GPT, jit, tidy, withContext, getState
     }
     if (!(e instanceof Error) || !/^(Generator|GPT)/.test(e.message)) fail(`GPT: bad input gave ${e && e.message}`);
   }
+  // Windows of a long text (gathered in two steps: one index over all of it would overflow a
+  // 32-bit size) equal the text's; a jitted trainStep on random windows of it trains.
+  const n = 2_200_000;
+  const host = new Uint8Array(n).map((_, i) => (i * 7 + (i >> 9)) % c.vocab_size);
+  const text = new Tensor(host, [n], "uint8");
+  // Windows of 1000 tokens: rows of 1484 (√n), so some windows span two rows.
+  const L = 1000, st = [0, 5, 483, 484, 485, 1483, 1484, 2967, 999_999, n - L, 77, 77, 77, 77, 77, 77];
+  const w = await tidy(() => GPT.windows(text, new Tensor(Int32Array.from(st), [16], "int32"), L)).data();
+  let wrong = 0;
+  st.forEach((s0, i) => host.subarray(s0, s0 + L).forEach((v, j) => (wrong += w[i * L + j] !== v)));
+  if (w.length !== 16 * L || wrong) fail(`GPT.windows of a long text: ${wrong} wrong tokens`);
+  const topt = gpt.configureOptimizers({ lr: 1e-3 });
+  const tstep = jit(() => gpt.trainStep(topt, text, 16));
+  const tl = [];
+  for (let i = 0; i < 3; i++) {
+    const l = tstep();
+    tl.push(await l.item());
+    l.dispose();
+  }
+  if (!tl.every(Number.isFinite) || !(tstep.launches > 0)) fail(`GPT.trainStep on random windows: losses ${tl}, ${tstep.launches} launches`);
+  console.log(`GPT: windows of ${L} tokens of a ${n}-token text equal the text's; jitted trainStep losses ${tl.map((v) => v.toFixed(3)).join(", ")}`);
   const launches = g.launches;
   g.dispose();
   console.log(`GPT: the jitted decode step (${launches} launches) equals the full forward to ${worstD.toExponential(1)} at each of ${seq.length} positions`);

@@ -299,6 +299,7 @@ function startWorker({ resume }) {
   renderKernels();
   buttons();
   redraw();
+  $("error").style.display = "none"; // a new session: the last one's error is history (demo.errors keeps it)
   worker = new Worker(new URL("./train_worker.js", import.meta.url), { type: "module" });
   worker.onmessage = onMessage;
   worker.onerror = (e) => showError(`worker error: ${e.message}`);
@@ -342,6 +343,7 @@ demo.generate = (opts = {}) => call("generate", opts);
 demo.reset = () =>
   import("./store.js").then((s) => s.del(CHECKPOINT)).catch(() => {}).then(() => startWorker({ resume: false }));
 
+if (TASK === "gpt") $("save").textContent = "Save gpt.safetensors";
 $("start").onclick = () => demo.start();
 $("pause").onclick = () => demo.pause();
 $("reset").onclick = () => demo.reset();
