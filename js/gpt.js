@@ -1,12 +1,13 @@
 // A GPT for JavaScript, written with the package's public tensor API: the model of Rust's
 // `wgrad::nn::gpt` (nanoGPT's shape: token and position embeddings, pre-LayerNorm blocks of
 // causal self-attention and a tanh-GELU MLP, a final LayerNorm, the output layer tied to the
-// token embedding), with the same initialisation, the same ops in the same order and the same
-// state-dict names (`wte.weight`, `h.0.attn.c_attn.weight`, ...), so a checkpoint saved here
-// loads in `examples/gpt.rs --load` and back. Also the pieces to train it (`randomWindows`,
-// `configureOptimizers`, `cosineSchedule`), to sample it on the device (`sample`: temperature,
-// top-k, top-p) and to generate with a key/value cache through a decode step that `jit`
-// captures once and replays per token (`Generator`), and a character tokenizer.
+// token embedding), with the same initialisation scheme (not the same draws for a seed), the
+// same ops in the same order and the same state-dict names (`wte.weight`,
+// `h.0.attn.c_attn.weight`, ...), so a checkpoint saved here loads in `examples/gpt.rs --load`
+// and back. Also the pieces to train it (`randomWindows`, `configureOptimizers`,
+// `cosineSchedule`), to sample it on the device (`sample`: temperature, top-k, top-p) and to
+// generate with a key/value cache through a decode step that `jit` captures once and replays
+// per token (`Generator`), and a character tokenizer.
 
 import { Tensor, withContext } from "../pkg/web/wgrad.js";
 import { optim, jit, tidy } from "./wgrad.js";
