@@ -34,7 +34,7 @@ const EXTRA = {
   ckptEvery: qnum("ckptEvery", 50),
   seed: qnum("seed", 42),
   ahead: Math.max(0, qnum("ahead", 1)),
-  ...(TASK === "gpt" ? { sampleMs: qnum("sampleMs", 150), sampleLen: qnum("sampleLen", 200) } : {}),
+  ...(TASK === "gpt" ? { sampleMs: qnum("sampleMs", 100), sampleLen: qnum("sampleLen", 200) } : {}),
 };
 $("ckpt-every").textContent = EXTRA.ckptEvery;
 

@@ -4,9 +4,9 @@
 // nanoGPT's optimizer (AdamW, weight decay 0.1 on the matrices, betas 0.9/0.99) after a linear
 // warmup. Its validation loss is the mean loss over fixed windows of the validation text (a
 // captured no-grad step), and samples stream while it trains: after each chunk of steps the
-// worker decodes tokens for up to `sampleMs` milliseconds with the key/value-cache decode step
-// that `jit` replays (temperature and top-k applied on the device), posting the text as it
-// grows. Bad text (empty, too short for the context, too large, too many distinct characters)
+// worker decodes tokens for `sampleMs` milliseconds (after the first, which waits for the
+// queued steps) with the key/value-cache decode step that `jit` replays (temperature and top-k
+// applied on the device), posting the text as it grows. Bad text (empty, too short for the context, too large, too many distinct characters)
 // is an error that names the problem, shown on the page.
 
 import { Tensor, GPT, CharTokenizer, jit, tidy, withContext } from "../js/wgrad.js";
@@ -188,9 +188,13 @@ function startSample(S, opts) {
   post({ type: "sample", id: d.sample.id, step: S.step, prompt, text: "", done: false });
 }
 
-/** Decode tokens of the sample in progress until `ms` have passed (at least one). */
+/**
+ * Decode tokens of the sample in progress for `ms` after the first one arrives (that one waits
+ * for the steps still queued on the device; the rest decode at the replayed step's speed).
+ */
 async function grow(S, ms) {
-  const d = S.data, s = d.sample, t0 = performance.now();
+  const d = S.data, s = d.sample;
+  let t0 = null;
   // The prompt's tokens before the last only fill the cache.
   while (s.feed.length) d.gen.step([s.feed.shift()]).forEach((t) => t.dispose());
   let text = "";
@@ -202,6 +206,7 @@ async function grow(S, ms) {
     } finally {
       tok.dispose();
     }
+    t0 ??= performance.now();
     text += d.tok.decode([s.next]);
     s.left--;
   } while (s.left > 0 && performance.now() - t0 < ms);
