@@ -211,6 +211,16 @@ async function gptMatchesPytorch({ Tensor, GPT, jit, tidy, withContext, getState
   }
   if (!tl.every(Number.isFinite) || !(tstep.launches > 0)) fail(`GPT.trainStep on random windows: losses ${tl}, ${tstep.launches} launches`);
   console.log(`GPT: windows of ${L} tokens of a ${n}-token text equal the text's; jitted trainStep losses ${tl.map((v) => v.toFixed(3)).join(", ")}`);
+  // With GPT-2's biases: every Linear and LayerNorm has `.bias` after `.weight`, as in Rust.
+  const gb = new GPT({ vocabSize: 13, blockSize: 8, nLayer: 1, nHead: 2, nEmbd: 16, bias: true });
+  const bnames = Object.keys(getStateDict(gb)).join(" ");
+  const want = "wte.weight wpe.weight h.0.ln_1.weight h.0.ln_1.bias h.0.attn.c_attn.weight h.0.attn.c_attn.bias " +
+    "h.0.attn.c_proj.weight h.0.attn.c_proj.bias h.0.ln_2.weight h.0.ln_2.bias h.0.mlp.c_fc.weight h.0.mlp.c_fc.bias " +
+    "h.0.mlp.c_proj.weight h.0.mlp.c_proj.bias ln_f.weight ln_f.bias";
+  if (bnames !== want) fail(`GPT with biases: state dict ${bnames}`);
+  const bl = await tidy(() => gb.loss(new Tensor(Int32Array.from({ length: 18 }, (_, i) => i % 13), [2, 9], "int32"))).item();
+  if (!(Math.abs(bl - Math.log(13)) < 0.5)) fail(`GPT with biases: initial loss ${bl}, expected about ln 13`);
+  gb.dispose();
   const launches = g.launches;
   g.dispose();
   console.log(`GPT: the jitted decode step (${launches} launches) equals the full forward to ${worstD.toExponential(1)} at each of ${seq.length} positions`);

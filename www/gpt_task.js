@@ -183,6 +183,8 @@ function startSample(S, opts) {
     d.genKey = key;
   }
   d.gen.reset();
+  // A streaming sample cut short by a request ends here.
+  if (d.sample?.left > 0) post({ type: "sample", id: d.sample.id, step: d.sample.step, prompt: d.sample.prompt, text: " [cut short]", done: true });
   const ids = [...d.tok.encode(prompt)];
   d.sample = { id: ++d.samples, step: S.step, prompt, text: "", left: n, next: ids.at(-1), feed: ids.slice(0, -1) };
   post({ type: "sample", id: d.sample.id, step: S.step, prompt, text: "", done: false });
