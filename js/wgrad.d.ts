@@ -236,6 +236,156 @@ export const datasets: {
   mnist(options: MnistOptions): Promise<MnistData>;
 };
 
+/** The sizes of a {@link GPT} (Rust's `GptConfig`). */
+export interface GPTConfig {
+  /** Tokens (characters, for a char-level model). */
+  vocabSize: number;
+  /** The longest context: the position embedding's rows and the key/value cache's length. */
+  blockSize: number;
+  /** Blocks (default 2). */
+  nLayer?: number;
+  /** Attention heads (default 4); `nEmbd` must be a multiple. */
+  nHead?: number;
+  /** The width of the residual stream (default 64). */
+  nEmbd?: number;
+  /** Biases in the Linear layers and LayerNorms (GPT-2's; default false, as nanoGPT trains). */
+  bias?: boolean;
+}
+
+/** How the next token is drawn from the logits (Rust's `Sampling`). */
+export interface SamplingOptions {
+  /** Logits are divided by it; 0 takes the most likely token (greedy). Default 1. */
+  temperature?: number;
+  /** Keep only the `topK` most likely tokens (null: all). */
+  topK?: number | null;
+  /** Keep the most likely tokens whose probabilities sum to `topP` (nucleus sampling; null: all). */
+  topP?: number | null;
+}
+
+/** Per layer, the keys and values decoded so far: `[batch, nHead, blockSize, headDim]` each. */
+export interface KvCache {
+  keys: Tensor[];
+  values: Tensor[];
+}
+
+/** A Linear layer of the GPT: `x @ weight.T + bias`, `weight` `[out, in]`. */
+export interface GPTLinear { weight: Tensor; bias?: Tensor; forward(x: Tensor): Tensor; }
+/** A LayerNorm of the GPT over the last axis (eps 1e-5). */
+export interface GPTLayerNorm { weight: Tensor; bias?: Tensor; forward(x: Tensor): Tensor; }
+/** A pre-LayerNorm block: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`. */
+export interface GPTBlock {
+  ln_1: GPTLayerNorm;
+  attn: { c_attn: GPTLinear; c_proj: GPTLinear };
+  ln_2: GPTLayerNorm;
+  mlp: { c_fc: GPTLinear; c_proj: GPTLinear };
+  forward(x: Tensor): Tensor;
+}
+
+/**
+ * A GPT in nanoGPT's shape, the model of Rust's `wgrad::nn::gpt::Gpt` written with this API:
+ * token and position embeddings, `nLayer` pre-LayerNorm blocks (causal self-attention, a
+ * tanh-GELU MLP), a final LayerNorm and the output layer tied to the token embedding. It is
+ * initialised as nanoGPT does from the seeded generator (`Tensor.manualSeed`). Its tensors are
+ * named as the Rust state dict names them (`wte.weight`, `h.0.attn.c_attn.weight`, ...), so
+ * `getStateDict` / `safeSave` / `loadStateDict` work on it and its checkpoints load in
+ * `examples/gpt.rs --load` and back.
+ *
+ * @example
+ * const gpt = new GPT({ vocabSize: 65, blockSize: 64, nLayer: 2, nHead: 4, nEmbd: 64 });
+ * const opt = gpt.configureOptimizers({ lr: 1e-2, schedule: GPT.cosineSchedule(1e-2, 100, 2000) });
+ * const step = jit(() => gpt.trainStep(opt, data, 16));
+ */
+export class GPT {
+  constructor(config: GPTConfig);
+  /** The sizes, defaults filled in. */
+  readonly config: Required<GPTConfig>;
+  wte: { weight: Tensor; forward(idx: Tensor): Tensor };
+  wpe: { weight: Tensor; forward(idx: Tensor): Tensor };
+  h: GPTBlock[];
+  ln_f: GPTLayerNorm;
+  /** The learned tensors in state-dict order. */
+  parameters(): Tensor[];
+  /** Free every parameter now (rather than when collected). */
+  dispose(): void;
+  /** Logits `[B, T, vocabSize]` of the integer tokens `idx` `[B, T]` (T ≤ blockSize); each position sees itself and those before. */
+  forward(idx: Tensor): Tensor;
+  /** The mean cross-entropy of predicting each token of `windows` `[B, T + 1]` from the ones before it. */
+  loss(windows: Tensor): Tensor;
+  /**
+   * nanoGPT's optimizer: AdamW (eps 1e-8; defaults lr 1e-3, betas [0.9, 0.99]) with
+   * `weightDecay` (default 0.1) on the matrices and none on biases and LayerNorms, as one
+   * OptimizerGroup; `schedule` sets the learning rate per step on the device.
+   */
+  configureOptimizers(options?: { weightDecay?: number; lr?: number; betas?: [number, number]; schedule?: LrScheduleOptions }): Optim;
+  /**
+   * One training step (what `jit` captures): `batch` random windows of `data` (1-D token ids)
+   * drawn on the device, the loss, backward and the update, in training mode. Returns the loss
+   * (realized) of the weights the step started from.
+   */
+  trainStep(opt: Optim, data: Tensor, batch: number): Tensor;
+  /** An empty key/value cache for `batch` sequences (zeros). */
+  kvCache(batch: number): KvCache;
+  /**
+   * One decode step: the logits `[B, vocabSize]` of the token after `tokens` `[B, 1]` at
+   * position `pos` (an integer Tensor `[1]`), whose key and value are written into `cache`.
+   * The position is a tensor, so every position runs the same kernels.
+   */
+  decode(cache: KvCache, tokens: Tensor, pos: Tensor): Tensor;
+  /** A {@link Generator} of `batch` sequences (default 1). */
+  generator(batch?: number, sampling?: SamplingOptions): Generator;
+  /** `batch` windows of `len` consecutive tokens of `data` (1-D) at random offsets, drawn on the device: `[batch, len]`. */
+  static randomWindows(data: Tensor, batch: number, len: number): Tensor;
+  /** The windows of `len` tokens of `data` (1-D) starting at `starts` (integers `[batch]`): `[batch, len]`. */
+  static windows(data: Tensor, starts: Tensor, len: number): Tensor;
+  /** nanoGPT's learning-rate schedule: linear warmup over `warmup` steps, then a cosine decay to `lr / 10` at `steps`. */
+  static cosineSchedule(lr: number, warmup: number, steps: number): LrScheduleOptions;
+  /** One token per row of `logits` `[B, V]` drawn on the device (temperature, top-k, top-p): `[B, 1]` int32. */
+  static sample(logits: Tensor, sampling?: SamplingOptions): Tensor;
+}
+
+/**
+ * Generation with a key/value cache: the decode step (`GPT.decode`, then `GPT.sample`) is a
+ * `jit` of the tokens and the position, so from the third token on each token replays the same
+ * launches. A full context slides: the cache restarts from the last `blockSize / 2` tokens.
+ */
+export class Generator {
+  constructor(gpt: GPT, batch?: number, sampling?: SamplingOptions);
+  /** The sequences decoded side by side. */
+  readonly batch: number;
+  /** The next position to write (the tokens in the context). */
+  readonly pos: number;
+  /** Launches one replayed decode step makes (0 before it is captured). */
+  readonly launches: number;
+  /** The captured decode step's launches (name, sizes, WGSL source). */
+  kernels(): KernelInfo[];
+  /** Forget the context. */
+  reset(): void;
+  /** Free the cache and the captured step now. */
+  dispose(): void;
+  /**
+   * Decode one token per row; returns `[next tokens [B, 1] int32, logits [B, vocabSize]]` in the
+   * step's output buffers: read them before the next step, then dispose the handles.
+   */
+  step(tokens: number[]): [Tensor, Tensor];
+  /**
+   * Feed `prompt` (token ids, at least one) and generate `n` tokens per row, calling `onToken`
+   * with each step's tokens (one per row) as they arrive. Resolves to the tokens per row.
+   */
+  generate(prompt: number[], n: number, onToken?: (tokens: number[]) => void): Promise<number[][]>;
+}
+
+/** A character-level tokenizer: the vocabulary is every character of `text`, in code-point order. */
+export class CharTokenizer {
+  constructor(text: string);
+  /** The characters in token-id order. */
+  readonly chars: string[];
+  readonly vocabSize: number;
+  /** Token ids of `text` (a Uint8Array for up to 256 characters, else an Int32Array); throws on an unknown character. */
+  encode(text: string): Uint8Array | Int32Array;
+  /** The text of token ids. */
+  decode(ids: ArrayLike<number>): string;
+}
+
 // Tensor methods written in JavaScript (js/wgrad.js).
 declare module "../pkg/web/wgrad.js" {
   interface Tensor {

@@ -1,7 +1,8 @@
 // wgrad for JavaScript: the WebAssembly engine (pkg/web, built by wasm-pack from src/web/)
 // plus the pieces that are plain JavaScript: `init` (loads the module, then picks the device),
 // the `nn` / `optim` / `datasets` namespaces, `jit`, `tidy`, `getParameters` and the state-dict
-// helpers, and the receiver checks of the engine's classes.
+// helpers, and the receiver checks of the engine's classes. The GPT (`GPT`, `Generator`,
+// `CharTokenizer`) is in js/gpt.js, written with this API.
 
 import wasmInit, * as raw from "../pkg/web/wgrad.js";
 
@@ -22,6 +23,7 @@ export {
   safeLoadMetadata,
   torchLoad,
 } from "../pkg/web/wgrad.js";
+export { GPT, Generator, CharTokenizer } from "./gpt.js";
 
 // ------------------------------------------------------------------------------ receivers
 

@@ -5,6 +5,7 @@
 //   node scripts/demo_test.mjs [--steps=N] [--bs=N] [--model=mlp|cnn] [--shots=DIR] [--verbose]
 //   node scripts/demo_test.mjs --runahead [--modes=ring,sync,ring0,...] [--steps=N] [--bs=N] [--model=mlp|cnn]
 //   node scripts/demo_test.mjs --beam
+//   node scripts/demo_test.mjs --gpt [--gpt-steps=N]     (only the GPT tab; --mnist: only MNIST)
 //
 // The test: the page loads; training runs in the worker while the main thread's longest task
 // stays under 100 ms (from start() on, the capture and the first compiles included); the charts get points; every step's loss arrives; predict() is right for
@@ -18,6 +19,14 @@
 // BEAM=2 (the search runs in the worker), then reloads: every tuned kernel must come from
 // IndexedDB (0 searched) and the losses must be identical (about 80 s on SwiftShader, so it is
 // not part of the default run).
+//
+// The GPT tab (`?task=gpt`, run after the MNIST test): a tiny GPT trains on Shakespeare in the
+// worker; its loss falls, validation losses arrive on the chart, samples stream in and
+// `generate()` writes text of the asked length from the vocabulary with the replayed
+// decode step; the inspector times the step's kernels; gpt.safetensors downloads with the Rust
+// model's tensor names; a corrupt upload is an error; a reload resumes at the checkpoint; pasted
+// text that is empty, one character or too large is an error on the page, and a short text of
+// one's own trains.
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -47,7 +56,7 @@ const check = (ok, msg) => {
 };
 const argmax = (p) => p.indexOf(Math.max(...p));
 
-for (const f of ["pkg/web/wgrad_bg.wasm", "node_modules/uplot/dist/uPlot.iife.min.js", "data/mnist/t10k-images-idx3-ubyte.gz"]) {
+for (const f of ["pkg/web/wgrad_bg.wasm", "node_modules/uplot/dist/uPlot.iife.min.js", "data/mnist/t10k-images-idx3-ubyte.gz", "data/shakespeare/val.txt"]) {
   check(existsSync(join(ROOT, f)), `${f} is missing (bash scripts/build_web.sh; bash scripts/data.sh; npm install)`);
 }
 
@@ -97,13 +106,18 @@ async function waitFor(page, fn, seconds, what, arg) {
 const trainQuery = (extra = {}) => ({ model: MODEL, bs: BS, steps: STEPS, lr: MODEL === "mlp" ? 0.003 : 0.001,
   readEvery: 10, evalEvery: 40, ckptEvery: 40, ...extra });
 
-async function train(page, { until } = {}) {
+async function train(page, { until, stopOnError = false } = {}) {
   const t0 = await page.evaluate(() => {
     window.wgradDemo.start();
     return performance.now();
   });
   const target = until ?? STEPS;
-  await waitFor(page, (n) => window.wgradDemo.step >= n && !window.wgradDemo.running, 900, `training to step ${target}`, target);
+  await waitFor(page, ([n, stop]) => (window.wgradDemo.step >= n && !window.wgradDemo.running) || (stop && window.wgradDemo.errors.length > 0),
+    900, `training to step ${target}`, [target, stopOnError]);
+  if (stopOnError) {
+    const errs = await page.evaluate(() => window.wgradDemo.errors);
+    check(errs.length === 0, `training to step ${target}: ${errs.join("; ")}`);
+  }
   return t0;
 }
 
@@ -327,10 +341,115 @@ async function beam() {
     `tuned kernels came from IndexedDB and ${b.beam.searched} were searched (${b.beam.seconds.toFixed(1)} s); losses ${a.losses.map((v) => v.toFixed(4))} vs ${b.losses.map((v) => v.toFixed(4))}`);
 }
 
+/** The GPT tab end to end. */
+async function gptTab() {
+  const steps = Number(flags.get("gpt-steps") ?? 30);
+  const query = { task: "gpt", fresh: 1, steps, lr: 0.01, readEvery: 10, evalEvery: 10, ckptEvery: 10, sampleMs: 100, sampleLen: 40 };
+  let page = await openPage(query);
+  const info = await page.evaluate(() => ({ vocab: window.wgradDemo.vocab, device: window.wgradDemo.device, note: document.getElementById("sample-note").textContent }));
+  check(typeof info.vocab === "string" && info.vocab.length > 50 && info.vocab.includes("\n"), `the vocabulary: ${JSON.stringify(info.vocab)}`);
+  console.log(`gpt: ready on ${info.device} ${info.note}`);
+  await train(page, { until: steps, stopOnError: true });
+  await waitFor(page, (n) => window.wgradDemo.chartPoints().loss >= n, 10, "the loss chart to draw the last step", steps);
+  const r = await page.evaluate(() => ({
+    losses: window.wgradDemo.losses, val: window.wgradDemo.valLosses, samples: window.wgradDemo.samples,
+    kernels: window.wgradDemo.kernels, timed: window.wgradDemo.timed, ckpt: window.wgradDemo.checkpointStep,
+    shown: document.getElementById("sample").textContent,
+  }));
+  const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
+  check(r.losses.length === steps && r.losses.every(Number.isFinite), `gpt losses: ${r.losses.length} of ${steps}`);
+  const [early, late] = [mean(r.losses.slice(0, 3)), mean(r.losses.slice(-5))];
+  check(early > 4 && late < early - 0.5, `the GPT's loss did not fall: ${early.toFixed(3)} -> ${late.toFixed(3)}`);
+  check(r.val.length >= 2 && r.val.every((v) => Number.isFinite(v.loss) && v.step > 0), `validation losses: ${JSON.stringify(r.val)}`);
+  // Below the first steps' loss (about ln(vocabulary), a uniform guess) by far; not compared
+  // with each other: the streamed samples draw from the same random stream as the batches, as
+  // many as time allows, so the batches after the first sample differ from run to run.
+  check(r.val.every((v) => v.loss < early - 0.5), `the validation loss did not fall: ${JSON.stringify(r.val)} (first steps ${early})`);
+  const inVocab = (t) => [...t].every((ch) => info.vocab.includes(ch));
+  const streamed = r.samples.map((x) => x.text).join("");
+  check(r.samples.length >= 1 && streamed.length > 0 && inVocab(streamed), `samples while training: ${JSON.stringify(r.samples)}`);
+  check(r.shown.includes(r.samples.at(-1).text), "the page does not show the latest sample");
+  const untimed = r.kernels.filter((k) => k.name !== "copy" && !(k.ms > 0));
+  check(r.kernels.length > 0 && untimed.length === 0, `gpt inspector: ${r.kernels.length} kernels, untimed ${untimed.map((k) => k.name)}`);
+  const sps = r.timed ? 1000 / r.timed.msPerStep : NaN;
+  console.log(`ok: gpt: ${steps} steps, loss ${early.toFixed(3)} -> ${late.toFixed(3)}, validation ${r.val.map((v) => `${v.loss.toFixed(3)}@${v.step}`).join(" → ")}; ` +
+    `${r.timed ? `${r.timed.msPerStep.toFixed(0)} ms/step (${sps.toFixed(2)} steps/s) over ${r.timed.steps} steps` : "untimed"}; ` +
+    `${r.samples.length} sample(s) streamed (${streamed.length} characters: ${JSON.stringify(streamed.slice(0, 40))}); inspector ${r.kernels.length} launches`);
+  const g0 = Date.now();
+  const gen = await page.evaluate(() => window.wgradDemo.generate({ prompt: "ROMEO:", n: 50, temperature: 0.8, topK: 10 }));
+  const gs = (Date.now() - g0) / 1000;
+  check([...gen.text].length === 50 && inVocab(gen.text) && gen.prompt === "ROMEO:" && gen.launches > 0, `generate(): ${JSON.stringify(gen)}`);
+  let bad = null;
+  await page.evaluate(() => window.wgradDemo.generate({ prompt: "\u00e9\u00e9" })).catch((e) => (bad = /generate: [^\n]*/.exec(e.message)?.[0] ?? e.message));
+  check(/not in the vocabulary/.test(bad ?? ""), `generate() with an unknown character: ${bad}`);
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: join(SHOTS, "gpt.png") });
+  console.log(`ok: generate(): 50 characters in ${gs.toFixed(1)} s (decode step of ${gen.launches} launches, replayed): ${JSON.stringify("ROMEO:" + gen.text)}; an unknown character: "${bad}"`);
+
+  // Save, a corrupt upload, resume after a reload.
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#save")]);
+  check(download.suggestedFilename() === "gpt.safetensors", `download named ${download.suggestedFilename()}`);
+  const saved = readFileSync(await download.path());
+  const header = saved.subarray(8, 8 + Number(saved.readBigUInt64LE(0))).toString();
+  check(["wte.weight", "wpe.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_proj.weight", "ln_f.weight"].every((k) => header.includes(`"${k}"`)), `gpt.safetensors names: ${header.slice(0, 200)}`);
+  await page.setInputFiles("#load", { name: "broken.safetensors", mimeType: "application/octet-stream", buffer: Buffer.from("not safetensors") });
+  await waitFor(page, () => window.wgradDemo.errors.length > 0, 60, "the corrupt upload's error");
+  await page.setInputFiles("#load", { name: "gpt.safetensors", mimeType: "application/octet-stream", buffer: saved });
+  await waitFor(page, () => /loaded gpt\.safetensors/.test(window.wgradDemo.lastStatus), 60, "gpt.safetensors to load back");
+  console.log(`ok: gpt.safetensors downloaded (${saved.length} bytes, the Rust model's names), a corrupt upload shows an error, the file loads back`);
+  check(r.ckpt === steps, `the GPT's last checkpoint is at step ${r.ckpt}, expected ${steps}`);
+  const resumeQuery = { ...query };
+  delete resumeQuery.fresh;
+  await page.close();
+  page = await openPage(resumeQuery);
+  const resumed = await page.evaluate(() => ({ step: window.wgradDemo.step, losses: window.wgradDemo.losses.length, val: window.wgradDemo.valLosses.length }));
+  check(resumed.step === steps && resumed.losses === steps && resumed.val === r.val.length, `the GPT reload resumed at ${JSON.stringify(resumed)}, expected step ${steps}`);
+  await page.fill("#steps", String(steps + 10));
+  await page.dispatchEvent("#steps", "change");
+  await train(page, { until: steps + 10, stopOnError: true });
+  const after = await page.evaluate(() => window.wgradDemo.losses);
+  check(after.length === steps + 10 && after.every(Number.isFinite), `after resuming: ${after.length} losses`);
+  console.log(`ok: gpt: the reload resumed at step ${resumed.step} and trained on to ${steps + 10} (loss ${after.at(-1).toFixed(3)})`);
+
+  // Text of one's own: bad ones are errors on the page, a short one trains.
+  const own = async (text, what) => {
+    await page.evaluate((t) => {
+      window.wgradDemo.errors.length = 0;
+      const el = document.getElementById("text");
+      el.value = t;
+      el.dispatchEvent(new Event("input"));
+      document.getElementById("source").value = "own";
+      return window.wgradDemo.reset();
+    }, text);
+    await waitFor(page, () => window.wgradDemo.errors.length > 0 || window.wgradDemo.ready, 120, `the page to take ${what}`);
+    return page.evaluate(() => ({ errors: window.wgradDemo.errors.slice(), shown: document.getElementById("error").textContent, ready: window.wgradDemo.ready }));
+  };
+  for (const [text, what, want] of [["", "empty text", /text box is empty/], ["a", "one character", /1 character is too short/],
+    ["x".repeat(10_000_001), "10,000,001 characters", /more than the 10,000,000/]]) {
+    const e = await own(text, what);
+    check(!e.ready && e.errors.length === 1 && want.test(e.shown), `${what}: ${JSON.stringify({ ...e, shown: e.shown.slice(0, 200) })}`);
+    console.log(`ok: gpt: ${what} shows "${e.shown}"`);
+  }
+  const poem = "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n".repeat(12);
+  const ok = await own(poem, "a short text of one's own");
+  check(ok.ready && ok.errors.length === 0, `a short text: ${JSON.stringify(ok)}`);
+  await page.fill("#steps", "3");
+  await page.dispatchEvent("#steps", "change");
+  await train(page, { until: 3, stopOnError: true });
+  const mine = await page.evaluate(() => ({ vocab: window.wgradDemo.vocab, losses: window.wgradDemo.losses }));
+  check(mine.vocab === [...new Set(poem)].sort().join("") && mine.losses.length === 3 && mine.losses.every(Number.isFinite),
+    `own text: vocabulary ${JSON.stringify(mine.vocab)}, losses ${mine.losses}`);
+  console.log(`ok: gpt: a text of one's own (${poem.length} characters, vocabulary ${mine.vocab.length}) trains: ${mine.losses.map((v) => v.toFixed(3)).join(", ")}`);
+  await page.close();
+}
+
 try {
   if (flags.has("beam")) await beam();
   else if (flags.has("runahead")) await runahead();
-  else await endToEnd();
+  else {
+    if (!flags.has("gpt")) await endToEnd();
+    if (!flags.has("mnist")) await gptTab();
+  }
   check(problems.length === 0, problems.join("\n  "));
 } finally {
   await context.close();

@@ -5,13 +5,17 @@
 //   - `init({ device: "webgpu" })` throws an Error naming `init` and why, never a trap;
 //   - a small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) trains there: the
 //     loss falls below half its start;
+//   - the package's GPT (js/gpt.js) trains as PyTorch does: 10 jitted AdamW steps from the
+//     fixture's weights and batches (tests/fixtures/gpt_steps.json, the one tests/gpt.rs uses)
+//     give PyTorch's losses and final weights to 1e-5; its key/value-cache decode step, replayed
+//     by the jit, gives the full forward's logits position by position; bad input to it throws;
 //   - a wrong argument throws an Error naming its op, and the engine works afterwards.
 // The package must be built first (bash scripts/build_web.sh). Exits non-zero on any failure.
 //
 //   node scripts/node_test.mjs
 
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -95,6 +99,8 @@ try {
   }
   console.log(`MLP on ${info.device}: loss ${losses[0].toFixed(4)} -> ${losses.at(-1).toFixed(4)} in 20 jitted steps (${ms.toFixed(1)} ms/step)`);
 
+  await gptMatchesPytorch(wg);
+
   err = null;
   try {
     new nn.Linear(4, "x");
@@ -107,4 +113,115 @@ try {
   console.log("node test: ok");
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** scripts/gen_gpt_fixture.py's initial weights (tests/gpt.rs's `det_weights`). */
+function detWeights(k, name, n) {
+  const ln = name.split(".").some((p) => p.startsWith("ln_")) && name.endsWith("weight");
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const u = Number((BigInt(i + k * 1000003) * 2654435761n) % (1n << 32n)) / 4294967296;
+    out[i] = (ln ? 1 : 0) + 0.1 * (2 * u - 1);
+  }
+  return out;
+}
+
+async function gptMatchesPytorch({ Tensor, GPT, jit, tidy, withContext, getStateDict }) {
+  const fx = JSON.parse(readFileSync(join(ROOT, "tests/fixtures/gpt_steps.json"), "utf8"));
+  const c = fx.config;
+  const gpt = new GPT({ vocabSize: c.vocab_size, blockSize: c.block_size, nLayer: c.n_layer, nHead: c.n_head, nEmbd: c.n_embd, bias: c.bias });
+  const names = Object.keys(fx.weights);
+  const sd = getStateDict(gpt);
+  if (Object.keys(sd).join() !== names.join()) fail(`GPT state dict names ${Object.keys(sd)} differ from PyTorch's ${names}`);
+  Object.entries(sd).forEach(([name, t], k) => tidy(() => t.assign(new Tensor(detWeights(k, name, t.numel), t.shape)).realize()));
+  const opt = gpt.configureOptimizers({ weightDecay: 0.1, lr: 1e-2, betas: [0.9, 0.99], schedule: GPT.cosineSchedule(1e-2, 2, 10) });
+  const step = jit((w) => withContext({ TRAINING: 1 }, () => {
+    opt.zeroGrad();
+    const loss = gpt.loss(w);
+    loss.backward();
+    opt.step();
+    return loss.realize();
+  }));
+  let worst = 0;
+  for (let k = 0; k < fx.losses.length; k++) {
+    const rows = fx.windows[k];
+    const w = new Tensor(Int32Array.from(rows.flat()), [rows.length, rows[0].length], "int32");
+    const l = tidy(() => step(w));
+    const got = await l.item();
+    [w, l].forEach((t) => t.dispose());
+    const want = fx.losses[k];
+    worst = Math.max(worst, Math.abs(got - want));
+    if (!(Math.abs(got - want) <= 1e-5 * Math.max(1, Math.abs(want)))) fail(`GPT step ${k}: loss ${got}, PyTorch ${want}`);
+  }
+  let worstW = 0;
+  for (const [name, t] of Object.entries(getStateDict(gpt))) {
+    const got = await t.data(), want = fx.weights[name];
+    got.forEach((g, i) => {
+      const d = Math.abs(g - want[i]);
+      worstW = Math.max(worstW, d);
+      if (!(d <= 1e-5 * Math.max(1, Math.abs(want[i])))) fail(`GPT ${name}[${i}] is ${g} after 10 steps, PyTorch ${want[i]}`);
+    });
+  }
+  console.log(`GPT: 10 jitted AdamW steps equal PyTorch's (largest difference: loss ${worst.toExponential(1)}, weight ${worstW.toExponential(1)})`);
+
+  // The cached decode, one token at a time, equals the full forward at each position.
+  const seq = [3, 1, 4, 1, 5, 9, 2, 6];
+  const full = await tidy(() => withContext({ NO_GRAD: 1 }, () => gpt.forward(new Tensor(Int32Array.from(seq), [1, seq.length], "int32")))).data();
+  const g = gpt.generator(1, { temperature: 0 });
+  let worstD = 0;
+  for (let i = 0; i < seq.length; i++) {
+    const [tok, logits] = g.step([seq[i]]);
+    const got = await logits.data();
+    const next = (await tok.data())[0];
+    [tok, logits].forEach((t) => t.dispose());
+    const want = full.slice(i * c.vocab_size, (i + 1) * c.vocab_size);
+    got.forEach((v, j) => (worstD = Math.max(worstD, Math.abs(v - want[j]))));
+    const best = want.indexOf(Math.max(...want));
+    if (next !== best) fail(`GPT decode at ${i}: greedy token ${next}, the full forward's argmax ${best}`);
+  }
+  if (!(worstD < 1e-4)) fail(`GPT decode differs from the full forward by ${worstD}`);
+  if (!(g.launches > 0)) fail("GPT decode: the step was not captured");
+  for (const bad of [() => g.step([c.vocab_size]), () => g.step([1, 2]), () => gpt.generator(1, { topK: 0 }), () => new GPT({ vocabSize: 0, blockSize: 8 })]) {
+    let e = null;
+    try {
+      bad();
+    } catch (x) {
+      e = x;
+    }
+    if (!(e instanceof Error) || !/^(Generator|GPT)/.test(e.message)) fail(`GPT: bad input gave ${e && e.message}`);
+  }
+  // Windows of a long text (gathered in two steps: one index over all of it would overflow a
+  // 32-bit size) equal the text's; a jitted trainStep on random windows of it trains.
+  const n = 2_200_000;
+  const host = new Uint8Array(n).map((_, i) => (i * 7 + (i >> 9)) % c.vocab_size);
+  const text = new Tensor(host, [n], "uint8");
+  // Windows of 1000 tokens: rows of 1484 (√n), so some windows span two rows.
+  const L = 1000, st = [0, 5, 483, 484, 485, 1483, 1484, 2967, 999_999, n - L, 77, 77, 77, 77, 77, 77];
+  const w = await tidy(() => GPT.windows(text, new Tensor(Int32Array.from(st), [16], "int32"), L)).data();
+  let wrong = 0;
+  st.forEach((s0, i) => host.subarray(s0, s0 + L).forEach((v, j) => (wrong += w[i * L + j] !== v)));
+  if (w.length !== 16 * L || wrong) fail(`GPT.windows of a long text: ${wrong} wrong tokens`);
+  const topt = gpt.configureOptimizers({ lr: 1e-3 });
+  const tstep = jit(() => gpt.trainStep(topt, text, 16));
+  const tl = [];
+  for (let i = 0; i < 3; i++) {
+    const l = tstep();
+    tl.push(await l.item());
+    l.dispose();
+  }
+  if (!tl.every(Number.isFinite) || !(tstep.launches > 0)) fail(`GPT.trainStep on random windows: losses ${tl}, ${tstep.launches} launches`);
+  console.log(`GPT: windows of ${L} tokens of a ${n}-token text equal the text's; jitted trainStep losses ${tl.map((v) => v.toFixed(3)).join(", ")}`);
+  // With GPT-2's biases: every Linear and LayerNorm has `.bias` after `.weight`, as in Rust.
+  const gb = new GPT({ vocabSize: 13, blockSize: 8, nLayer: 1, nHead: 2, nEmbd: 16, bias: true });
+  const bnames = Object.keys(getStateDict(gb)).join(" ");
+  const want = "wte.weight wpe.weight h.0.ln_1.weight h.0.ln_1.bias h.0.attn.c_attn.weight h.0.attn.c_attn.bias " +
+    "h.0.attn.c_proj.weight h.0.attn.c_proj.bias h.0.ln_2.weight h.0.ln_2.bias h.0.mlp.c_fc.weight h.0.mlp.c_fc.bias " +
+    "h.0.mlp.c_proj.weight h.0.mlp.c_proj.bias ln_f.weight ln_f.bias";
+  if (bnames !== want) fail(`GPT with biases: state dict ${bnames}`);
+  const bl = await tidy(() => gb.loss(new Tensor(Int32Array.from({ length: 18 }, (_, i) => i % 13), [2, 9], "int32"))).item();
+  if (!(Math.abs(bl - Math.log(13)) < 0.5)) fail(`GPT with biases: initial loss ${bl}, expected about ln 13`);
+  gb.dispose();
+  const launches = g.launches;
+  g.dispose();
+  console.log(`GPT: the jitted decode step (${launches} launches) equals the full forward to ${worstD.toExponential(1)} at each of ${seq.length} positions`);
 }

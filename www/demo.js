@@ -1,12 +1,18 @@
 // The demo page's script (main thread): controls, live charts (uPlot, loaded as a plain script
-// from node_modules), the drawing pad with per-class bars, a strip of test images, save/load and
-// the kernel inspector. All engine work happens in www/train_worker.js; this thread only draws,
-// so the page stays responsive while training. `window.wgradDemo` exposes the state and
-// `start()` (queued until the engine is ready), `pause()`, `predict(pixels)` (784 numbers 0..255
-// → 10 probabilities) for tests.
+// from node_modules), save/load and the kernel inspector, and per tab (`?task=`): for MNIST the
+// drawing pad with per-class bars and a strip of test images, for the GPT the validation-loss
+// line and the samples streaming in. All engine work happens in www/train_worker.js; this thread
+// only draws, so the page stays responsive while training. `window.wgradDemo` exposes the state
+// and `start()` (queued until the engine is ready), `pause()`, `predict(pixels)` (784 numbers
+// 0..255 → 10 probabilities; MNIST), `generate({ prompt, n, temperature, topK })` (GPT) for tests.
 
 const $ = (id) => document.getElementById(id);
 const q = new URLSearchParams(location.search);
+const TASK = q.get("task") === "gpt" ? "gpt" : "mnist";
+document.body.dataset.task = TASK;
+document.title = TASK === "gpt" ? "wgrad: train a tiny GPT in your browser" : document.title;
+/** Where each tab keeps its checkpoint in IndexedDB (www/store.js). */
+const CHECKPOINT = TASK === "gpt" ? "checkpoint-gpt" : "checkpoint";
 const CLASSES = {
   digits: ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"],
   fashion: ["T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Boot"],
@@ -14,8 +20,12 @@ const CLASSES = {
 
 // ------------------------------------------------------------------------------ config
 
-const FIELDS = ["dataset", "model", "optimizer", "lr", "bs", "steps", "device", "beam", "metrics"];
-const numeric = new Set(["lr", "bs", "steps", "beam"]);
+const FIELDS = ["lr", "bs", "steps", "device", "beam", "metrics",
+  ...(TASK === "gpt" ? ["source", "nLayer", "nHead", "nEmbd", "block", "temperature", "topK"] : ["dataset", "model", "optimizer"])];
+const numeric = new Set(["lr", "bs", "steps", "beam", "nLayer", "nHead", "nEmbd", "block", "temperature", "topK"]);
+// The GPT's defaults (2 layers, 4 heads, width 48, context 32, batch 8): about three steps a
+// second even on a software adapter (SwiftShader on 2 cores).
+if (TASK === "gpt") for (const [k, v] of [["lr", "0.005"], ["bs", "8"], ["steps", "2000"]]) $(k).value = v;
 for (const k of FIELDS) if (q.has(k)) $(k).value = q.get(k);
 const qnum = (k, d) => (q.has(k) && Number.isFinite(Number(q.get(k))) ? Number(q.get(k)) : d);
 const EXTRA = {
@@ -24,14 +34,18 @@ const EXTRA = {
   ckptEvery: qnum("ckptEvery", 50),
   seed: qnum("seed", 42),
   ahead: Math.max(0, qnum("ahead", 1)),
+  ...(TASK === "gpt" ? { sampleMs: qnum("sampleMs", 100), sampleLen: qnum("sampleLen", 200) } : {}),
 };
 $("ckpt-every").textContent = EXTRA.ckptEvery;
 
 function config() {
-  const c = { ...EXTRA };
+  const c = { ...EXTRA, task: TASK };
   for (const k of FIELDS) c[k] = numeric.has(k) ? Number($(k).value) : $(k).value;
+  if (TASK === "gpt" && c.source === "own") c.text = $("text").value;
   return c;
 }
+// Pasting text picks it as the source.
+$("text").addEventListener("input", () => ($("source").value = $("text").value ? "own" : "shakespeare"));
 
 // ------------------------------------------------------------------------------ state
 
@@ -41,6 +55,9 @@ const demo = {
   step: 0,
   losses: [],
   accuracies: [],
+  valLosses: [],
+  samples: [],
+  vocab: null,
   device: null,
   adapter: null,
   notice: null,
@@ -81,7 +98,7 @@ function setStatus(s) {
 function buttons() {
   $("start").disabled = !demo.ready || demo.running;
   $("pause").disabled = !demo.running;
-  for (const id of ["save", "load", "refresh-strip", "profile"]) $(id).disabled = !demo.ready;
+  for (const id of ["save", "load", "refresh-strip", "profile", "generate"]) $(id).disabled = !demo.ready;
 }
 
 // ------------------------------------------------------------------------------ charts
@@ -97,7 +114,10 @@ function chart(id, series, opts = {}) {
   return u;
 }
 const charts = {
-  loss: chart("c-loss", [{ label: "loss", stroke: "#2d6cdf", width: 1, points: { show: false } }]),
+  loss: chart("c-loss", [
+    { label: "loss", stroke: "#2d6cdf", width: 1, points: { show: false } },
+    ...(TASK === "gpt" ? [{ label: "validation", stroke: "#d0342c", width: 2, spanGaps: true, points: { show: true, size: 5 } }] : []),
+  ]),
   acc: chart("c-acc", [{ label: "accuracy %", stroke: "#2a9d4b", width: 2 }]),
   speed: chart("c-speed", [
     { label: "ms/step", stroke: "#c2410c", scale: "ms", width: 1.5, points: { show: false } },
@@ -128,15 +148,22 @@ function draw() {
     drawQueued = false;
     lastDraw = performance.now();
     const xs = demo.losses.map((_, i) => i + 1);
-    charts.loss.setData([xs, demo.losses]);
+    if (TASK === "gpt") {
+      // The validation points on the training loss's steps (null between them).
+      const val = xs.map(() => null);
+      for (const v of demo.valLosses) if (v.step >= 1 && v.step <= xs.length) val[v.step - 1] = v.loss;
+      charts.loss.setData([xs, demo.losses, val]);
+    } else {
+      charts.loss.setData([xs, demo.losses]);
+    }
     charts.acc.setData([demo.accuracies.map((a) => a.step), demo.accuracies.map((a) => a.acc)]);
     charts.speed.setData(series.speed);
     charts.mem.setData(series.mem);
     $("s-step").textContent = demo.step;
     const last = demo.losses.at(-1);
     $("s-loss").textContent = last === undefined ? "–" : last.toFixed(3);
-    const acc = demo.accuracies.at(-1);
-    $("s-acc").textContent = acc ? `${acc.acc.toFixed(1)}%` : "–";
+    const acc = demo.accuracies.at(-1), val = demo.valLosses.at(-1);
+    $("s-acc").textContent = TASK === "gpt" ? (val ? val.loss.toFixed(3) : "–") : acc ? `${acc.acc.toFixed(1)}%` : "–";
     $("s-speed").textContent = demo.msPerStep ? `${demo.msPerStep.toFixed(1)} ms/step` : "–";
   }
 }
@@ -156,8 +183,12 @@ function onMessage(ev) {
       demo.notice = m.notice;
       demo.step = m.step;
       demo.losses = m.losses.slice();
-      demo.accuracies = m.accuracies.slice();
+      setEvals(m.evals);
       demo.classes = CLASSES[config().dataset] ?? CLASSES.digits;
+      if (TASK === "gpt") {
+        demo.vocab = m.vocab;
+        $("sample-note").textContent = `(${m.text}: ${m.nTrain.toLocaleString("en")} characters, vocabulary ${m.vocab.length}, ${m.params.toLocaleString("en")} parameters)`;
+      }
       const a = m.adapter;
       $("s-device").textContent = m.device === "webgpu" ? `WebGPU${a?.name ? ` · ${a.name}` : ""}` : "CPU interpreter";
       const r = m.recovered;
@@ -185,8 +216,10 @@ function onMessage(ev) {
       setStatus(m.step > 0 ? `resumed at step ${m.step}: press Start to continue` : "ready: press Start");
       buttons();
       redraw();
-      refreshStrip();
-      predictPad();
+      if (TASK === "mnist") {
+        refreshStrip();
+        predictPad();
+      }
       if (q.get("autostart") === "1" || demo.startQueued) demo.start();
       break;
     }
@@ -203,7 +236,7 @@ function onMessage(ev) {
         const { from, values } = m.newLosses;
         for (let i = 0; i < values.length; i++) demo.losses[from + i] = values[i];
       }
-      if (m.accuracies) demo.accuracies = m.accuracies.slice();
+      if (m.evals) setEvals(m.evals);
       for (const [step, ms] of m.speed ?? []) {
         demo.msPerStep = ms;
         series.speed[0].push(step);
@@ -234,7 +267,10 @@ function onMessage(ev) {
       if (m.timed) demo.timed = m.timed;
       if (m.error) showError(`training stopped: ${m.error}`);
       buttons();
-      if (!m.running && demo.ready) refreshStrip();
+      if (!m.running && demo.ready && TASK === "mnist") refreshStrip();
+      break;
+    case "sample":
+      onSample(m);
       break;
     case "status":
       setStatus(m.text);
@@ -256,12 +292,14 @@ function startWorker({ resume }) {
   if (worker) worker.terminate();
   for (const c of calls.values()) c.fail(new Error("the worker was restarted"));
   calls = new Map();
-  Object.assign(demo, { ready: false, startQueued: false, running: false, step: 0, losses: [], accuracies: [], kernels: [], msPerStep: null });
+  Object.assign(demo, { ready: false, startQueued: false, running: false, step: 0, losses: [], accuracies: [], valLosses: [], samples: [], kernels: [], msPerStep: null });
+  renderSamples();
   series.speed = [[], [], []];
   series.mem = [[], [], []];
   renderKernels();
   buttons();
   redraw();
+  $("error").style.display = "none"; // a new session: the last one's error is history (demo.errors keeps it)
   worker = new Worker(new URL("./train_worker.js", import.meta.url), { type: "module" });
   worker.onmessage = onMessage;
   worker.onerror = (e) => showError(`worker error: ${e.message}`);
@@ -300,10 +338,12 @@ demo.testImages = (n, start) => call("testImages", n, start);
 demo.save = () => call("save");
 demo.profile = () => call("profile");
 demo.loseDevice = () => call("loseDevice");
-demo.reset = () => {
-  import("./store.js").then((s) => s.del("checkpoint")).catch(() => {}).then(() => startWorker({ resume: false }));
-};
+demo.generate = (opts = {}) => call("generate", opts);
+// Resolves once the new worker is starting (not yet ready).
+demo.reset = () =>
+  import("./store.js").then((s) => s.del(CHECKPOINT)).catch(() => {}).then(() => startWorker({ resume: false }));
 
+if (TASK === "gpt") $("save").textContent = "Save gpt.safetensors";
 $("start").onclick = () => demo.start();
 $("pause").onclick = () => demo.pause();
 $("reset").onclick = () => demo.reset();
@@ -316,7 +356,7 @@ $("save").onclick = async () => {
   try {
     const bytes = await demo.save();
     const url = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
-    const a = Object.assign(document.createElement("a"), { href: url, download: "model.safetensors" });
+    const a = Object.assign(document.createElement("a"), { href: url, download: TASK === "gpt" ? "gpt.safetensors" : "model.safetensors" });
     document.body.append(a);
     a.click();
     a.remove();
@@ -334,8 +374,10 @@ $("load").onchange = async (ev) => {
     const r = await call("load", bytes);
     showError("");
     setStatus(`loaded ${file.name} (${r.tensors} tensors)`);
-    refreshStrip();
-    predictPad();
+    if (TASK === "mnist") {
+      refreshStrip();
+      predictPad();
+    }
   } catch (e) {
     showError(`could not load ${file.name}: ${e.message}`);
   }
@@ -487,7 +529,52 @@ async function refreshStrip() {
   }
 }
 $("refresh-strip").onclick = refreshStrip;
-setInterval(() => demo.running && refreshStrip(), 5000);
+setInterval(() => demo.running && TASK === "mnist" && refreshStrip(), 5000);
+
+// ------------------------------------------------------------------------------ GPT samples
+
+/** The worker's evaluation points: test accuracies (MNIST) or validation losses (GPT). */
+function setEvals(evals) {
+  if (TASK === "gpt") demo.valLosses = evals.slice();
+  else demo.accuracies = evals.slice();
+}
+
+/** A sample's text arrives in pieces as it is generated; the newest few are shown. */
+function onSample(m) {
+  let s = demo.samples.find((x) => x.id === m.id);
+  if (!s) {
+    s = { id: m.id, step: m.step, prompt: m.prompt, text: "", done: false };
+    demo.samples = demo.samples.filter((x) => x.id !== m.id).concat([s]).slice(-20);
+  }
+  s.text += m.text;
+  s.done = m.done;
+  renderSamples();
+}
+
+let samplesQueued = false;
+function renderSamples() {
+  if (samplesQueued) return;
+  samplesQueued = true;
+  requestAnimationFrame(() => {
+    samplesQueued = false;
+    const box = $("sample");
+    box.innerHTML = "";
+    for (const s of demo.samples.slice(-3).reverse()) {
+      const head = document.createElement("b");
+      head.textContent = `step ${s.step}${s.done ? "" : " …"}\n`;
+      box.append(head, document.createTextNode(s.prompt + s.text + "\n\n"));
+    }
+  });
+}
+
+$("generate").onclick = async () => {
+  try {
+    const n = Number($("gen-n").value);
+    await demo.generate({ prompt: $("prompt").value, n, temperature: Number($("temperature").value), topK: Number($("topK").value) });
+  } catch (e) {
+    showError(e.message);
+  }
+};
 
 // ------------------------------------------------------------------------------ inspector
 
@@ -529,10 +616,11 @@ $("profile").onclick = async () => {
 
 // A checkpoint's run settings win over the defaults, so a reload resumes the run it saved.
 const resume = q.get("fresh") !== "1";
-(resume ? import("./store.js").then((s) => s.get("checkpoint")).catch(() => null) : Promise.resolve(null))
+(resume ? import("./store.js").then((s) => s.get(CHECKPOINT)).catch(() => null) : Promise.resolve(null))
   .then((ck) => {
     if (ck?.config) {
       for (const k of FIELDS) if (ck.config[k] !== undefined) $(k).value = ck.config[k];
+      if (typeof ck.config.text === "string") $("text").value = ck.config.text;
       for (const k of Object.keys(EXTRA)) if (ck.config[k] !== undefined) EXTRA[k] = ck.config[k];
     }
     startWorker({ resume });

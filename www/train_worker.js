@@ -1,17 +1,25 @@
 // The demo's training worker: the whole engine runs here, off the page's main thread (www/demo.js
-// talks to it with messages). It trains a model on MNIST digits or Fashion-MNIST with a jitted
-// step, keeps every step's loss on the device (a ring the step itself shifts) and reads it back
-// asynchronously every `readEvery` steps, evaluates, predicts drawn digits, saves and loads
-// safetensors, checkpoints model + optimizer to IndexedDB, keeps the BEAM cache there, and
-// profiles the captured step's kernels. When the GPU device is lost mid-training (a driver reset,
-// or `loseDevice()` in a test), it initialises WebGPU again, rebuilds the session from the last
-// checkpoint and trains on.
+// talks to it with messages). It trains the page's task (`config.task`: "mnist", a model on
+// MNIST digits or Fashion-MNIST, defined here; "gpt", a tiny GPT on Shakespeare or the user's
+// text, in www/gpt_task.js) with a jitted step, keeps every step's loss on the device (a ring
+// the step itself shifts) and reads it back asynchronously every `readEvery` steps, evaluates
+// (test accuracy, or validation loss), saves and loads safetensors, checkpoints model +
+// optimizer to IndexedDB, keeps the BEAM cache there, and profiles the captured step's kernels.
+// When the GPU device is lost mid-training (a driver reset, or `loseDevice()` in a test), it
+// initialises WebGPU again, rebuilds the session from the last checkpoint and trains on.
+//
+// A task is an object: `checkpointKey`, `runKeys` (the config that a checkpoint must share),
+// `setup(config)` → `{ data, model, opt, ready }` (`model.layers` is what the state dict is
+// made of), `loss(S)` (the step's loss, backward done, inside the captured step),
+// `evaluate(S)` → a tensor read back later and `evalPoint(step, values)`, `afterChunk(S)`
+// (work between chunks of steps), `ops` (its calls from the page) and `dispose(S)`.
 //
 // Messages in:  {type:"init", config, resume} {type:"start"} {type:"pause"} {type:"set", lr, steps}
-//               {type:"call", id, op, args}  (op: predict, strip, testImages, save, load, profile,
-//               loseDevice)
+//               {type:"call", id, op, args}  (op: save, load, profile, loseDevice, info, and the
+//               task's: predict, strip, testImages for MNIST; generate for the GPT)
 // Messages out: {type:"ready", recovered?} {type:"metrics"} {type:"kernels"} {type:"status"}
-//               {type:"state"} {type:"checkpoint"} {type:"lost"} {type:"reply", id, result | error}
+//               {type:"state"} {type:"checkpoint"} {type:"lost"} {type:"sample"} (the GPT's text
+//               as it is generated) {type:"reply", id, result | error}
 
 import {
   init, Tensor, nn, optim, datasets, jit, tidy, withContext, getParameters, getStateDict,
@@ -19,6 +27,7 @@ import {
   loseDevice,
 } from "../js/wgrad.js";
 import * as store from "./store.js";
+import { gptTask } from "./gpt_task.js";
 
 const post = (m, transfer) => self.postMessage(m, transfer ?? []);
 const status = (text) => post({ type: "status", text });
@@ -30,7 +39,7 @@ let loopDone = Promise.resolve();
 let recoveries = 0; // device losses recovered from in this worker
 const MAX_RECOVERIES = 3;
 
-const DATA = { digits: "../data/mnist/", fashion: "../data/fashion-mnist/" };
+const MNIST_DATA = { digits: "../data/mnist/", fashion: "../data/fashion-mnist/" };
 const EVAL_N = 500; // test images per accuracy point (a fixed slice of the test set)
 
 /** The models: the tinygrad tutorial's CNN, and a small MLP (fast on a software adapter). */
@@ -58,12 +67,112 @@ function makeOptim(name, params, lr) {
   }
 }
 
+/** MNIST digits or Fashion-MNIST: a CNN or an MLP, test accuracy, predictions of drawn digits. */
+const mnistTask = {
+  checkpointKey: "checkpoint",
+  runKeys: ["dataset", "model", "optimizer"],
+  small: "use the MLP and small batches",
+  async setup(config) {
+    status(`loading ${config.dataset === "fashion" ? "Fashion-MNIST" : "MNIST digits"}…`);
+    const data = await datasets.mnist({ baseUrl: MNIST_DATA[config.dataset] ?? MNIST_DATA.digits });
+    Tensor.manualSeed(config.seed);
+    const model = makeModel(config.model);
+    const params = getParameters(model.layers);
+    const opt = makeOptim(config.optimizer, params, config.lr);
+    disposeAll(params); // the optimizer holds the parameters itself
+    const nEval = Math.min(EVAL_N, data.xTest.shape[0]);
+    [data.xEval, data.yEval] = tidy(() => [
+      data.xTest.slice(0, 0, nEval).cast("float32").realize(),
+      data.yTest.slice(0, 0, nEval).realize(),
+    ]);
+    return { data, model, opt, ready: { nTrain: data.xTrain.shape[0], nTest: data.xTest.shape[0] } };
+  },
+  loss(S) {
+    const { data, model, opt, config } = S;
+    const s = Tensor.randint([config.bs], 0, data.xTrain.shape[0]);
+    const x = data.xTrain.index(s).cast("float32"), y = data.yTrain.index(s);
+    opt.zeroGrad();
+    const loss = model.forward(x).sparseCategoricalCrossentropy(y);
+    loss.backward();
+    return loss;
+  },
+  evaluate: (S) => accuracyTensor(S),
+  evalPoint: (step, v) => ({ step, acc: (100 * v[0]) / S.data.xEval.shape[0] }),
+  ops: {
+    async predict(_, pixels) {
+      if (!(pixels?.length === 784)) throw new Error("predict: expected 784 pixel values (0..255)");
+      const x = new Tensor(Float32Array.from(pixels), [1, 1, 28, 28]);
+      const p = tidy(() => withContext({ NO_GRAD: 1 }, () => S.model.forward(x).softmax(1)));
+      x.dispose();
+      const v = await p.data();
+      p.dispose();
+      return Array.from(v);
+    },
+    /** `n` test images from `start` (pixels 0..255 and labels). */
+    async testImages(_, n, start = 0) {
+      const total = S.data.xTest.shape[0];
+      n = Math.max(1, Math.min(n | 0, 64));
+      start = Math.max(0, Math.min(start | 0, total - n));
+      const [xs, ys] = tidy(() => [S.data.xTest.slice(0, start, start + n), S.data.yTest.slice(0, start, start + n)]);
+      const [pix, lab] = await Promise.all([xs.data(), ys.data()]);
+      xs.dispose();
+      ys.dispose();
+      return { pixels: Array.from(pix), labels: Array.from(lab), start };
+    },
+    /** A strip of random test images with the model's predictions. */
+    async strip(_, n) {
+      const total = S.data.xTest.shape[0];
+      const idx = Int32Array.from({ length: n }, () => Math.floor(Math.random() * total));
+      const [xs, ys, pred] = tidy(() => withContext({ NO_GRAD: 1 }, () => {
+        const i = new Tensor(idx, [n], "int32");
+        const x = S.data.xTest.index(i), y = S.data.yTest.index(i);
+        return [x, y, S.model.forward(x.cast("float32")).argmax(1)];
+      }));
+      const [pix, lab, pr] = await Promise.all([xs.data(), ys.data(), pred.data()]);
+      [xs, ys, pred].forEach((t) => t.dispose());
+      return { pixels: pix, labels: Array.from(lab), preds: Array.from(pr) };
+    },
+  },
+  dispose(S) {
+    const d = S.data;
+    for (const t of [d.xTrain, d.yTrain, d.xTest, d.yTest, d.xEval, d.yEval]) t.dispose();
+    // The layers hold the rest.
+    for (const l of Object.values(S.model.layers)) l.free();
+  },
+};
+
+/** Test accuracy on the fixed evaluation slice, as a tensor (read it back later). */
+function accuracyTensor(S) {
+  return tidy(() => withContext({ NO_GRAD: 1 }, () => {
+    let hits = null;
+    for (let i = 0; i < S.data.xEval.shape[0]; i += 250) {
+      const end = Math.min(i + 250, S.data.xEval.shape[0]);
+      const h = S.model.forward(S.data.xEval.slice(0, i, end)).argmax(1).eq(S.data.yEval.slice(0, i, end)).sum();
+      hits = hits ? hits.add(h) : h;
+    }
+    return hits.realize();
+  }));
+}
+
+const TASKS = { mnist: mnistTask, gpt: gptTask };
+
+/**
+ * The model's state dict as handles of its own, disposable after use: the wasm layers' getters
+ * make new handles, but a model of plain objects (the GPT) holds its tensors itself, so those
+ * get a new handle each (`realize` of a realized tensor).
+ */
+function modelState() {
+  const state = getStateDict(S.model.layers);
+  if (S.model.plain) for (const k of Object.keys(state)) state[k] = state[k].realize();
+  return state;
+}
+
 /**
  * The checkpoint's tensors: the model's state dict plus the optimizer's state as optim.N. The
  * layers' getters and `state()` make new handles: `disposeAll` them when done.
  */
 function checkpointState() {
-  const state = getStateDict(S.model.layers);
+  const state = modelState();
   S.opt.state().forEach((t, i) => (state[`optim.${i}`] = t));
   return state;
 }
@@ -119,6 +228,7 @@ async function using(tensors, f) {
 
 async function setup(config, resume, recovered = null) {
   const t0 = performance.now();
+  const task = TASKS[config.task] ?? TASKS.mnist;
   let beamImported = 0;
   status("starting the engine…");
   const want = config.device === "auto" ? {} : { device: config.device };
@@ -126,7 +236,7 @@ async function setup(config, resume, recovered = null) {
   let notice = null;
   if (info.device === "cpu") {
     notice = config.device === "cpu"
-      ? "Running on the CPU interpreter (chosen). It is slow: use the MLP and small batches."
+      ? `Running on the CPU interpreter (chosen). It is slow: ${task.small}.`
       : "WebGPU is not available in this browser: running on the CPU interpreter (slow).";
   }
   if (config.beam > 0) {
@@ -137,30 +247,18 @@ async function setup(config, resume, recovered = null) {
       beamImported = n;
     }
   }
-  status(`loading ${config.dataset === "fashion" ? "Fashion-MNIST" : "MNIST digits"}…`);
-  const data = await datasets.mnist({ baseUrl: DATA[config.dataset] ?? DATA.digits });
-  Tensor.manualSeed(config.seed);
-  const model = makeModel(config.model);
-  const params = getParameters(model.layers);
-  const opt = makeOptim(config.optimizer, params, config.lr);
-  disposeAll(params); // the optimizer holds the parameters itself
-  const nTrain = data.xTrain.shape[0];
+  const { data, model, opt, ready } = await task.setup(config);
   const R = config.readEvery;
   // The loss ring: each step shifts it left by one and writes its loss last, on the device.
-  const nEval = Math.min(EVAL_N, data.xTest.shape[0]);
-  const [ring, xEval, yEval] = tidy(() => [
-    new Tensor(new Float32Array(R), [R]).realize(),
-    data.xTest.slice(0, 0, nEval).cast("float32").realize(),
-    data.yTest.slice(0, 0, nEval).realize(),
-  ]);
+  const ring = tidy(() => new Tensor(new Float32Array(R), [R]).realize());
   S = {
-    config, info, notice, data, model, opt, ring, nTrain, xEval, yEval, step: 0, losses: [],
-    accuracies: [], kernels: null, profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
+    config, task, info, notice, data, model, opt, ring, step: 0, losses: [], evals: [], kernels: null,
+    profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
   };
   S.trainStep = makeStep();
   if (resume) {
-    const ck = await store.get("checkpoint").catch(() => null);
-    if (ck && sameRun(ck.config, config)) {
+    const ck = await store.get(task.checkpointKey).catch(() => null);
+    if (ck && sameRun(task, ck.config, config)) {
       try {
         const own = checkpointState();
         let loaded;
@@ -173,7 +271,7 @@ async function setup(config, resume, recovered = null) {
         assignAll(own, loaded);
         S.step = ck.step;
         S.losses = ck.losses ?? [];
-        S.accuracies = ck.accuracies ?? [];
+        S.evals = ck.evals ?? ck.accuracies ?? [];
         S.lastCheckpoint = ck.step;
         sentLosses = Math.min(sentLosses, S.losses.length);
         status(`resumed from the checkpoint at step ${ck.step}`);
@@ -188,26 +286,22 @@ async function setup(config, resume, recovered = null) {
   }
   post({
     type: "ready", device: info.device, adapter: info.adapter, notice, step: S.step,
-    losses: S.losses, accuracies: S.accuracies, nTrain, nTest: data.xTest.shape[0],
+    losses: S.losses, evals: S.evals, ...ready,
     seconds: (performance.now() - t0) / 1000, recovered: S.recovered ?? null,
   });
   sendMetrics({});
 }
 
-/** A checkpoint applies to the same dataset, model, optimizer and batch. */
-const sameRun = (a, b) => a && ["dataset", "model", "optimizer", "bs", "readEvery"].every((k) => a[k] === b[k]);
+/** A checkpoint applies to the same run: the task's model, data, optimizer and batch. */
+const sameRun = (task, a, b) => a && ["bs", "readEvery", ...task.runKeys].every((k) => a[k] === b[k]);
 
 function makeStep() {
-  const { config, data, model, opt, ring, nTrain } = S;
-  const R = config.readEvery, BS = config.bs;
+  const { config, opt, ring, task } = S;
+  const R = config.readEvery;
   const ctx = config.beam > 0 ? { TRAINING: 1, BEAM: config.beam } : { TRAINING: 1 };
   // Call 1 runs this function, call 2 captures its kernels, later calls replay them.
   return jit(() => withContext(ctx, () => {
-    const s = Tensor.randint([BS], 0, nTrain);
-    const x = data.xTrain.index(s).cast("float32"), y = data.yTrain.index(s);
-    opt.zeroGrad();
-    const loss = model.forward(x).sparseCategoricalCrossentropy(y);
-    loss.backward();
+    const loss = task.loss(S);
     const update = opt.scheduleStep();
     // Materialized first: the ring is read shifted, so it must not be written while read.
     const shifted = Tensor.cat([ring.slice(0, 1, R), loss.reshape([1])]).contiguous();
@@ -223,19 +317,6 @@ function queueStep() {
   S.step++;
 }
 
-/** Test accuracy on the fixed evaluation slice, as a tensor (read it back later). */
-function accuracyTensor() {
-  return tidy(() => withContext({ NO_GRAD: 1 }, () => {
-    let hits = null;
-    for (let i = 0; i < S.xEval.shape[0]; i += 250) {
-      const end = Math.min(i + 250, S.xEval.shape[0]);
-      const h = S.model.forward(S.xEval.slice(0, i, end)).argmax(1).eq(S.yEval.slice(0, i, end)).sum();
-      hits = hits ? hits.add(h) : h;
-    }
-    return hits.realize();
-  }));
-}
-
 let lastMetricsAt = 0;
 function sendMetrics(extra) {
   const c = globalCounters();
@@ -249,8 +330,8 @@ function sendMetrics(extra) {
 async function checkpoint() {
   const bytes = await using(checkpointState(), safeSave);
   const c = S.config;
-  await store.put("checkpoint", {
-    config: c, step: S.step, losses: S.losses, accuracies: S.accuracies, bytes, savedAt: Date.now(),
+  await store.put(S.task.checkpointKey, {
+    config: c, step: S.step, losses: S.losses, evals: S.evals, bytes, savedAt: Date.now(),
   });
   S.lastCheckpoint = S.step;
   post({ type: "checkpoint", step: S.step });
@@ -322,14 +403,10 @@ async function trainLoop(pending) {
       if (pending.length > (config.ahead ?? 1)) await pending.shift();
       else await nextTask();
     }
-    let acc = null;
     if (config.evalEvery > 0 && Math.floor(S.step / config.evalEvery) > Math.floor(first / config.evalEvery)) {
-      const hits = accuracyTensor();
+      const t = S.task.evaluate(S);
       const at = S.step;
-      pending.push(hits.data().then((v) => {
-        acc = { step: at, acc: (100 * v[0]) / S.xEval.shape[0] };
-        S.accuracies.push(acc);
-      }).finally(() => hits.dispose()));
+      pending.push(t.data().then((v) => S.evals.push(S.task.evalPoint(at, v))).finally(() => t.dispose()));
     }
     if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync" && S.step < config.steps) {
       await Promise.all(pending.splice(0));
@@ -345,15 +422,17 @@ async function trainLoop(pending) {
       await checkpoint().catch((e) => status(`checkpoint failed: ${e.message}`));
       speedBase = null;
     }
-    sendMetrics({ speed: speedSince(), newLosses: lossesSince(), accuracies: S.accuracies });
+    if (S.task.afterChunk && running) await S.task.afterChunk(S);
+    sendMetrics({ speed: speedSince(), newLosses: lossesSince(), evals: S.evals });
   }
   await Promise.all(pending);
   const end = performance.now();
+  if (S.task.idle) await S.task.idle(S).catch((e) => status(`${e.message}`));
   // Paused or done: checkpoint where it stopped, so a reload resumes exactly here.
   if (config.ckptEvery > 0 && S.step > S.lastCheckpoint) {
     await checkpoint().catch((e) => status(`checkpoint failed: ${e.message}`));
   }
-  sendMetrics({ newLosses: lossesSince(), accuracies: S.accuracies });
+  sendMetrics({ newLosses: lossesSince(), evals: S.evals });
   running = false;
   // ms/step over this run's steps after the 10th (capture, profile and first compiles excluded).
   const timed = S.warm ? { msPerStep: (end - S.warm.t) / (S.step - S.warm.step), steps: S.step - S.warm.step } : null;
@@ -394,42 +473,9 @@ function lossesSince() {
 }
 
 const ops = {
-  async predict(pixels) {
-    if (!(pixels?.length === 784)) throw new Error("predict: expected 784 pixel values (0..255)");
-    const x = new Tensor(Float32Array.from(pixels), [1, 1, 28, 28]);
-    const p = tidy(() => withContext({ NO_GRAD: 1 }, () => S.model.forward(x).softmax(1)));
-    x.dispose();
-    const v = await p.data();
-    p.dispose();
-    return Array.from(v);
-  },
-  /** `n` test images from `start` (pixels 0..255 and labels). */
-  async testImages(n, start = 0) {
-    const total = S.data.xTest.shape[0];
-    n = Math.max(1, Math.min(n | 0, 64));
-    start = Math.max(0, Math.min(start | 0, total - n));
-    const [xs, ys] = tidy(() => [S.data.xTest.slice(0, start, start + n), S.data.yTest.slice(0, start, start + n)]);
-    const [pix, lab] = await Promise.all([xs.data(), ys.data()]);
-    xs.dispose();
-    ys.dispose();
-    return { pixels: Array.from(pix), labels: Array.from(lab), start };
-  },
-  /** A strip of random test images with the model's predictions. */
-  async strip(n) {
-    const total = S.data.xTest.shape[0];
-    const idx = Int32Array.from({ length: n }, () => Math.floor(Math.random() * total));
-    const [xs, ys, pred] = tidy(() => withContext({ NO_GRAD: 1 }, () => {
-      const i = new Tensor(idx, [n], "int32");
-      const x = S.data.xTest.index(i), y = S.data.yTest.index(i);
-      return [x, y, S.model.forward(x.cast("float32")).argmax(1)];
-    }));
-    const [pix, lab, pr] = await Promise.all([xs.data(), ys.data(), pred.data()]);
-    [xs, ys, pred].forEach((t) => t.dispose());
-    return { pixels: pix, labels: Array.from(lab), preds: Array.from(pr) };
-  },
-  save: () => using(getStateDict(S.model.layers), safeSave),
+  save: () => using(modelState(), safeSave),
   async load(bytes) {
-    const own = getStateDict(S.model.layers);
+    const own = modelState();
     const n = Object.keys(own).length;
     let state;
     try {
@@ -494,10 +540,8 @@ async function recover(msg) {
 function disposeSession() {
   const old = S;
   S = null;
-  const tensors = [old.data.xTrain, old.data.yTrain, old.data.xTest, old.data.yTest, old.ring, old.xEval, old.yEval];
-  for (const t of tensors) t.dispose();
-  // The layers, the optimizer and the captured step hold the rest.
-  for (const l of Object.values(old.model.layers)) l.free();
+  old.ring.dispose();
+  old.task.dispose(old);
   old.opt.free();
   old.trainStep.dispose();
 }
@@ -524,7 +568,9 @@ self.onmessage = async (ev) => {
       if (m.steps !== undefined && S) S.config.steps = m.steps;
     } else if (m.type === "call") {
       if (!S) throw new Error(`${m.op}: the engine is not ready yet`);
-      const f = ops[m.op];
+      // The task's calls get the session first.
+      const own = Object.hasOwn(S.task.ops, m.op) ? S.task.ops[m.op] : null;
+      const f = Object.hasOwn(ops, m.op) ? ops[m.op] : own && ((...a) => own({ S, running }, ...a));
       if (!f) throw new Error(`unknown op ${m.op}`);
       // Wait for the queued chunk rather than interleave with a capture.
       const result = await f(...(m.args ?? []));

@@ -15,6 +15,8 @@ import {
   setDebug,
   globalCounters,
   loseDevice,
+  GPT,
+  CharTokenizer,
   type DType,
   type InitInfo,
 } from "../../js/wgrad.js";
@@ -50,5 +52,13 @@ export async function main(): Promise<number> {
   const counters = globalCounters();
   const mnist = await datasets.mnist({ baseUrl: "data/mnist/" });
   const xs: Tensor = mnist.xTrain;
-  return Number(value) + data.length + counters.liveBuffers + shape.length + xs.numel + dt.length + dev.length + lose.length;
+  const tok = new CharTokenizer("to be or not to be");
+  const text = new Tensor(tok.encode("to be or not"), [12], "uint8");
+  const gpt = new GPT({ vocabSize: tok.vocabSize, blockSize: 8, nLayer: 1, nHead: 2, nEmbd: 16 });
+  const gopt = gpt.configureOptimizers({ lr: 1e-2, schedule: GPT.cosineSchedule(1e-2, 2, 10) });
+  const gstep = jit(() => gpt.trainStep(gopt, text, 4));
+  const gloss: Tensor = gstep();
+  const sampled: number[][] = await gpt.generator(1, { temperature: 0.8, topK: 3 }).generate(Array.from(tok.encode("t")), 5);
+  const said: string = tok.decode(sampled[0]);
+  return said.length + Number(await gloss.item()) + Number(value) + data.length + counters.liveBuffers + shape.length + xs.numel + dt.length + dev.length + lose.length;
 }
