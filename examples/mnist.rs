@@ -3,7 +3,7 @@
 //! `randint` inside a `TinyJit`-captured step, with a progress bar (loss, ms/step), the test
 //! accuracy every `EVAL_EVERY` steps, and the final test accuracy.
 //!
-//! Knobs: `BS` (128), `STEPS` (1000), `SEED` (42), `FASHION=1`, `SGD=1`, `MUON=1`, `DEV`, `JIT`
+//! Knobs: `BS` (128), `STEPS` (1500), `SEED` (42), `FASHION=1`, `SGD=1`, `MUON=1`, `DEV`, `JIT`
 //! (on unless `JIT=0`), `EVAL_EVERY` (100), `TARGET_EVAL_ACC_PCT` (exit non-zero below it),
 //! `WGRAD_DATA` (data directory, default ./data: see scripts/data.sh), `SHARD=N` or
 //! `DEVICES=CPU:0,CPU:1` (data-parallel training on several devices: the tutorial's two lines);
@@ -73,7 +73,7 @@ fn main() -> Result<()> {
     };
     let (bs, steps, eval_every) = (
         env("BS", 128),
-        env("STEPS", 1000),
+        env("STEPS", 1500),
         env("EVAL_EVERY", 100).max(1),
     );
     let fashion = env("FASHION", 0) != 0;

@@ -148,7 +148,7 @@ run() {
     for dev in CUDA WEBGPU; do
       step "bench_step on $dev" 90 env DEV=$dev STEPS=20 "$b/bench_step"
     done
-    step "MNIST 1000 steps on CUDA (target 97%)" 120 env DEV=CUDA STEPS=1000 TARGET_EVAL_ACC_PCT=97 "$b/mnist_example"
+    step "MNIST 1500 steps on CUDA (target 97%)" 150 env DEV=CUDA STEPS=1500 TARGET_EVAL_ACC_PCT=97 "$b/mnist_example"
     if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
       step "PyTorch eager and CUDA-graph step" 120 env PYTHONUNBUFFERED=1 STEPS=20 python3 scripts/bench_torch.py
     else
