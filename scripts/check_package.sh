@@ -12,7 +12,7 @@ case "${1:-}" in
     must="src/lib.rs"
     ;;
   npm)
-    allowed='^(package\.json|README\.md|LICENSE|js/wgrad\.(js|d\.ts)|pkg/web/(wgrad\.js|wgrad\.d\.ts|wgrad_bg\.wasm|wgrad_bg\.wasm\.d\.ts))$'
+    allowed='^(package\.json|README\.md|LICENSE|js/wgrad\.(js|d\.ts)|js/gpt\.js|pkg/web/(wgrad\.js|wgrad\.d\.ts|wgrad_bg\.wasm|wgrad_bg\.wasm\.d\.ts))$'
     json=$(npm pack --dry-run --json 2>/dev/null)
     list=$(node -e 'for (const f of JSON.parse(process.argv[1])[0].files) console.log(f.path)' "$json")
     must="js/wgrad.js pkg/web/wgrad_bg.wasm"
