@@ -437,8 +437,8 @@ fn prepare(items: &[ScheduleItem]) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .contains_key(&key);
-            if !cached && seen.insert(key) {
-                todo.push((dev, t, ast));
+            if !cached && seen.insert(key.clone()) {
+                todo.push((key, ast));
             }
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -450,35 +450,31 @@ fn prepare(items: &[ScheduleItem]) {
         let lowered: Vec<Mutex<Option<codegen::Compiled>>> =
             todo.iter().map(|_| Mutex::new(None)).collect();
         let mut spent = on_threads(threads, todo.len(), |i| {
-            let (dev, t, ast) = todo[i];
-            let c = compiled_for(dev, ast, &t, 0).ok();
+            let ((dev, t, ..), ast) = &todo[i];
+            let c = compiled_for(*dev, ast, t, 0).ok();
             *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
         });
         let lowered: Vec<Option<codegen::Compiled>> = lowered
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
-        let mut fresh: Vec<(Device, LinearKernel)> = vec![];
-        let stage_kernels = todo.iter().zip(&lowered).flat_map(|((dev, ..), c)| {
-            let stages = c.iter().flat_map(|c| &c.stages);
-            stages.map(|s| (*dev, s.kernel.clone()))
-        });
-        for (dev, k) in stage_kernels {
-            let known = cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&(dev, k.clone()));
-            if !known && !fresh.contains(&(dev, k.clone())) {
-                fresh.push((dev, k));
+        // The kernels no cache holds, by device, each once.
+        let mut fresh: HashMap<Device, Vec<LinearKernel>> = HashMap::new();
+        let mut seen = HashSet::new();
+        for (((dev, ..), _), c) in todo.iter().zip(&lowered) {
+            for s in c.iter().flat_map(|c| &c.stages) {
+                let key = (*dev, s.kernel.clone());
+                let known = cache()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains_key(&key);
+                if !known && seen.insert(key) {
+                    fresh.entry(*dev).or_default().push(s.kernel.clone());
+                }
             }
         }
         let mut batches: Vec<(Device, Vec<LinearKernel>)> = vec![];
-        for dev in fresh.iter().map(|f| f.0).collect::<HashSet<_>>() {
-            let ks: Vec<LinearKernel> = fresh
-                .iter()
-                .filter(|f| f.0 == dev)
-                .map(|f| f.1.clone())
-                .collect();
+        for (dev, ks) in fresh {
             let n = (2 * threads).min(ks.len()).max(1);
             for b in 0..n {
                 batches.push((dev, ks.iter().skip(b).step_by(n).cloned().collect()));
@@ -498,8 +494,9 @@ fn prepare(items: &[ScheduleItem]) {
         });
         spent.extend(compiled);
         // Each kernel's program, as `program` would make it (which then finds it at once).
-        for ((dev, t, ast), c) in todo.iter().zip(lowered) {
+        for ((key, _), c) in todo.into_iter().zip(lowered) {
             let Some(c) = c else { continue };
+            let dev = key.0;
             let n = c.stages.len();
             let mut stages = vec![];
             for s in c.stages {
@@ -507,7 +504,7 @@ fn prepare(items: &[ScheduleItem]) {
                 let p = cache()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .get(&(*dev, s.kernel))
+                    .get(&(dev, s.kernel))
                     .cloned();
                 stages.extend(p.map(|p| (p, s.bufs)));
             }
@@ -520,7 +517,7 @@ fn prepare(items: &[ScheduleItem]) {
                 ast_cache()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert((*dev, *t, 0, ast.key()), exe);
+                    .insert(key, exe);
             }
         }
         // The workers' stage times (their own threads' counters) are added to this thread's.

@@ -227,7 +227,25 @@ struct VecWriter<'a> {
     next: &'a mut usize,
 }
 
-impl VecWriter<'_> {
+impl<'a> VecWriter<'a> {
+    fn new(
+        w: usize,
+        names: &'a HashMap<Reg, String>,
+        shared: &'a HashMap<VLoadKey, (String, usize)>,
+        d: &'a dyn Renderer,
+        next: &'a mut usize,
+    ) -> Self {
+        VecWriter {
+            w,
+            names,
+            shared,
+            d,
+            lets: vec![],
+            bound: HashMap::new(),
+            next,
+        }
+    }
+
     /// `e` spelled: a scalar leaf as a scalar (operators broadcast it), anything else as a
     /// vector.
     fn expr(&mut self, e: &VExpr) -> String {
@@ -421,15 +439,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 shared.insert(key, (n, depth));
             }
             let v = vname(p);
-            let mut vw = VecWriter {
-                w: p.width,
-                names: &names,
-                shared: &shared,
-                d,
-                lets: vec![],
-                bound: HashMap::new(),
-                next: &mut lets_made,
-            };
+            let mut vw = VecWriter::new(p.width, &names, &shared, d, &mut lets_made);
             let step = match (&p.expr, p.op) {
                 (VExpr::Binary(BinaryOp::Mul, x, y), _) if p.fused => {
                     let (x, y) = (vw.operand(x), vw.operand(y));
@@ -447,15 +457,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
         }
         if let Some(sp) = store_packs.iter().find(|p| p.at == i) {
             let idx = lane_index(&name(&names, sp.base), sp.offset as usize);
-            let mut vw = VecWriter {
-                w: sp.width,
-                names: &names,
-                shared: &shared,
-                d,
-                lets: vec![],
-                bound: HashMap::new(),
-                next: &mut lets_made,
-            };
+            let mut vw = VecWriter::new(sp.width, &names, &shared, d, &mut lets_made);
             let val = vw.operand(&sp.expr);
             if let Some(st) = d.vec_store(sp.slot, &idx, &val, sp.width) {
                 for l in &vw.lets {

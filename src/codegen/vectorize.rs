@@ -648,27 +648,23 @@ impl Analysis {
                 let a = self.pack_bytes(&loads)?;
                 Some(VExpr::Cmp(*op, Rc::new(a), Rc::new(VExpr::Const(*v))))
             }
-            Def::IntCmp(op, ..) => {
-                let parts: Vec<(Reg, Reg)> = defs
+            Def::IntCmp(op, ..) | Def::Cmp(op, ..) => {
+                // Every lane the same comparison, of i32 or of f32 operands: (a, b) per lane.
+                let int = matches!(defs[0], Def::IntCmp(..));
+                let (a, b): (Vec<Reg>, Vec<Reg>) = defs
                     .iter()
                     .map(|d| match d {
-                        Def::IntCmp(o, a, b) if o == op => Some((*a, *b)),
+                        Def::IntCmp(o, a, b) if int && o == op => Some((*a, *b)),
+                        Def::Cmp(o, a, b) if !int && o == op => Some((*a, *b)),
                         _ => None,
                     })
-                    .collect::<Option<_>>()?;
-                let lanelist = |f: fn(&(Reg, Reg)) -> Reg| parts.iter().map(f).collect();
-                Some(VExpr::IntCmp(*op, lanelist(|p| p.0), lanelist(|p| p.1)))
-            }
-            Def::Cmp(op, ..) => {
-                let parts: Vec<(Reg, Reg)> = defs
-                    .iter()
-                    .map(|d| match d {
-                        Def::Cmp(o, a, b) if o == op => Some((*a, *b)),
-                        _ => None,
-                    })
-                    .collect::<Option<_>>()?;
-                let a = self.pack(&parts.iter().map(|p| p.0).collect::<Vec<_>>(), depth);
-                let b = self.pack(&parts.iter().map(|p| p.1).collect::<Vec<_>>(), depth);
+                    .collect::<Option<Vec<_>>>()?
+                    .into_iter()
+                    .unzip();
+                if int {
+                    return Some(VExpr::IntCmp(*op, a, b));
+                }
+                let (a, b) = (self.pack(&a, depth), self.pack(&b, depth));
                 if matches!(a, VExpr::Gather(_)) && matches!(b, VExpr::Gather(_)) {
                     return None;
                 }
@@ -684,24 +680,24 @@ impl Analysis {
     fn pack_bytes(&self, lanes: &[Reg]) -> Option<VExpr> {
         let (slot, reg) = *self.bytes.get(&lanes[0])?;
         let index = self.int(reg);
-        let mut stride = None;
-        for (j, l) in lanes.iter().enumerate() {
-            let (s, r) = *self.bytes.get(l)?;
-            let i = self.int(r);
-            if s != slot || i.terms != index.terms {
-                return None;
-            }
-            let d = i.konst - index.konst;
-            match (j, stride) {
-                (0, _) => {}
-                (1, None) => stride = Some(d),
-                _ => {}
-            }
-            if d != stride.unwrap_or(0) * j as i64 {
-                return None;
-            }
+        // Each lane's element relative to lane 0's, in one buffer at the same index terms.
+        let offsets: Vec<i64> = lanes
+            .iter()
+            .map(|l| {
+                let (s, r) = *self.bytes.get(l)?;
+                let i = self.int(r);
+                (s == slot && i.terms == index.terms).then_some(i.konst - index.konst)
+            })
+            .collect::<Option<_>>()?;
+        let stride = offsets.get(1).copied().unwrap_or(0);
+        if offsets
+            .iter()
+            .enumerate()
+            .any(|(j, &o)| o != stride * j as i64)
+        {
+            return None;
         }
-        match stride.unwrap_or(0) {
+        match stride {
             // One byte for every lane, broadcast.
             0 => Some(VExpr::Splat(lanes[0])),
             1 => Some(VExpr::Load {
