@@ -6,7 +6,8 @@
 #                                     target/gpu-check) and stages what the run needs in
 #                                     .gpu-check/: the binaries, the MNIST data, the Vulkan loader
 #                                     packages (NVIDIA's Vulkan driver needs a loader the GPU
-#                                     machine may lack). About 40 MB.
+#                                     machine may lack). The binaries travel as one xz archive
+#                                     (about 7 MB for 65 MB): the device tool carries 64 MiB.
 #   bash scripts/gpu_check.sh run     On the GPU machine (NVIDIA driver, NVRTC, PyTorch; no Rust
 #                                     toolchain, no network), from the repository root with
 #                                     .gpu-check/ beside it: the CUDA tests, the op suite, the JIT
@@ -17,7 +18,8 @@
 #                                     (scripts/bench_torch.py). A few minutes; the log goes to
 #                                     $OUT/gpu_check.log (else .gpu-check/log), a summary at the end.
 #
-# Without an argument: build where cargo exists, else run. With the device tool of this
+# Without an argument: build where cargo exists, else run. `ONLY=regex` runs only the parts whose
+# names match it (`ONLY='JIT|GPT tests' bash scripts/gpu_check.sh run`). With the device tool of this
 # workplace: run(command="bash scripts/gpu_check.sh run", carry=[".gpu-check"], timeout_s=560).
 # `bash scripts/gpu_check.sh dry-run` (after build) runs the run half here, where every GPU part
 # is skipped: it checks the script and the staged files, not the GPU.
@@ -32,12 +34,13 @@ fi
 build() {
   set -e
   local target=target/gpu-check
+  mkdir -p target
   # No debug info and stripped symbols: the binaries travel (64 MiB for everything).
   export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols
-  echo "== building release test binaries (ops, jit, mnist, cuda) and examples (bench_step, mnist)"
-  cargo test --release --target-dir "$target" --no-run --test ops --test jit --test mnist --test cuda \
+  echo "== building release test binaries (ops, jit, mnist, cuda, gpt) and examples (bench_step, bench_gpt, bench_matmul, mnist)"
+  cargo test --release --target-dir "$target" --no-run --test ops --test jit --test mnist --test cuda --test gpt \
     --message-format=json-render-diagnostics >"$target.json"
-  cargo build --release --target-dir "$target" --example bench_step --example mnist
+  cargo build --release --target-dir "$target" --example bench_step --example mnist --example bench_gpt --example bench_matmul
   rm -rf "$G/bin" "$G/data"
   mkdir -p "$G/bin" "$G/data"
   python3 - "$target.json" "$G/bin" <<'PY'
@@ -48,7 +51,7 @@ for line in open(sys.argv[1]):
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
         shutil.copy(m["executable"], f"{out}/{m['target']['name']}")
 PY
-  cp "$target/release/examples/bench_step" "$G/bin/bench_step"
+  for e in bench_step bench_gpt bench_matmul; do cp "$target/release/examples/$e" "$G/bin/$e"; done
   cp "$target/release/examples/mnist" "$G/bin/mnist_example"
   bash scripts/data.sh >/dev/null
   cp -rL data/mnist "$G/data/mnist"
@@ -67,8 +70,10 @@ PY
     # shellcheck disable=SC2086
     (cd "$G/gl" && apt-get $o download -qq libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
   fi
-  echo "== staged $(du -sh "$G" | cut -f1) in $G (binaries need $need):"
   ls -la "$G/bin"
+  tar -cJf "$G/bin.tar.xz" -C "$G" bin
+  rm -rf "$G/bin"
+  echo "== staged $(du -sh "$G" | cut -f1) in $G (binaries need $need):"
   echo "now run on the GPU machine: bash scripts/gpu_check.sh run   (carry $G)"
 }
 
@@ -80,6 +85,8 @@ log() { echo "$@" | tee -a "$LOG"; }
 step() {
   local name=$1 secs=$2
   shift 2
+  # ONLY (a bash regex) runs just the parts whose names match: a second, shorter run.
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
   log ""
   log "== $name"
   local t0=$SECONDS
@@ -91,6 +98,7 @@ step() {
 
 run() {
   local dry=${1:-0}
+  [ -f "$G/bin.tar.xz" ] && tar -xJf "$G/bin.tar.xz" -C "$G"
   if [ ! -x "$G/bin/cuda" ]; then
     echo "gpu_check: $G/bin is missing: run 'bash scripts/gpu_check.sh build' first (where cargo is) and carry $G" >&2
     exit 2
@@ -141,26 +149,38 @@ run() {
     step "MNIST 5 steps on CPU (dry)" 120 env DEV=CPU STEPS=5 BS=16 EVAL_EVERY=5 "$b/mnist_example"
     step "PyTorch eager step on the CPU (dry)" 120 env PYTHONUNBUFFERED=1 DEVICE=cpu STEPS=1 BS=8 python3 scripts/bench_torch.py
   else
-    step "CUDA tests (NVRTC for every kernel, golden, graph replay counters)" 240 "$b/cuda" --test-threads=4 --nocapture
-    step "op suite on CUDA and WebGPU (and f16 on every device)" 180 "$b/ops" op_suite_cuda op_suite_wgpu f16_ops
-    step "JIT tests on every device" 120 "$b/jit"
-    step "MNIST test (60 steps) on every compiled device" 150 "$b/mnist" --nocapture
-    for dev in CUDA WEBGPU; do
-      step "bench_step on $dev" 90 env DEV=$dev STEPS=20 "$b/bench_step"
+    # Most telling first: CUDA correctness, then speed beside PyTorch, then WebGPU (Vulkan).
+    step "CUDA tests (NVRTC for every kernel, golden, graph replay counters)" 150 "$b/cuda" --test-threads=4 --nocapture
+    step "op suite on CUDA and WebGPU (and f16 on every device)" 120 "$b/ops" op_suite_cuda op_suite_wgpu f16_ops
+    local torch=0
+    python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1 && torch=1
+    [ $torch = 1 ] || { log "no PyTorch with CUDA here: skipping the PyTorch references"; FAILED+=("PyTorch comparison (no torch with CUDA)"); }
+    step "bench_step on CUDA" 60 env DEV=CUDA STEPS=20 "$b/bench_step"
+    [ $torch = 1 ] && step "PyTorch eager and CUDA-graph step" 60 env PYTHONUNBUFFERED=1 STEPS=20 python3 scripts/bench_torch.py
+    step "matmul on CUDA" 60 env DEV=CUDA "$b/bench_matmul"
+    [ $torch = 1 ] && step "PyTorch matmul (cuBLAS, f32, no TF32)" 60 env PYTHONUNBUFFERED=1 DEVICE=cuda python3 scripts/bench_matmul_torch.py
+    for size in "" "N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32"; do
+      # shellcheck disable=SC2086
+      step "GPT step on CUDA ${size:-small}" 60 env DEV=CUDA STEPS=20 $size "$b/bench_gpt"
+      # shellcheck disable=SC2086
+      [ $torch = 1 ] && step "PyTorch GPT step on CUDA ${size:-small}" 60 env PYTHONUNBUFFERED=1 DEVICE=cuda STEPS=20 $size python3 scripts/bench_gpt_torch.py
     done
-    step "MNIST 1500 steps on CUDA (target 97%)" 150 env DEV=CUDA STEPS=1500 TARGET_EVAL_ACC_PCT=97 "$b/mnist_example"
-    if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-      step "PyTorch eager and CUDA-graph step" 120 env PYTHONUNBUFFERED=1 STEPS=20 python3 scripts/bench_torch.py
-    else
-      log "no PyTorch with CUDA here: skipping scripts/bench_torch.py"
-      FAILED+=("PyTorch comparison (no torch with CUDA)")
-    fi
+    step "GPT step on CUDA, medium, DEBUG=2 profile (in gpt_cuda_debug2.log)" 60 sh -c \
+      "DEV=CUDA STEPS=2 DEBUG=2 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 $b/bench_gpt >$(dirname "$LOG")/gpt_cuda_debug2.log 2>&1; tail -3 $(dirname "$LOG")/gpt_cuda_debug2.log"
+    # (The sampling test runs on the interpreter and the CPU only.)
+    step "GPT tests on every device" 120 "$b/gpt" --nocapture --skip sampling_draws
+    step "JIT tests on every device" 90 "$b/jit"
+    step "MNIST test (60 steps) on every compiled device" 120 "$b/mnist" --nocapture
+    step "bench_step on WEBGPU" 60 env DEV=WEBGPU STEPS=20 "$b/bench_step"
+    step "matmul on WEBGPU" 60 env DEV=WEBGPU "$b/bench_matmul"
+    step "GPT step on WEBGPU small" 60 env DEV=WEBGPU STEPS=20 "$b/bench_gpt"
+    step "MNIST 1500 steps on CUDA (target 97%)" 120 env DEV=CUDA STEPS=1500 TARGET_EVAL_ACC_PCT=97 "$b/mnist_example"
   fi
   log ""
   log "== summary: ${#PASSED[@]} passed, ${#FAILED[@]} failed"
   for p in "${PASSED[@]}"; do log "  ok      $p"; done
   for f in "${FAILED[@]}"; do log "  FAILED  $f"; done
-  grep -hE "^(device |  jitted|  not jitted|torch |cuda: |SKIPPED)|test accuracy|op-suite kernels" "$LOG" | sort -u | sed 's/^/  /' | tee -a "$LOG.summary"
+  grep -hE "^(device |  jitted|  not jitted|torch |cuda: |SKIPPED|matmul |GPT )|test accuracy|op-suite kernels" "$LOG" | sort -u | sed 's/^/  /' | tee -a "$LOG.summary"
   [ ${#FAILED[@]} = 0 ]
 }
 

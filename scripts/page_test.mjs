@@ -479,9 +479,12 @@ async function packageTest(browser) {
           if (r.fetched[0] !== "uint8" || !(r.fetched[1] > 100) || r.fetched[2] !== 123) {
             problems.push(`Tensor.fromUrl(package.json) gave ${JSON.stringify(r.fetched)}`);
           }
-          // WebGPU times every kernel on the device; the interpreter on the host clock, which the
-          // browser may coarsen to 0.1 ms (a fast kernel then reads 0).
-          const timedOk = device === "webgpu" ? r.debugMs.every((ms) => ms > 0) : r.debugMs.some((ms) => ms > 0);
+          // WebGPU times every kernel on the device; the interpreter on the host clock. Both clocks
+          // are coarsened by the browser (Chromium quantizes timestamp queries), so a fast kernel
+          // can read 0: every kernel must print a time, and most of them a positive one.
+          const positive = r.debugMs.filter((ms) => ms > 0).length;
+          const timedOk = r.debugMs.every((ms) => ms >= 0) &&
+            (device === "webgpu" ? positive * 2 > r.debugMs.length : positive > 0);
           if (!(r.debugMs.length > 0 && timedOk)) problems.push(`DEBUG=2 printed kernel times ${JSON.stringify(r.debugMs)}`);
           if (!r.losses.every(Number.isFinite)) problems.push(`non-finite training loss: ${r.losses}`);
           // Memory stays flat once the step is captured: no more live tensors and buffers (fewer

@@ -720,7 +720,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                     Launch::Kernel {
                         prog: q, dev: e, ..
                     },
-                ) => Arc::ptr_eq(p, q) && d == e,
+                ) => p.same_kernel(q) && d == e,
                 (Launch::Copy { .. }, Launch::Copy { .. }) => true,
                 _ => false,
             };

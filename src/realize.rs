@@ -201,11 +201,17 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
             Some(p) => p,
             None => {
                 let p = Arc::new(timed(Stage::Compile, || backend.compile(&key.1))?);
-                cache()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, p.clone());
-                p
+                // Another thread may have compiled it meanwhile: the first program stays, so a
+                // kernel is one program in a process (captures compare programs); a stale one
+                // is replaced.
+                let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+                match c.get(&key) {
+                    Some(q) if backend.can_run(q) => q.clone(),
+                    _ => {
+                        c.insert(key, p.clone());
+                        p
+                    }
+                }
             }
         };
         stages.push((p, stage.bufs));
@@ -214,10 +220,16 @@ fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result
         stages,
         scratch: compiled.scratch,
     });
-    ast_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(akey, exe.clone());
+    let mut c = ast_cache().lock().unwrap_or_else(|e| e.into_inner());
+    // A stale entry (a program the backend can no longer run) is replaced; a fresh one that
+    // another thread made meanwhile stays.
+    let exe = match c.get(&akey) {
+        Some(e) if e.stages.iter().all(|(p, _)| backend.can_run(p)) => e.clone(),
+        _ => {
+            c.insert(akey, exe.clone());
+            exe
+        }
+    };
     Ok(exe)
 }
 
@@ -485,10 +497,11 @@ fn prepare(items: &[ScheduleItem]) {
             let ps = timed(Stage::Compile, || dev.backend().compile_batch(ks));
             for (k, p) in ks.iter().zip(ps) {
                 if let Ok(p) = p {
-                    cache()
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert((*dev, k.clone()), Arc::new(p));
+                    let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+                    let key = (*dev, k.clone());
+                    if !c.get(&key).is_some_and(|q| dev.backend().can_run(q)) {
+                        c.insert(key, Arc::new(p));
+                    }
                 }
             }
         });
@@ -514,10 +527,12 @@ fn prepare(items: &[ScheduleItem]) {
                     stages,
                     scratch: c.scratch,
                 });
-                ast_cache()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, exe);
+                let mut c = ast_cache().lock().unwrap_or_else(|e| e.into_inner());
+                let backend = dev.backend();
+                let live = |e: &Executable| e.stages.iter().all(|(p, _)| backend.can_run(p));
+                if !c.get(&key).is_some_and(|e| live(e)) {
+                    c.insert(key, exe);
+                }
             }
         }
         // The workers' stage times (their own threads' counters) are added to this thread's.

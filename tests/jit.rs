@@ -70,7 +70,9 @@ fn losses(dev: Device, jit: bool) -> Vec<f32> {
         let mut out = vec![];
         for _ in 0..25 {
             let loss = if jit {
-                f.call(&[]).unwrap().remove(0)
+                f.call(&[])
+                    .unwrap_or_else(|e| panic!("{dev}: {e}"))
+                    .remove(0)
             } else {
                 step(&m, &x, &y).unwrap()
             };
@@ -250,7 +252,9 @@ fn profiled_replay_trains_like_a_replay_and_times_every_kernel() {
                     timing = Some(wgrad::runtime::block_on(fut).unwrap());
                     o[0].clone()
                 } else {
-                    f.call(&[]).unwrap().remove(0)
+                    f.call(&[])
+                        .unwrap_or_else(|e| panic!("{dev}: {e}"))
+                        .remove(0)
                 };
                 out.push(loss.item::<f32>().unwrap());
             }

@@ -435,6 +435,12 @@ impl Backend for Cuda {
         self.dev()
     }
 
+    /// NVRTC compiles on any thread (its API is thread-safe) and each worker binds the context
+    /// before loading its module: a schedule's new kernels compile on every core.
+    fn compiles_in_parallel(&self) -> bool {
+        self.gpu.is_ok()
+    }
+
     fn target(&self) -> Target {
         // Every CUDA GPU since compute capability 2.0: 1024 threads and 48 KiB of static shared
         // memory per block.

@@ -291,6 +291,24 @@ pub struct Program {
     pub(crate) imp: ProgramImpl,
 }
 
+impl Program {
+    /// Whether `self` and `other` run the same kernel: one program, or two compilations of the
+    /// same source (or, on the interpreter, of the same linear kernel) with the same launch sizes.
+    pub fn same_kernel(&self, other: &Program) -> bool {
+        if std::ptr::eq(self, other) {
+            return true;
+        }
+        let same_code = match (&self.imp, &other.imp) {
+            (ProgramImpl::Interp(a), ProgramImpl::Interp(b)) => a == b,
+            _ => !self.source.is_empty() && self.source == other.source,
+        };
+        same_code
+            && self.name == other.name
+            && self.global_size == other.global_size
+            && self.local_size == other.local_size
+    }
+}
+
 pub(crate) enum ProgramImpl {
     Interp(Arc<LinearKernel>),
     #[cfg(feature = "cpu")]
