@@ -165,6 +165,11 @@ run() {
       # shellcheck disable=SC2086
       [ $torch = 1 ] && step "PyTorch GPT step on CUDA ${size:-small}" 60 env PYTHONUNBUFFERED=1 DEVICE=cuda STEPS=20 $size python3 scripts/bench_gpt_torch.py
     done
+    # The same steps planned for a GPU of 65,536 resident threads (the optimizer's default where
+    # the device does not say): what sizing kernels to this GPU gains.
+    step "GPT step on CUDA, medium, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA STEPS=20 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 "$b/bench_gpt"
+    step "bench_step on CUDA, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA STEPS=20 "$b/bench_step"
+    step "matmul on CUDA, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA "$b/bench_matmul"
     step "GPT step on CUDA, medium, DEBUG=2 profile (in gpt_cuda_debug2.log)" 60 sh -c \
       "DEV=CUDA STEPS=2 DEBUG=2 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 $b/bench_gpt >$(dirname "$LOG")/gpt_cuda_debug2.log 2>&1; tail -3 $(dirname "$LOG")/gpt_cuda_debug2.log"
     # (The sampling test runs on the interpreter and the CPU only.)

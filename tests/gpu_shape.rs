@@ -124,6 +124,81 @@ fn the_training_step_is_gpu_shaped() {
     }
 }
 
+/// The kernels of `items` compiled for `target`: name, invocations, loop iterations per
+/// invocation, and loads executed per multiply-add (distinct load sites per stored output,
+/// times outputs stored, times loop iterations, over the kernel's ops / 2).
+fn shapes_for(items: &[ScheduleItem], target: &Target) -> Vec<(String, usize, u64, u64)> {
+    let mut out = vec![];
+    for item in items {
+        let ScheduleItem::Kernel { ast, .. } = item else {
+            continue;
+        };
+        for s in compile(ast, target).stages {
+            let k = &s.kernel;
+            out.push((
+                k.name.clone(),
+                k.global_size,
+                k.loop_iterations(),
+                k.ops_per_item() * k.global_size as u64,
+            ));
+        }
+    }
+    out
+}
+
+/// A bigger GPU gets more invocations. Compiled for an H200 (132 multiprocessors of 2,048
+/// resident threads, as its CUDA driver reports), a GPT's weight gradient (`xᵀ·g` over 4,096
+/// rows, the slowest kernels of its CUDA step) launches 8x the invocations it gets on the
+/// default target (65,536 threads: 16,384 invocations of 2,048 iterations, which ran at 1.4
+/// TFLOP/s there), and a square matmul twice as many; no kernel with real work launches fewer
+/// than the default asks for, and none loops longer.
+#[test]
+fn a_bigger_gpu_gets_more_invocations() {
+    Context::new().dev(Device::Interp).run(|| {
+        let x = Tensor::rand(&[4096, 512]).unwrap().realize().unwrap();
+        let g = Tensor::rand(&[4096, 128]).unwrap().realize().unwrap();
+        let a = Tensor::rand(&[1024, 1024]).unwrap().realize().unwrap();
+        let mut all = vec![
+            x.transpose(0, 1).unwrap().matmul(&g).unwrap(),
+            a.matmul(&a).unwrap(),
+        ];
+        all.extend(step(128, 1).0);
+        let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
+        let h200 = Target {
+            parallel: 132 * 2048,
+            ..Target::new(OptTarget::Gpu)
+        };
+        let invocations = |shapes: &[(String, usize, u64, u64)], prefix: &str| -> usize {
+            shapes
+                .iter()
+                .filter(|s| s.0.starts_with(prefix))
+                .map(|s| s.1)
+                .max()
+                .unwrap_or(0)
+        };
+        let small = shapes_for(&items, &Target::new(OptTarget::Gpu));
+        let big = shapes_for(&items, &h200);
+        for (name, inv, iters, ops) in small.iter().chain(&big) {
+            assert!(
+                *ops <= 1 << 20 || *inv >= 16384,
+                "{name} does {ops} ops in only {inv} invocations"
+            );
+            assert!(*iters <= 2048, "{name} loops {iters} times per invocation");
+        }
+        let wgrad = (
+            invocations(&small, "r_512_128"),
+            invocations(&big, "r_512_128"),
+        );
+        let matmul = (
+            invocations(&small, "r_1024_1024"),
+            invocations(&big, "r_1024_1024"),
+        );
+        eprintln!("weight gradient {wgrad:?}, matmul {matmul:?} invocations (default, H200)");
+        assert_eq!(wgrad, (16384, 131072));
+        assert_eq!(matmul, (65536, 131072));
+    });
+}
+
 /// Loads one kernel executes in its loops: distinct load sites per invocation, times the
 /// invocations, times the loop iterations of each.
 fn loads_executed(ast: &wgrad::kernel::KernelAst, plan: &Plan) -> f64 {

@@ -58,6 +58,10 @@ pub struct Target {
     /// Vector registers the CPU has for accumulators (16; 32 with AVX-512), which bounds the
     /// outputs one CPU invocation keeps (`opt.rs`).
     pub registers: usize,
+    /// Invocations a GPU keeps running at once (CUDA: multiprocessors times resident threads
+    /// each; WebGPU does not say, and 65,536 is assumed). A GPU kernel with real work launches
+    /// at least a quarter of it (`opt.rs`).
+    pub parallel: usize,
 }
 
 impl Target {
@@ -68,6 +72,7 @@ impl Target {
             max_local: 256,
             max_shared: 16384,
             registers: 16,
+            parallel: 65536,
         }
     }
 }

@@ -60,14 +60,15 @@ const CPU_BEAM: usize = usize::MAX;
 const UPCASTS: [usize; 6] = [16, 9, 8, 4, 3, 2];
 /// Outputs one GPU invocation may compute (registers are scarcer per invocation).
 const MAX_UPCAST_GPU: usize = 16;
-/// Invocations a kernel with real work should launch on a GPU (~100k–250k run at once on a
-/// large one; fewer than this leaves most of any GPU idle).
-pub const GPU_PARALLEL: usize = 16384;
+/// Invocations a kernel with real work should launch on a GPU: a quarter of those it runs at
+/// once (`Target::parallel`; ~100k–270k on a large one, and fewer than a quarter leaves most
+/// of it idle: on an H200, weight gradients with 16,384 invocations ran at 1.4 TFLOP/s).
+pub fn gpu_parallel(t: &Target) -> usize {
+    (t.parallel / 4).max(1)
+}
 /// Work (output elements times reduce length) above which a GPU kernel must be parallel (each
 /// element costs several scalar ops: index arithmetic, a load, a multiply-add).
 const GPU_BIG_WORK: usize = 1 << 16;
-/// Invocations a GPU runs at once, for the time model.
-const GPU_WAVE: usize = 65536;
 /// Loop iterations per invocation a GPU kernel should stay under.
 pub const GPU_MAX_LOOP: usize = 2048;
 /// The longest reduce loop even `OptTarget::None` keeps: lavapipe's llvmpipe stops a loop
@@ -123,16 +124,17 @@ fn divisors(n: usize) -> impl Iterator<Item = usize> {
 }
 
 /// The time model of one GPU kernel with `out` outputs reducing `rlen` elements, grouped by
-/// `g`: (time, invocations, loop iterations per invocation).
-fn gpu_time(out: usize, rlen: usize, g: usize) -> (f64, usize, usize) {
+/// `g`: (time, invocations, loop iterations per invocation). A wave is the invocations `t`
+/// runs at once.
+fn gpu_time(out: usize, rlen: usize, g: usize, t: &Target) -> (f64, usize, usize) {
     let lp = rlen / g + if g > 1 { g } else { 0 };
     let inv = out * g;
-    let waves = inv.div_ceil(GPU_WAVE).max(1);
-    let mut t = (lp * waves) as f64;
-    if out * rlen > GPU_BIG_WORK && inv < GPU_PARALLEL {
-        t *= 4.0;
+    let waves = inv.div_ceil(t.parallel.max(1)).max(1);
+    let mut time = (lp * waves) as f64;
+    if out * rlen > GPU_BIG_WORK && inv < gpu_parallel(t) {
+        time *= 4.0;
     }
-    (t, inv, lp)
+    (time, inv, lp)
 }
 
 /// The best group for a GPU reduce: (group, its time).
@@ -143,15 +145,15 @@ fn gpu_group(
     t: &Target,
 ) -> (usize, usize, f64) {
     let rlen: usize = axes.iter().map(|a| a.1).product();
-    let mut best = (usize::MAX, 1, gpu_time(out, rlen, 1).0);
+    let mut best = (usize::MAX, 1, gpu_time(out, rlen, 1, t).0);
     // Plenty of outputs and a short loop: barriers would buy nothing.
-    if !aligned || (out >= 4 * GPU_PARALLEL && rlen <= GPU_MAX_LOOP / 2) {
+    if !aligned || (out >= 4 * gpu_parallel(t) && rlen <= GPU_MAX_LOOP / 2) {
         return best;
     }
     let max = MAX_GROUP.min(t.max_local).min(t.max_shared / 4);
     for &(axis, size) in axes {
         for g in divisors(size).filter(|&g| g <= max) {
-            let (time, ..) = gpu_time(out, rlen, g);
+            let (time, ..) = gpu_time(out, rlen, g, t);
             if time < best.2 {
                 best = (axis, g, time);
             }
@@ -206,7 +208,7 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
         OptTarget::Gpu => {
             let aligned = aligned_reduce(ast).is_some();
             let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
-            let loop0 = gpu_time(out, rlen, g0).2;
+            let loop0 = gpu_time(out, rlen, g0, t).2;
             // The best split by the time model: (choice, time, its first kernel's loop).
             let best_of = |cands: &mut dyn Iterator<Item = (usize, usize)>| {
                 let mut best: Option<((usize, usize), f64, usize)> = None;
@@ -225,7 +227,7 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
                     let (_, _, t2) = gpu_group(out, &[(axis, p)], true, t);
                     let time = t1 + t2 + LAUNCH;
                     if best.is_none_or(|b| time < b.1) {
-                        let lp = gpu_time(out * p, part_len(&axes, axis, p), g1).2;
+                        let lp = gpu_time(out * p, part_len(&axes, axis, p), g1, t).2;
                         best = Some(((axis, p), time, lp));
                     }
                 }
@@ -349,7 +351,11 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
             .as_ref()
             .map_or(1, |(_, a)| a.iter().map(|x| x.1).product());
     // Upcast while the kernel stays parallel enough (and its partials fit in workgroup memory).
-    let min_inv = if work > GPU_BIG_WORK { GPU_PARALLEL } else { 1 };
+    let min_inv = if work > GPU_BIG_WORK {
+        gpu_parallel(t)
+    } else {
+        1
+    };
     let max_up = MAX_UPCAST_GPU.min((t.max_shared / 4 / g.max(1)).max(1));
     if reduce.is_some() {
         let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g, &loads_per_output, 1);
@@ -357,7 +363,7 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     } else if let Some(&last) = ast.root.shape.last() {
         // Four consecutive outputs per invocation: vector stores (and loads where the inputs
         // are contiguous too), as long as the kernel stays parallel.
-        if last % 4 == 0 && out / 4 >= GPU_PARALLEL {
+        if last % 4 == 0 && out / 4 >= gpu_parallel(t) {
             o.upcast.push((ast.root.shape.len() - 1, 4));
         }
     }

@@ -27,7 +27,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Bytes of freed buffers kept for reuse.
 const POOL_BYTES: usize = 1 << 30;
@@ -87,6 +87,9 @@ pub struct DeviceInfo {
     pub name: String,
     /// Compute capability, e.g. (9, 0).
     pub capability: (i32, i32),
+    /// Threads the GPU keeps resident at once: multiprocessors times threads each (270,336 on
+    /// an H200), the optimizer's `Target::parallel`.
+    pub resident_threads: usize,
     /// The `--gpu-architecture` kernels are compiled for, e.g. `sm_90`.
     pub arch: String,
     /// Device memory, in bytes.
@@ -247,9 +250,12 @@ impl Gpu {
         let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
             .map_err(|e| fail("creating a stream", e))?;
+        let resident = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            * attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?;
         let info = DeviceInfo {
             name: cu::device::get_name(dev).unwrap_or_default(),
             capability,
+            resident_threads: resident.max(1) as usize,
             arch: format!("sm_{}{}", capability.0, capability.1),
             // SAFETY: `dev` is a device the driver returned.
             memory_bytes: unsafe { cu::device::total_mem(dev) }.unwrap_or(0),
@@ -424,6 +430,18 @@ impl Cuda {
     }
 }
 
+/// `WGRAD_GPU_THREADS`: the resident threads the optimizer assumes instead of the device's
+/// (`Target::parallel`), to compare the kernels planned for a smaller GPU.
+fn threads_override() -> Option<usize> {
+    static N: OnceLock<Option<usize>> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("WGRAD_GPU_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&n| n > 0)
+    })
+}
+
 /// Allocations are rounded up to this (the driver's own granularity), so pooled buffers of
 /// nearby sizes are shared.
 fn rounded(bytes: usize) -> usize {
@@ -444,11 +462,15 @@ impl Backend for Cuda {
     fn target(&self) -> Target {
         // Every CUDA GPU since compute capability 2.0: 1024 threads and 48 KiB of static shared
         // memory per block.
+        let base = Target::new(OptTarget::Gpu);
         Target {
             kind: OptTarget::Gpu,
             max_local: 1024,
             max_shared: 48 << 10,
-            ..Target::new(OptTarget::Gpu)
+            parallel: threads_override()
+                .or_else(|| self.gpu.as_ref().ok().map(|g| g.info.resident_threads))
+                .unwrap_or(base.parallel),
+            ..base
         }
     }
 
