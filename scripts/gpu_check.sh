@@ -170,6 +170,15 @@ run() {
     step "GPT step on CUDA, medium, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA STEPS=20 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 "$b/bench_gpt"
     step "bench_step on CUDA, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA STEPS=20 "$b/bench_step"
     step "matmul on CUDA, planned for 65536 threads" 60 env WGRAD_GPU_THREADS=65536 DEV=CUDA "$b/bench_matmul"
+    # The same without operand tiles staged in workgroup memory: what staging gains.
+    step "matmul on CUDA, TILES=0" 60 env TILES=0 DEV=CUDA "$b/bench_matmul"
+    step "GPT step on CUDA, medium, TILES=0" 60 env TILES=0 DEV=CUDA STEPS=20 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 "$b/bench_gpt"
+    step "GPT step on CUDA, small, TILES=0" 60 env TILES=0 DEV=CUDA STEPS=20 "$b/bench_gpt"
+    step "bench_step on CUDA, TILES=0" 60 env TILES=0 DEV=CUDA STEPS=20 "$b/bench_step"
+    for tiles in 1 0; do
+      step "bench_step on CUDA, TILES=$tiles, DEBUG=2 profile (in cnn_cuda_tiles$tiles.log)" 60 sh -c \
+        "TILES=$tiles DEV=CUDA STEPS=3 DEBUG=2 $b/bench_step >$(dirname "$LOG")/cnn_cuda_tiles$tiles.log 2>&1; tail -3 $(dirname "$LOG")/cnn_cuda_tiles$tiles.log"
+    done
     step "GPT step on CUDA, medium, DEBUG=2 profile (in gpt_cuda_debug2.log)" 60 sh -c \
       "DEV=CUDA STEPS=2 DEBUG=2 N_LAYER=4 N_EMBD=128 BLOCK=128 BS=32 $b/bench_gpt >$(dirname "$LOG")/gpt_cuda_debug2.log 2>&1; tail -3 $(dirname "$LOG")/gpt_cuda_debug2.log"
     # (The sampling test runs on the interpreter and the CPU only.)
@@ -178,6 +187,7 @@ run() {
     step "MNIST test (60 steps) on every compiled device" 120 "$b/mnist" --nocapture
     step "bench_step on WEBGPU" 60 env DEV=WEBGPU STEPS=20 "$b/bench_step"
     step "matmul on WEBGPU" 60 env DEV=WEBGPU "$b/bench_matmul"
+    step "matmul on WEBGPU, TILES=0" 60 env TILES=0 DEV=WEBGPU "$b/bench_matmul"
     step "GPT step on WEBGPU small" 60 env DEV=WEBGPU STEPS=20 "$b/bench_gpt"
     step "MNIST 1500 steps on CUDA (target 97%)" 120 env DEV=CUDA STEPS=1500 TARGET_EVAL_ACC_PCT=97 "$b/mnist_example"
   fi

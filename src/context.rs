@@ -216,6 +216,13 @@ pub fn beam_budget_ms() -> u64 {
     *ENV.get_or_init(|| env_u32("BEAM_BUDGET_MS").map_or(10_000, u64::from))
 }
 
+/// Whether GPU kernels may stage operand tiles in workgroup memory (`TILES=0` turns it off,
+/// to compare).
+pub fn tiles() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("TILES").is_none_or(|v| v != 0))
+}
+
 /// The optimizer target asked for, if any: a `Context`'s, else `OPT_TARGET`, else `None` for
 /// `NOOPT=1`.
 pub fn opt_target() -> Option<OptTarget> {

@@ -155,6 +155,7 @@ pub fn target(device: Device) -> Target {
     if let Some(kind) = crate::context::opt_target() {
         t.kind = kind;
     }
+    t.tiles &= crate::context::tiles();
     t
 }
 

@@ -494,6 +494,16 @@ fn build_kernel(
         } else {
             b.build_base(n, true)
         };
+        // A reshape of a reduce's result (`sum(axis)` without keepdim: every matmul) stores
+        // the same elements in the same order: the kernel keeps the reduce's shape, so the
+        // optimizer finds the reduce at the kernel's output shape (group, unroll and stage
+        // act on that reduce only).
+        let root = match &root.op {
+            AstOp::View(st) if st.is_identity() && matches!(root.src[0].op, AstOp::Reduce(..)) => {
+                root.src[0].clone()
+            }
+            _ => root,
+        };
         if n.op == Op::Assign && b.reads_out_shifted {
             // Writing in place while reading other elements of the same buffer would race:
             // compute the value into its own buffer first.

@@ -398,6 +398,13 @@ fn neighbours(ast: &KernelAst, target: &Target, o: &Opts) -> Vec<Opts> {
                     }
                 }
             }
+            if gpu && target.tiles && o.stage.is_none() && o.local_size() > 1 {
+                for n in [4, 8, 16, 32] {
+                    let mut c = o.clone();
+                    c.stage = Some((axis, n));
+                    out.push(c);
+                }
+            }
             if o.unroll.is_none() {
                 for n in [2, 3, 4, 8] {
                     let mut c = o.clone();
@@ -407,7 +414,14 @@ fn neighbours(ast: &KernelAst, target: &Target, o: &Opts) -> Vec<Opts> {
             }
         }
     }
-    out.retain(|c| check(ast, c).is_ok());
+    let tile_bytes = |c: &Opts| -> usize {
+        let elems: usize = crate::codegen::lower::tiles(ast, c)
+            .iter()
+            .map(|t| t.iter().product::<usize>())
+            .sum();
+        elems * 4
+    };
+    out.retain(|c| check(ast, c).is_ok() && tile_bytes(c) <= target.max_shared);
     out
 }
 
@@ -686,6 +700,7 @@ mod cache {
                 "local": pairs(&o.local),
                 "group": o.group.map(|g| json!([g.0, g.1])),
                 "unroll": o.unroll.map(|u| json!([u.0, u.1])),
+                "stage": o.stage.map(|u| json!([u.0, u.1])),
             }}),
             Plan::Split {
                 axis,
@@ -725,6 +740,8 @@ mod cache {
                 local: list(&o["local"])?,
                 group: opt_pair(&o["group"])?,
                 unroll: opt_pair(&o["unroll"])?,
+                // Absent from plans saved before staging existed.
+                stage: opt_pair(&o["stage"])?,
             }));
         }
         let (axis, parts) = pair(v.get("split")?)?;
@@ -750,10 +767,18 @@ mod cache {
                     local: vec![(2, 8)],
                     group: Some((1, 32)),
                     unroll: None,
+                    stage: None,
                 })),
-                second: Box::new(Plan::One(Opts::default())),
+                second: Box::new(Plan::One(Opts {
+                    local: vec![(0, 16), (2, 16)],
+                    stage: Some((1, 16)),
+                    ..Opts::default()
+                })),
             };
             assert_eq!(from_json(&to_json(&p)), Some(p));
+            // A plan saved before `stage` existed.
+            let old = json!({"one": {"upcast": [], "local": [], "group": null, "unroll": null}});
+            assert_eq!(from_json(&old), Some(Plan::One(Opts::default())));
             assert_eq!(from_json(&json!({"one": {"upcast": [[0]]}})), None);
         }
     }

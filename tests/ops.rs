@@ -900,6 +900,18 @@ fn op_suite_wgpu() {
     }
 }
 
+/// The op suite again with kernels shaped for a hardware GPU (operand tiles staged in workgroup
+/// memory, grouped and split reduces), which a software adapter runs too: what an NVIDIA or
+/// Apple GPU would run, checked here.
+#[test]
+fn op_suite_wgpu_gpu_plans() {
+    if common::usable(Device::Wgpu) {
+        Context::new()
+            .opt_target(wgrad::codegen::OptTarget::Gpu)
+            .run(|| run_suite(Device::Wgpu));
+    }
+}
+
 // ------------------------------------------------------------------------------------ finite differences
 
 const FD_CASES: [&str; 10] = [

@@ -1,5 +1,5 @@
-// r_5: 5 threads, 1 blocks of 256
-extern "C" __global__ void __launch_bounds__(256) r_5(float *__restrict__ b0, const float *__restrict__ b1) {
+// r_5_1: 5 threads, 1 blocks of 256
+extern "C" __global__ void __launch_bounds__(256) r_5_1(float *__restrict__ b0, const float *__restrict__ b1) {
     const unsigned int g = blockIdx.x * 256u + threadIdx.x;
     if (g >= 5u) return;
     const int gidx = (int)g;

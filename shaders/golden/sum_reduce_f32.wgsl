@@ -1,4 +1,4 @@
-// r_5: 5 invocations, workgroups (1, 1, 1) of 64
+// r_5_1: 5 invocations, workgroups (1, 1, 1) of 64
 @group(0) @binding(0) var<storage, read_write> b0: array<f32>;
 @group(0) @binding(1) var<storage, read> b1: array<f32>;
 

@@ -226,6 +226,12 @@ impl Renderer for CRenderer {
             args.join(", ")
         )
     }
+    /// C runs a workgroup's invocations one after another, phase by phase, which a barrier
+    /// inside a loop cannot split: the optimizer stages tiles only for targets with
+    /// `Target::tiles`, and C source given one fails to compile, saying why.
+    fn loop_barrier(&self) -> String {
+        "\n#error \"the C dialect has no barrier inside a loop (a staged reduce)\"\n".into()
+    }
     fn barrier(&self, k: &LinearKernel) -> String {
         format!(
             "}}\n    for (int lidx = 0; lidx < {}; lidx++) {{",

@@ -221,6 +221,9 @@ impl Renderer for CudaRenderer {
         }
     }
     /// Each phase is a block of its own: it recomputes (and renames) what it needs.
+    fn loop_barrier(&self) -> String {
+        "__syncthreads();".into()
+    }
     fn barrier(&self, _k: &LinearKernel) -> String {
         "}\n    __syncthreads();\n    {".into()
     }

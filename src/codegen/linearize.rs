@@ -301,6 +301,29 @@ impl LinearKernel {
         }
         total
     }
+    /// Elements one invocation reads from global buffers per fused multiply-add, loop bodies
+    /// counted by their trip counts (a vector load reads four): how much a matmul's or a
+    /// convolution's operands are reused from registers and workgroup memory. (1/2 for 4x4
+    /// outputs per invocation; a tile staged in workgroup memory divides it by the workgroup's
+    /// share.) Infinite for a kernel without multiply-adds.
+    pub fn global_loads_per_fma(&self) -> f64 {
+        let mut mult = vec![1u64];
+        let (mut loads, mut fmas) = (0u64, 0u64);
+        for i in &self.insts {
+            let m = *mult.last().unwrap_or(&1);
+            match i {
+                Inst::Loop { size, .. } => mult.push(m * *size as u64),
+                Inst::EndLoop => {
+                    mult.pop();
+                }
+                Inst::Load { .. } => loads += m,
+                Inst::LoadVec { .. } => loads += 4 * m,
+                Inst::Acc { fused: Some(_), .. } => fmas += m,
+                _ => {}
+            }
+        }
+        loads as f64 / fmas as f64
+    }
     /// Whether invocations of a workgroup share memory (and wait at barriers).
     pub fn uses_workgroups(&self) -> bool {
         self.insts.iter().any(|i| matches!(i, Inst::Barrier))
@@ -370,6 +393,33 @@ impl Lin<'_> {
         let n = self.g.node(r).clone();
         if let KOp::Reduce(_) = n.op {
             self.emit_reduce_group(&n.src[1..]);
+            return;
+        }
+        if n.op == KOp::Sync {
+            // Wait until every invocation is done with the previous step's tiles, compute
+            // this step's elements (all of them first: their loads overlap), store them, and
+            // wait until every invocation has.
+            self.out.push(Inst::Barrier);
+            for &st in &n.src {
+                for v in self.g.node(st).src.clone() {
+                    self.emit(v);
+                }
+            }
+            for &st in &n.src {
+                let sn = self.g.node(st);
+                let KOp::StoreShared(id) = sn.op else {
+                    unreachable!("a staging step holds stores")
+                };
+                self.out.push(Inst::StoreShared {
+                    id,
+                    dtype: self.g.node(sn.src[1]).dtype,
+                    idx: sn.src[0],
+                    val: sn.src[1],
+                });
+                self.done.insert(st);
+            }
+            self.out.push(Inst::Barrier);
+            self.done.insert(r);
             return;
         }
         if let Some(lanes) = self.load_quad(r) {
@@ -442,6 +492,7 @@ impl Lin<'_> {
                 }
             }
             KOp::Range { .. } => unreachable!("ranges are emitted by their reduce"),
+            KOp::StoreShared(_) | KOp::Sync => unreachable!("stores are emitted by their sync"),
             KOp::Reduce(_) => unreachable!(),
         };
         self.out.push(inst);
@@ -480,6 +531,19 @@ impl Lin<'_> {
             self.emit(r);
             return;
         }
+        // A reduce inside the loop (a staged reduce's step): what its value needs from outside
+        // both loops.
+        if let KOp::Reduce(_) = self.g.node(r).op {
+            let n = self.g.node(r).clone();
+            let mut inner = mask;
+            for &rg in &n.src[1..] {
+                if let KOp::Range { id, .. } = self.g.node(rg).op {
+                    inner |= 1 << id;
+                }
+            }
+            self.hoist(n.src[0], inner, seen);
+            return;
+        }
         for s in self.g.node(r).src.clone() {
             self.hoist(s, mask, seen);
         }
@@ -513,6 +577,8 @@ impl Lin<'_> {
                 dtype: n.dtype,
             });
         }
+        // Nothing first computed inside the loop is visible after it.
+        let before = self.done.clone();
         for &rg in ranges {
             if let KOp::Range { size, .. } = self.g.node(rg).op {
                 self.out.push(Inst::Loop { dst: rg, size });
@@ -539,16 +605,7 @@ impl Lin<'_> {
         for _ in ranges {
             self.out.push(Inst::EndLoop);
         }
-        // Values computed inside the loop are not visible after it.
-        let inner: Vec<Ref> = self
-            .done
-            .iter()
-            .copied()
-            .filter(|&d| self.g.ranges[d as usize] & mask != 0)
-            .collect();
-        for d in inner {
-            self.done.remove(&d);
-        }
+        self.done = before;
         self.done.extend(members);
     }
 }

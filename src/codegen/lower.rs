@@ -9,7 +9,13 @@
 //! - **group**: the reduce over one axis split across the invocations of a workgroup; each keeps
 //!   a partial result in workgroup memory, and after a barrier one invocation per output
 //!   combines them;
-//! - **unroll**: the loop over a reduce axis unrolled, its body repeated in one iteration.
+//! - **unroll**: the loop over a reduce axis unrolled, its body repeated in one iteration;
+//! - **stage**: the loop over a reduce axis tiled: per step of `amount` elements along it, the
+//!   workgroup loads the tile of every load of the reduce that depends on that axis (all the
+//!   elements its invocations' outputs need for the step) into workgroup memory once,
+//!   cooperatively (neighbouring invocations read neighbouring elements), waits, and each
+//!   invocation reduces the step from there. A tiled matmul: with 16x16 invocations of 4x4
+//!   outputs each and steps of 16, 1/32 global loads per multiply-add instead of 1/2.
 //!
 //! Without local or group actions a kernel is *flat*: invocation `gidx` computes output (block)
 //! `gidx`, and the renderer picks the workgroup size. With them it is *structured*: invocation
@@ -37,6 +43,9 @@ pub struct Opts {
     pub group: Option<(usize, usize)>,
     /// (axis, amount): the loop over reduce `axis` unrolled `amount` times.
     pub unroll: Option<(usize, usize)>,
+    /// (axis, amount): the loop over reduce `axis` in steps of `amount` whose operand tiles are
+    /// staged in workgroup memory (needs `local`; excludes `group` and `unroll`).
+    pub stage: Option<(usize, usize)>,
 }
 
 impl Opts {
@@ -171,16 +180,16 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
             ));
         }
     }
-    if o.group.is_some() || o.unroll.is_some() {
+    if o.group.is_some() || o.unroll.is_some() || o.stage.is_some() {
         let Some(r) = aligned_reduce(k) else {
-            return Err("group/unroll need a reduce at the kernel's output shape".into());
+            return Err("group/unroll/stage need a reduce at the kernel's output shape".into());
         };
         let AstOp::Reduce(_, axes) = &r.op else {
             unreachable!("aligned_reduce returns a reduce")
         };
         let full = &r.src[0].shape;
         let mut per_red = vec![1usize; full.len()];
-        for &(axis, amount) in o.group.iter().chain(&o.unroll) {
+        for &(axis, amount) in o.group.iter().chain(&o.unroll).chain(&o.stage) {
             if !axes.contains(&axis) || amount == 0 {
                 return Err(format!("axis {axis} is not a reduce axis"));
             }
@@ -193,7 +202,160 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
             }
         }
     }
+    if o.stage.is_some() {
+        if o.group.is_some() || o.unroll.is_some() || o.local_size() < 2 {
+            return Err("stage needs local invocations and no group or unroll".into());
+        }
+        let tiles = tiles(k, o);
+        if tiles.is_empty() {
+            return Err("no load of the reduce depends on the staged axis".into());
+        }
+        let len = |t: &Vec<usize>| t.iter().product::<usize>();
+        if let Some(t) = tiles.iter().find(|t| len(t) % o.local_size() != 0) {
+            return Err(format!(
+                "a tile of {} elements does not divide among {} invocations",
+                len(t),
+                o.local_size()
+            ));
+        }
+    }
     Ok(())
+}
+
+/// An operand of a reduce (a load, or a view of a computed value) and the axes (of the
+/// reduce's input shape) its index depends on.
+pub struct Operand<'a> {
+    /// The load or view.
+    pub node: &'a AstNode,
+    /// Per axis, whether the load's index or gate varies along it.
+    pub deps: Vec<bool>,
+    /// The axis along which it reads consecutive elements, if one does.
+    pub contiguous: Option<usize>,
+}
+
+/// The operands `stage` can act on: the loads and views of the aligned reduce's input reached
+/// through elementwise ops (a view with everything under it: a tile can hold any value computed
+/// from its element's index), with the axes each depends on. Those that depend on no reduce
+/// axis are left out.
+pub fn stageable_operands(k: &KernelAst) -> Vec<Operand<'_>> {
+    let Some(r) = aligned_reduce(k) else {
+        return vec![];
+    };
+    let AstOp::Reduce(_, axes) = &r.op else {
+        unreachable!("aligned_reduce returns a reduce")
+    };
+    fn walk<'a>(n: &'a AstNode, out: &mut Vec<&'a AstNode>) {
+        match n.op {
+            AstOp::Load { .. } | AstOp::View(_) if !out.iter().any(|o| std::ptr::eq(*o, n)) => {
+                out.push(n)
+            }
+            AstOp::Unary(_) | AstOp::Binary(_) | AstOp::Where | AstOp::Cast(_) => {
+                for s in &n.src {
+                    walk(s, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    // An operand worth staging reads memory (an expression of indices alone, a causal mask,
+    // is cheaper to compute again) and is a 16- or 32-bit number (workgroup arrays of bool,
+    // which a GPU's Vulkan driver mishandled, or of bytes stay out).
+    fn reads_memory(n: &AstNode) -> bool {
+        matches!(n.op, AstOp::Load { .. }) || n.src.iter().any(|s| reads_memory(s))
+    }
+    let mut loads = vec![];
+    walk(&r.src[0], &mut loads);
+    loads.retain(|n| {
+        reads_memory(n)
+            && matches!(
+                n.dtype,
+                DType::F32 | DType::F16 | DType::BF16 | DType::I32 | DType::U32
+            )
+    });
+    let full = &r.src[0].shape;
+    loads
+        .into_iter()
+        .filter_map(|n| {
+            let (AstOp::Load { st, .. } | AstOp::View(st)) = &n.op else {
+                return None;
+            };
+            let mut g = KGraph::new();
+            let idx: Vec<Ref> = full.iter().map(|&d| g.range(d)).collect();
+            let (i, ok) = st_index(&mut g, st, &idx);
+            let bits = g.ranges[i as usize] | g.ranges[ok as usize];
+            let deps: Vec<bool> = (0..full.len()).map(|a| bits & (1 << a) != 0).collect();
+            let (mut ts, mut konst) = (vec![], 0);
+            crate::kernel::rewrite::terms(&g, i, 1, &mut ts, &mut konst);
+            let contiguous = ts
+                .iter()
+                .find(|t| t.1 == 1)
+                .and_then(|t| idx.iter().position(|&r| r == t.0));
+            axes.iter().any(|&a| deps[a]).then_some(Operand {
+                node: n,
+                deps,
+                contiguous,
+            })
+        })
+        .collect()
+}
+
+/// The tile extents (per axis of the reduce's input shape) of every load `o.stage` stages:
+/// along an output axis, the workgroup's outputs where the load depends on it; along the staged
+/// axis, the step; 1 elsewhere. Loads that do not depend on the staged axis are not staged.
+pub fn tiles(k: &KernelAst, o: &Opts) -> Vec<Vec<usize>> {
+    tiles_of(k, &stageable_operands(k), o)
+        .into_iter()
+        .map(|t| t.1)
+        .collect()
+}
+
+/// `tiles` for loads found by `stageable_operands`: each staged load with its tile's extents.
+pub fn tiles_of<'a>(
+    k: &KernelAst,
+    loads: &[Operand<'a>],
+    o: &Opts,
+) -> Vec<(&'a AstNode, Vec<usize>, Option<usize>)> {
+    let Some((axis, step)) = o.stage else {
+        return vec![];
+    };
+    let Some(AstOp::Reduce(_, axes)) = aligned_reduce(k).map(|r| &r.op) else {
+        return vec![];
+    };
+    let mut per = vec![1usize; k.root.shape.len()];
+    for &(a, n) in o.upcast.iter().chain(&o.local) {
+        per[a] *= n;
+    }
+    loads
+        .iter()
+        .filter(|l| l.deps.get(axis) == Some(&true))
+        .map(|l| {
+            let ext = (0..l.deps.len())
+                .map(|a| {
+                    if a == axis {
+                        step
+                    } else if axes.contains(&a) || !l.deps[a] {
+                        1
+                    } else {
+                        per[a]
+                    }
+                })
+                .collect();
+            (l.node, ext, l.contiguous)
+        })
+        .collect()
+}
+
+/// The strides of a tile in workgroup memory: the staged axis outermost, so that invocations
+/// reading one step's elements for neighbouring outputs read neighbouring words.
+fn tile_strides(ext: &[usize], axis: usize) -> Vec<usize> {
+    let mut strides = vec![0; ext.len()];
+    let mut s = 1;
+    for a in (0..ext.len()).rev().filter(|&a| a != axis) {
+        strides[a] = s;
+        s *= ext[a];
+    }
+    strides[axis] = s;
+    strides
 }
 
 struct Ctx {
@@ -207,6 +369,31 @@ struct Ctx {
     /// Writes of partial results to workgroup memory (the phase before the barrier).
     partials: Vec<Effect>,
     shared: Vec<(DType, usize)>,
+    stage: Option<Staging>,
+    /// While lowering a staged reduce's body: the tile coordinate along every axis, and the
+    /// staging step its tiles come from.
+    in_tile: Option<(Vec<Ref>, Ref)>,
+}
+
+/// What lowering a staged reduce needs (`Opts::stage`).
+struct Staging {
+    axis: usize,
+    step: usize,
+    /// Per staged load: its address (to recognize it), the load, its tile's extents, and the
+    /// axis it reads consecutive elements along.
+    tiles: Vec<(usize, AstNode, Vec<usize>, Option<usize>)>,
+    /// The workgroup array of each tile (once made).
+    ids: Vec<u32>,
+    /// The first output of the workgroup along every output axis.
+    origin: Vec<Ref>,
+    /// The invocation's place in the workgroup along every output axis.
+    lid_at: Vec<Ref>,
+    /// The current output's coordinate within the workgroup's tile along every output axis.
+    at: Vec<Ref>,
+    lidx: Ref,
+    local_size: usize,
+    /// The loop over one step, and the staging step (made by the first copy of the reduce).
+    inner: Option<(Ref, Ref)>,
 }
 
 /// Where an invocation sits in its group: its index in the group, and the first local index of
@@ -247,6 +434,21 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
     let local_size = o.local_size();
     // The index of each invocation's first output along every axis (before upcasting), and
     // the group it belongs to.
+    let mut stage = o.stage.map(|(axis, step)| Staging {
+        axis,
+        step,
+        tiles: tiles_of(k, &stageable_operands(k), &o)
+            .into_iter()
+            .map(|(n, ext, c)| (n as *const AstNode as usize, n.clone(), ext, c))
+            .collect(),
+        ids: vec![],
+        origin: vec![],
+        lid_at: vec![],
+        at: vec![],
+        lidx: 0,
+        local_size,
+        inner: None,
+    });
     let (base, group, global_size) = if local_size > 1 {
         let wg = g.wgid(groups);
         let lid = g.lidx(local_size);
@@ -254,6 +456,16 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
         let mut lshape = loc.clone();
         lshape.push(gsize);
         let inner = unravel(&mut g, lid, &lshape);
+        if let Some(s) = &mut stage {
+            s.lidx = lid;
+            s.origin = (0..rank)
+                .map(|i| {
+                    let span = g.int((loc[i] * up[i]) as i64);
+                    g.mul(outer[i], span)
+                })
+                .collect();
+            s.lid_at = inner[..rank].to_vec();
+        }
         let base: Vec<Ref> = (0..rank)
             .map(|i| {
                 let l = g.int(loc[i] as i64);
@@ -288,6 +500,8 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
         unroll: o.unroll,
         partials: vec![],
         shared: vec![],
+        stage,
+        in_tile: None,
     };
     let out_dtype = k.bufs[0].0;
     let strides = crate::shape::strides_for(&root.shape);
@@ -301,6 +515,9 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
     for c in 0..copies {
         let mut idx = base.clone();
         let mut rest = c;
+        if let Some(s) = &mut ctx.stage {
+            s.at = s.lid_at.clone();
+        }
         for i in (0..rank).rev() {
             if up[i] > 1 {
                 let a = g.int(up[i] as i64);
@@ -308,6 +525,11 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
                 let off = g.int((rest % up[i]) as i64);
                 rest /= up[i];
                 idx[i] = g.add(scaled, off);
+                if let Some(s) = &mut ctx.stage {
+                    // idx = origin + (lid * up + off): the output's place in the tile.
+                    let scaled = g.mul(s.lid_at[i], a);
+                    s.at[i] = g.add(scaled, off);
+                }
             }
         }
         let v = lower_node(&mut g, root, &idx, yes, &mut ctx);
@@ -417,6 +639,26 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx
         return r;
     }
     let r = match &n.op {
+        AstOp::Load { .. } | AstOp::View(_)
+            if ctx.in_tile.is_some() && staged(n, ctx).is_some() =>
+        {
+            let (ti, id) = staged(n, ctx).unwrap_or_default();
+            let (at, sync) = ctx.in_tile.clone().unwrap_or_default();
+            let (ext, axis) = ctx
+                .stage
+                .as_ref()
+                .map_or((&[][..], 0), |s| (s.tiles[ti].2.as_slice(), s.axis));
+            let strides = tile_strides(ext, axis);
+            let mut pos = g.int(0);
+            for (a, &e) in ext.iter().enumerate() {
+                if e > 1 {
+                    let st = g.int(strides[a] as i64);
+                    let t = g.mul(at[a], st);
+                    pos = g.add(pos, t);
+                }
+            }
+            g.load_staged(id, n.dtype, pos, sync)
+        }
         AstOp::Load { slot, st } => {
             let (i, valid) = st_index(g, st, idx);
             let ok = g.and(gate, valid);
@@ -430,7 +672,11 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx
             let ok = g.and(gate, valid);
             let i = simplify_given(g, i, ok);
             let inner = unravel(g, i, &n.src[0].shape);
+            // Staged operands are those above every view: one seen again under a view is read
+            // at another index, from memory.
+            let tile = ctx.in_tile.take();
             let v = lower_node(g, &n.src[0], &inner, ok, ctx);
+            ctx.in_tile = tile;
             let z = g.konst(0.0, n.dtype);
             g.where_(valid, v, z)
         }
@@ -487,6 +733,9 @@ fn lower_reduce(
                     if let Some((_, u)) = unroll.filter(|u| u.0 == ax) {
                         size /= u;
                     }
+                    if let Some(s) = ctx.stage.as_ref().filter(|s| s.axis == ax) {
+                        size /= s.step;
+                    }
                     g.range(size)
                 })
                 .collect();
@@ -494,6 +743,9 @@ fn lower_reduce(
             r
         }
     };
+    if ctx.stage.is_some() {
+        return lower_staged(g, n, op, axes, &ranges, idx, gate, ctx);
+    }
     // The source index along each reduce axis: loop variable, unrolled copy, group member.
     let copies = unroll.map_or(1, |u| u.1);
     let mut value: Option<Ref> = None;
@@ -548,9 +800,142 @@ fn lower_reduce(
     g.reduce(op, v, &[k])
 }
 
+/// (tile index, workgroup array) of `n` if it is a staged load.
+fn staged(n: &AstNode, ctx: &Ctx) -> Option<(usize, u32)> {
+    let s = ctx.stage.as_ref()?;
+    let p = n as *const AstNode as usize;
+    let ti = s.tiles.iter().position(|t| t.0 == p)?;
+    Some((ti, *s.ids.get(ti)?))
+}
+
+/// A staged reduce (`Opts::stage`): an outer loop over the steps (and the other reduce axes),
+/// each step staging the tiles in workgroup memory, then an inner loop over the step reading
+/// them (`ranges` are the outer loops).
+#[allow(clippy::too_many_arguments)]
+fn lower_staged(
+    g: &mut KGraph,
+    n: &AstNode,
+    op: ReduceOp,
+    axes: &[usize],
+    ranges: &[Ref],
+    idx: &[Ref],
+    gate: Ref,
+    ctx: &mut Ctx,
+) -> Ref {
+    let Some(s) = ctx.stage.as_ref() else {
+        unreachable!("called for a staged reduce")
+    };
+    let (axis, step, rank) = (s.axis, s.step, idx.len());
+    let range_of = |a: usize| axes.iter().position(|&x| x == a).map(|p| ranges[p]);
+    let (inner, sync) = match s.inner {
+        Some(v) => v,
+        None => {
+            let inner = g.range(step);
+            let (tiles, origin, lidx, local) =
+                (s.tiles.clone(), s.origin.clone(), s.lidx, s.local_size);
+            let mut stores = vec![];
+            let mut ids = vec![];
+            for (_, load, ext, contiguous) in &tiles {
+                let len: usize = ext.iter().product();
+                let id = ctx.shared.len() as u32;
+                ctx.shared.push((load.dtype, len));
+                ids.push(id);
+                // Each invocation stores `len / local` elements, `local` apart, so that
+                // neighbouring invocations read neighbouring elements of global memory: the
+                // tile's elements are numbered along the axis the load reads consecutive
+                // elements on last, in runs of 4 where it allows (vector loads).
+                let per = len / local;
+                let mut order: Vec<usize> = (0..rank)
+                    .filter(|&a| ext[a] > 1 && Some(a) != *contiguous)
+                    .collect();
+                order.extend(contiguous.filter(|&a| ext[a] > 1));
+                let last = order.last().copied();
+                let v = match last {
+                    Some(a) if ext[a] % 4 == 0 && per % 4 == 0 => 4,
+                    _ => 1,
+                };
+                let mut vshape: Vec<usize> = order.iter().map(|&a| ext[a]).collect();
+                if let Some(l) = vshape.last_mut() {
+                    *l /= v;
+                }
+                let strides = tile_strides(ext, axis);
+                let zero = g.int(0);
+                for j in 0..per / v {
+                    let first = g.int((j * local) as i64);
+                    let tv = g.add(first, lidx);
+                    let numbered = unravel(g, tv, &vshape);
+                    let mut c = vec![zero; rank];
+                    for (&a, &x) in order.iter().zip(&numbered) {
+                        c[a] = x;
+                    }
+                    for lane in 0..v {
+                        let mut coord = c.clone();
+                        if let (Some(a), true) = (last, v > 1) {
+                            let (vv, l) = (g.int(v as i64), g.int(lane as i64));
+                            let scaled = g.mul(c[a], vv);
+                            coord[a] = g.add(scaled, l);
+                        }
+                        let full: Vec<Ref> = (0..rank)
+                            .map(|a| {
+                                if a == axis {
+                                    let r = range_of(a).unwrap_or(coord[a]);
+                                    let st = g.int(step as i64);
+                                    let scaled = g.mul(r, st);
+                                    g.add(scaled, coord[a])
+                                } else if let Some(r) = range_of(a) {
+                                    r
+                                } else {
+                                    g.add(origin[a], coord[a])
+                                }
+                            })
+                            .collect();
+                        let val = lower_node(g, load, &full, gate, ctx);
+                        let mut t = g.int(0);
+                        for (a, &e) in ext.iter().enumerate() {
+                            if e > 1 {
+                                let st = g.int(strides[a] as i64);
+                                let term = g.mul(coord[a], st);
+                                t = g.add(t, term);
+                            }
+                        }
+                        stores.push((id, t, val));
+                    }
+                }
+            }
+            let sync = g.sync(&stores);
+            if let Some(s) = &mut ctx.stage {
+                s.ids = ids;
+                s.inner = Some((inner, sync));
+            }
+            (inner, sync)
+        }
+    };
+    let at = ctx.stage.as_ref().map_or(vec![], |s| s.at.clone());
+    let mut body_idx = idx.to_vec();
+    let mut tile_at = vec![g.int(0); rank];
+    for a in 0..rank {
+        if a == axis {
+            let st = g.int(step as i64);
+            let scaled = g.mul(range_of(a).unwrap_or(inner), st);
+            body_idx[a] = g.add(scaled, inner);
+            tile_at[a] = inner;
+        } else if let Some(r) = range_of(a) {
+            body_idx[a] = r;
+        } else {
+            tile_at[a] = at[a];
+        }
+    }
+    ctx.in_tile = Some((tile_at, sync));
+    let v = lower_node(g, &n.src[0], &body_idx, gate, ctx);
+    ctx.in_tile = None;
+    let part = g.reduce(op, v, &[inner]);
+    g.reduce(op, part, ranges)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codegen::Inst;
     use crate::shape::ShapeTracker;
     use std::sync::Arc;
 
@@ -667,6 +1052,76 @@ mod tests {
         // The partial loop runs 16 / 8 = 2 times, the combine loop 8.
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 2, .. })), 1);
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 8, .. })), 1);
+    }
+
+    #[test]
+    fn a_staged_matmul_reads_each_operand_tile_once_per_workgroup() {
+        // 4x4 invocations of 4x4 outputs: a 16x16 tile of outputs per workgroup, steps of 8.
+        let o = Opts {
+            upcast: vec![(0, 4), (2, 4)],
+            local: vec![(0, 4), (2, 4)],
+            stage: Some((1, 8)),
+            ..Opts::default()
+        };
+        let k = matmul(32, 64, 48);
+        check(&k, &o).unwrap();
+        assert_eq!(tiles(&k, &o), [vec![16, 8, 1], vec![1, 8, 16]]);
+        let l = lower(&k, &o);
+        assert_eq!((l.global_size, l.local_size), (32 * 48 / 16, 16));
+        assert_eq!(l.shared, [(DType::F32, 128), (DType::F32, 128)]);
+        let lk = crate::codegen::linear_kernel_of(&k, &l);
+        // Per step: 2 x 128 / 16 elements loaded, 16 outputs x 8 multiply-adds.
+        assert_eq!(lk.global_loads_per_fma(), 16.0 / 128.0, "{lk}");
+        let unstaged = crate::codegen::linear_kernel_with(
+            &k,
+            &Opts {
+                upcast: o.upcast.clone(),
+                ..Opts::default()
+            },
+        );
+        assert_eq!(unstaged.global_loads_per_fma(), 0.5, "{unstaged}");
+        // Two barriers per step, inside the loop over steps.
+        let loops: Vec<usize> = lk
+            .insts
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| matches!(i, Inst::Loop { .. }))
+            .map(|(p, _)| p)
+            .collect();
+        let barriers: Vec<usize> = lk
+            .insts
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| matches!(i, Inst::Barrier))
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(barriers.len(), 2, "{lk}");
+        assert!(loops[0] < barriers[0] && barriers[1] < loops[1], "{lk}");
+    }
+
+    #[test]
+    fn stage_needs_a_workgroup_and_tiles_that_divide_among_it() {
+        let k = matmul(32, 64, 48);
+        let no_local = Opts {
+            stage: Some((1, 8)),
+            ..Opts::default()
+        };
+        assert!(check(&k, &no_local).is_err());
+        // a's tile of 2 x 4 elements among 16 invocations.
+        let uneven = Opts {
+            local: vec![(0, 2), (2, 8)],
+            upcast: vec![],
+            stage: Some((1, 4)),
+            ..Opts::default()
+        };
+        assert!(check(&k, &uneven).is_err());
+        let with_group = Opts {
+            local: vec![(0, 4), (2, 4)],
+            group: Some((1, 2)),
+            stage: Some((1, 8)),
+            ..Opts::default()
+        };
+        assert!(check(&k, &with_group).is_err());
     }
 
     #[test]

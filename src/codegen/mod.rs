@@ -62,6 +62,9 @@ pub struct Target {
     /// each; WebGPU does not say, and 65,536 is assumed). A GPU kernel with real work launches
     /// at least a quarter of it (`opt.rs`).
     pub parallel: usize,
+    /// Whether kernels may stage operand tiles in workgroup memory (`lower::Opts::stage`:
+    /// barriers inside a loop, which GPUs and the interpreter run and the C dialect does not).
+    pub tiles: bool,
 }
 
 impl Target {
@@ -73,6 +76,7 @@ impl Target {
             max_shared: 16384,
             registers: 16,
             parallel: 65536,
+            tiles: true,
         }
     }
 }

@@ -21,7 +21,7 @@
 use super::linearize::Inst;
 use super::lower::{
     aligned_reduce, check, folded_reduce_axes, gathers_per_output, lines_per_output,
-    loads_per_output, lower, Lowered, Opts,
+    loads_per_output, lower, stageable_operands, tiles_of, Lowered, Operand, Opts,
 };
 use super::vectorize::{self, VExpr};
 use super::{OptTarget, Target};
@@ -207,6 +207,13 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
                         .min_by_key(|&(a, p)| p.max(part_len(&axes, a, p)))
                 })
         }
+        // A reduce staged in workgroup memory stays one kernel.
+        OptTarget::Gpu if staged_gpu_opts(ast, t).is_some() => None,
+        // One too long, or with too few outputs, to stage is split into the fewest parts whose
+        // first kernel stages (a weight gradient: a matmul over every row of the batch).
+        OptTarget::Gpu if t.tiles && split_to_stage(ast, &axes, t).is_some() => {
+            split_to_stage(ast, &axes, t)
+        }
         OptTarget::Gpu => {
             let aligned = aligned_reduce(ast).is_some();
             let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
@@ -244,6 +251,23 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
             (time < t0 || loop0 > GPU_MAX_LOOP).then_some(choice)
         }
     }
+}
+
+/// Parts splits try to make a reduce stageable (`split_to_stage`).
+const STAGE_SPLITS: [usize; 5] = [2, 4, 8, 16, 32];
+
+/// The fewest parts (of `STAGE_SPLITS`, dividing a reduce axis) a split of `ast`'s reduce needs
+/// for its first kernel to be staged in workgroup memory (`staged_gpu_opts`).
+fn split_to_stage(ast: &KernelAst, axes: &[(usize, usize)], t: &Target) -> Option<(usize, usize)> {
+    STAGE_SPLITS.into_iter().find_map(|p| {
+        axes.iter()
+            .filter(|&&(_, size)| size % p == 0 && size > p)
+            .map(|&(axis, _)| (axis, p))
+            .find(|&(axis, p)| {
+                super::split::split(ast, axis, p)
+                    .is_some_and(|s| staged_gpu_opts(&s.first, t).is_some())
+            })
+    })
 }
 
 /// Every (reduce axis, parts) a split could use: parts dividing the axis, the axis left with
@@ -336,6 +360,9 @@ pub fn optimize(ast: &KernelAst, t: &Target) -> Lowered {
 /// The GPU actions: a group for reduces that need it, upcasts that keep enough invocations,
 /// and a workgroup of neighbouring outputs around a group.
 pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
+    if let Some(o) = staged_gpu_opts(ast, t) {
+        return o;
+    }
     let mut o = Opts::default();
     let out: usize = ast.root.shape.iter().product();
     let reduce = reduce_of(ast);
@@ -388,6 +415,195 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     }
     debug_assert!(check(ast, &o).is_ok(), "{o:?}");
     o
+}
+
+/// A reduce with outputs enough to fill the GPU and a loop short enough, staged in workgroup
+/// memory where `stage_opts` finds that it cuts global loads (grouping it instead would
+/// shorten its loop but read every operand from global memory).
+///
+/// A staged kernel hides memory latency with its register block's independent multiply-adds
+/// rather than with many invocations in flight: it asks for a full workgroup per multiprocessor
+/// (`Target::parallel / 8`), not `gpu_parallel`'s quarter of what the GPU keeps. (On an H200,
+/// 1024x1024x1024 with 4x4 outputs per invocation, 65,536 invocations: 25 TFLOP/s; with 2x4
+/// for 131,072, as `gpu_parallel` asks: 15.)
+fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
+    let (out, axes) = reduce_of(ast)?;
+    let rlen: usize = axes.iter().map(|a| a.1).product();
+    let min_inv = (t.parallel / SM_THREADS).max(1) * STAGE_LOCALS[0];
+    if !t.tiles || out < min_inv || rlen > GPU_MAX_LOOP {
+        return None;
+    }
+    let max_up = MAX_UPCAST_GPU.min(t.max_shared / 4);
+    let (o, _) = best_upcast(
+        ast,
+        Opts::default(),
+        max_up,
+        min_inv,
+        1,
+        &loads_per_output,
+        1,
+    );
+    stage_opts(ast, &o, t, min_inv)
+}
+
+/// Workgroup sizes a staged kernel tries (invocations).
+const STAGE_LOCALS: [usize; 3] = [256, 128, 64];
+/// Steps of a staged reduce tried (elements of the reduce axis per tile).
+const STAGE_STEPS: [usize; 3] = [16, 8, 4];
+/// Invocations one GPU multiprocessor keeps (NVIDIA's since Volta: 2,048; AMD's and Apple's
+/// are alike), to count multiprocessors from `Target::parallel`.
+const SM_THREADS: usize = 2048;
+
+/// Global loads per multiply-add of a reduce's stageable loads without staging: per step of
+/// the reduce, each load once per distinct element among the invocation's outputs.
+fn unstaged_loads_per_fma(loads: &[Operand], up: &[usize]) -> f64 {
+    let outs: usize = up.iter().product();
+    let per: usize = loads
+        .iter()
+        .map(|l| {
+            (0..up.len())
+                .filter(|&a| l.deps[a])
+                .map(|a| up[a])
+                .product::<usize>()
+        })
+        .sum();
+    per as f64 / outs as f64
+}
+
+/// Global memory's cost per element read against workgroup memory's, for choosing a staged
+/// kernel's register block and workgroup (a tile's element is read from global memory once
+/// and from workgroup memory by every invocation that needs it).
+const GLOBAL_PER_SHARED: f64 = 8.0;
+
+/// `o` (the heuristic's upcasts for an unstaged kernel) staged in workgroup memory
+/// (`Opts::stage`) where that costs less than it: a workgroup of `STAGE_LOCALS` invocations
+/// over up to two output axes, a step of `STAGE_STEPS`, and a register block of up to
+/// `MAX_UPCAST_GPU` outputs over up to two axes keeping `min_inv` invocations; chosen for the
+/// fewest loads per multiply-add (global ones, tile elements over the workgroup's outputs
+/// times the step, weighted by `GLOBAL_PER_SHARED`, plus workgroup-memory ones, the register
+/// block's), within the target's workgroup memory and keeping a workgroup per multiprocessor.
+fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<Opts> {
+    if !o.local.is_empty() || o.group.is_some() || o.unroll.is_some() {
+        return None;
+    }
+    let loads = stageable_operands(ast);
+    let (_, raxes) = reduce_of(ast)?;
+    let shape = &ast.root.shape;
+    let rank = shape.len();
+    let per_axis = |ups: &[(usize, usize)]| {
+        let mut up = vec![1usize; rank];
+        for &(a, n) in ups {
+            up[a] *= n;
+        }
+        up
+    };
+    let up0 = per_axis(&o.upcast);
+    let total: usize = shape.iter().product();
+    let free: Vec<usize> = (0..rank)
+        .filter(|&a| shape[a] > 1 && !raxes.iter().any(|r| r.0 == a))
+        .collect();
+    // The register blocks: the heuristic's, and blocks of up to `MAX_UPCAST_GPU` outputs over
+    // one or two axes that keep `min_inv` invocations.
+    let max_outs = (total / min_inv.max(1)).min(MAX_UPCAST_GPU);
+    let mut blocks = vec![o.upcast.clone()];
+    for (i, &a1) in free.iter().enumerate() {
+        for &a2 in &free[i + 1..] {
+            for u1 in [1, 2, 4, 8, 16] {
+                for u2 in [1, 2, 4, 8, 16] {
+                    let n = u1 * u2;
+                    if (2..=max_outs).contains(&n) && shape[a1] % u1 == 0 && shape[a2] % u2 == 0 {
+                        let b: Vec<(usize, usize)> = [(a1, u1), (a2, u2)]
+                            .into_iter()
+                            .filter(|u| u.1 > 1)
+                            .collect();
+                        if !blocks.contains(&b) {
+                            blocks.push(b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let workgroups_min = (t.parallel / SM_THREADS).max(1);
+    let mut best: Option<(f64, Opts)> = None;
+    let mut consider = |c: Opts, step: usize, up: &[usize]| {
+        let wg = c.local_size();
+        let outs: usize = up.iter().product();
+        // Each multiply-add reads at most one element from workgroup memory: a register block
+        // that shares no operand (a row of a convolution's outputs, whose inputs overlap only
+        // in the window) gains nothing there that the caches do not give it already. (On an
+        // H200 conv2's forward with a row of 11 outputs per invocation ran 1.8x slower staged.)
+        let shared = unstaged_loads_per_fma(&loads, up);
+        if shared > 1.0 {
+            return;
+        }
+        if total / (outs * wg) < workgroups_min {
+            return;
+        }
+        let tiles = tiles_of(ast, &loads, &c);
+        // A tile is read in runs of at least 4 consecutive elements (whole memory
+        // transactions) where its operand reads consecutive elements along some axis;
+        // scattered elements cost a transaction each, staged or not (conv2's
+        // forward staged over 4 batches x 4 channels, its input read one element per batch,
+        // ran 1.2x slower on an H200).
+        if tiles.iter().any(|t| t.2.is_some_and(|a| t.1[a] < 4)) {
+            return;
+        }
+        let lens: Vec<usize> = tiles.iter().map(|t| t.1.iter().product()).collect();
+        let bytes: usize = lens.iter().sum::<usize>() * 4;
+        if tiles.is_empty() || bytes > t.max_shared || lens.iter().any(|l| l % wg != 0) {
+            return;
+        }
+        let global = lens.iter().sum::<usize>() as f64 / (outs * wg * step) as f64;
+        let cost = GLOBAL_PER_SHARED * global + shared;
+        if best.as_ref().is_none_or(|b| cost < b.0) && check(ast, &c).is_ok() {
+            best = Some((cost, c));
+        }
+    };
+    for block in &blocks {
+        let up = per_axis(block);
+        for &(axis, size) in &raxes {
+            for step in STAGE_STEPS.into_iter().filter(|s| size % s == 0) {
+                for wg in STAGE_LOCALS.into_iter().filter(|&w| w <= t.max_local) {
+                    // One axis, or two with the workgroup split between them.
+                    for (i, &a1) in free.iter().enumerate() {
+                        for &a2 in free[i..].iter() {
+                            let mut l1 = if a1 == a2 { wg } else { 1 };
+                            while l1 <= wg {
+                                let l2 = wg / l1;
+                                let fits = |a: usize, l: usize| (shape[a] / up[a]) % l == 0;
+                                let ok = if a1 == a2 {
+                                    fits(a1, wg)
+                                } else {
+                                    fits(a1, l1) && fits(a2, l2)
+                                };
+                                if ok {
+                                    let c = Opts {
+                                        upcast: block.clone(),
+                                        local: if a1 == a2 {
+                                            vec![(a1, wg)]
+                                        } else {
+                                            [(a1, l1), (a2, l2)]
+                                                .into_iter()
+                                                .filter(|l| l.1 > 1)
+                                                .collect()
+                                        },
+                                        stage: Some((axis, step)),
+                                        ..Opts::default()
+                                    };
+                                    consider(c, step, &up);
+                                }
+                                l1 *= 2;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let unstaged = unstaged_loads_per_fma(&loads, &up0);
+    let (cost, c) = best?;
+    (cost < GLOBAL_PER_SHARED * unstaged).then_some(c)
 }
 
 /// The cost per output of a kernel on a software GPU adapter: its loads inside reduce loops,

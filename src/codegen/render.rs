@@ -34,6 +34,8 @@ pub trait Renderer {
     /// Wait for the workgroup (C, which runs a workgroup's invocations one after another,
     /// ends the loop over them and starts the next phase's).
     fn barrier(&self, k: &LinearKernel) -> String;
+    /// Wait for the workgroup inside a loop, every value computed before still live.
+    fn loop_barrier(&self) -> String;
     /// An expression reading element `idx` of workgroup array `id`.
     fn load_shared(&self, id: u32, _dt: DType, idx: &str) -> String {
         format!("s{id}[{idx}]")
@@ -503,6 +505,8 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 idx,
                 val,
             } => d.store_shared(*id, *dtype, &name(&names, *idx), &name(&names, *val)),
+            // A barrier inside a loop (a staged reduce's) is a statement of the loop's body.
+            Inst::Barrier if depth > 2 => d.loop_barrier(),
             Inst::Barrier => d.barrier(k),
             Inst::LoadVec {
                 dsts,

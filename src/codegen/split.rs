@@ -75,7 +75,14 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
             src,
         })
     };
-    let mut view = node(AstOp::View(st.clone()), src.dtype, vec![first_src]);
+    // An exact split is a reshape: pushed down to the loads (their views composed with it),
+    // the first kernel's operands stay visible to the optimizer (staging them in workgroup
+    // memory needs each operand's own axes, not those of a view over their product).
+    let pushed = (padded[axis] == full[axis])
+        .then(|| push_view(&first_src, &st))
+        .flatten();
+    let mut view =
+        pushed.unwrap_or_else(|| node(AstOp::View(st.clone()), src.dtype, vec![first_src]));
     if padded[axis] != full[axis] && *op != ReduceOp::Sum {
         // The padded view reads 0 outside; max and prod need their identity there.
         let one = Arc::new(AstNode {
@@ -133,6 +140,41 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
         first_args: first_slots.order,
         second_args: second_slots.order,
     })
+}
+
+/// `n` read through `st` (a view without padding, whose first view reads `n`'s shape in
+/// order), with `st` pushed down to the loads and views under `n`'s elementwise ops; `None`
+/// where something under them (an iota, a reduce) reads its own index.
+fn push_view(n: &Arc<AstNode>, st: &ShapeTracker) -> Option<Arc<AstNode>> {
+    let compose = |inner: &ShapeTracker| ShapeTracker {
+        views: inner.views.iter().chain(&st.views).cloned().collect(),
+    };
+    let (op, src) = match &n.op {
+        AstOp::Load { slot, st: inner } => (
+            AstOp::Load {
+                slot: *slot,
+                st: compose(inner),
+            },
+            vec![],
+        ),
+        AstOp::View(inner) => (AstOp::View(compose(inner)), n.src.clone()),
+        AstOp::Const(v) => (AstOp::Const(*v), vec![]),
+        AstOp::Unary(_) | AstOp::Binary(_) | AstOp::Where | AstOp::Cast(_) => {
+            let src = n
+                .src
+                .iter()
+                .map(|s| push_view(s, st))
+                .collect::<Option<Vec<_>>>()?;
+            (n.op.clone(), src)
+        }
+        AstOp::Iota | AstOp::Reduce(..) => return None,
+    };
+    Some(Arc::new(AstNode {
+        op,
+        dtype: n.dtype,
+        shape: st.shape().to_vec(),
+        src,
+    }))
 }
 
 /// The reduce of a kernel (the scheduler fuses at most one), as the `Arc` its parent holds.

@@ -388,6 +388,9 @@ impl Renderer for WgslRenderer {
         }
     }
     /// Each phase is a block of its own: it recomputes (and renames) what it needs.
+    fn loop_barrier(&self) -> String {
+        "workgroupBarrier();".into()
+    }
     fn barrier(&self, _k: &LinearKernel) -> String {
         "}\n    workgroupBarrier();\n    {".into()
     }

@@ -19,7 +19,7 @@ pub(crate) const GIVEN_IDS: u32 = 60;
 pub const LOOP_BITS: u64 = (1u64 << GIVEN_IDS) - 1;
 
 /// A node of a kernel's AST.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AstNode {
     /// What the node computes.
     pub op: AstOp,
@@ -142,7 +142,8 @@ impl KernelAst {
     /// keys lower to the same program, so a repeated step skips lowering.
     pub fn key(&self) -> String {
         use std::fmt::Write;
-        fn visit(n: &AstNode, ids: &mut HashMap<usize, usize>, out: &mut String) -> usize {
+        // Written straight into `out` (no string per node): eager steps build it per kernel.
+        fn visit(n: &AstNode, ids: &mut FastMap<usize, usize>, out: &mut String) -> usize {
             let p = n as *const AstNode as usize;
             if let Some(&i) = ids.get(&p) {
                 return i;
@@ -150,15 +151,20 @@ impl KernelAst {
             let srcs: Vec<usize> = n.src.iter().map(|s| visit(s, ids, out)).collect();
             let i = ids.len();
             ids.insert(p, i);
-            let op = match &n.op {
-                AstOp::Const(v) => format!("C{}", v.to_bits()),
-                other => format!("{other:?}"),
+            let _ = match &n.op {
+                AstOp::Const(v) => write!(out, "{i}=C{}", v.to_bits()),
+                other => write!(out, "{i}={other:?}"),
             };
-            let _ = write!(out, "{i}={op}:{}:{:?}:{srcs:?};", n.dtype, n.shape);
+            let _ = write!(out, ":{}:{:?}:{srcs:?};", n.dtype, n.shape);
             i
         }
-        let mut out = format!("{:?}|", self.bufs.iter().map(|b| b.0).collect::<Vec<_>>());
-        visit(&self.root, &mut HashMap::new(), &mut out);
+        let mut out = String::with_capacity(1024);
+        let _ = write!(
+            out,
+            "{:?}|",
+            self.bufs.iter().map(|b| b.0).collect::<Vec<_>>()
+        );
+        visit(&self.root, &mut FastMap::default(), &mut out);
         out
     }
 }
@@ -175,8 +181,16 @@ pub enum KOp {
     Lidx,
     /// The index of this invocation's workgroup.
     Wgid,
-    /// src: `[idx]`; a read of workgroup array `id` (shared by the invocations of a workgroup).
+    /// src: `[idx]`, or `[idx, sync]`: a read of workgroup array `id` (shared by the
+    /// invocations of a workgroup); with a `Sync`, of what that staging step wrote.
     LoadShared(u32),
+    /// src: `[idx, val]`; `shared[idx] = val` of workgroup array `id`, inside a loop (a staging
+    /// step of `Sync`). Its value is a `Bool` token.
+    StoreShared(u32),
+    /// src: the `StoreShared`s of one staging step: the workgroup waits, every invocation
+    /// stores its share of a tile, the workgroup waits again; loads that name it read the tile.
+    /// Its value is a `Bool` token.
+    Sync,
     /// A reduce loop variable, `0..size`.
     Range {
         /// Which loop (ids are unique within a kernel).
@@ -384,6 +398,18 @@ impl KGraph {
     /// Element `idx` of workgroup array `id`.
     pub fn load_shared(&mut self, id: u32, dtype: DType, idx: Ref) -> Ref {
         self.make(KOp::LoadShared(id), dtype, vec![idx])
+    }
+    /// Element `idx` of workgroup array `id` as the staging step `sync` left it.
+    pub fn load_staged(&mut self, id: u32, dtype: DType, idx: Ref, sync: Ref) -> Ref {
+        self.make(KOp::LoadShared(id), dtype, vec![idx, sync])
+    }
+    /// A staging step: `stores` are `(array id, idx, val)`, written between two barriers.
+    pub fn sync(&mut self, stores: &[(u32, Ref, Ref)]) -> Ref {
+        let src = stores
+            .iter()
+            .map(|&(id, idx, val)| self.make(KOp::StoreShared(id), DType::Bool, vec![idx, val]))
+            .collect();
+        self.make(KOp::Sync, DType::Bool, src)
     }
     /// A new reduce loop variable `0..size`.
     pub fn range(&mut self, size: usize) -> Ref {

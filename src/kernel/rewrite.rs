@@ -66,6 +66,7 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
             let (a, c) = (b(1), b(2));
             (a.0.min(c.0), a.1.max(c.1))
         }
+        KOp::StoreShared(_) | KOp::Sync => (0.0, 1.0),
         KOp::Load(_)
         | KOp::LoadShared(_)
         | KOp::Cast

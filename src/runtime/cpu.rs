@@ -385,6 +385,7 @@ impl Backend for Cpu {
     fn target(&self) -> Target {
         Target {
             registers: vector_registers(),
+            tiles: false,
             ..super::host_target()
         }
     }

@@ -547,6 +547,14 @@ pub fn golden_cases() -> Vec<(&'static str, Build)> {
                 .opt_target(OptTarget::Gpu)
                 .run(|| f32s(&[3, 8192], 8, -1.0, 1.0)?.sum(1, false)?.realize())
         }),
+        ("matmul_staged_gpu", || {
+            // Operand tiles staged in workgroup memory: 16x16 invocations of 4x4 outputs.
+            Context::new().opt_target(OptTarget::Gpu).run(|| {
+                let a = f32s(&[128, 64], 9, -1.0, 1.0)?;
+                let b = f32s(&[64, 128], 10, -1.0, 1.0)?;
+                a.matmul(&b)?.realize()
+            })
+        }),
         ("u8_add_store", || {
             let a = Tensor::from_vec(
                 (0..43u8).map(|x| x.wrapping_mul(7)).collect::<Vec<u8>>(),
