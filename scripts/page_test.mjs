@@ -19,6 +19,9 @@
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
 //     its WebGPU backend; needs the tfjs devDependencies from `npm install`), and --bench-jaxjs
 //     for www/bench_jaxjs.html (the step in jax-js, jitted whole, on its WebGPU device).
+// (b''') --bench-matmul: www/bench_matmul.html?sizes=..&chain=..&steps=.. (defaults 64,128 / 2 / 1):
+//     GFLOP/s of square matmuls and the tutorial's conv2 forward in wgrad, jax-js and tfjs; fails
+//     unless every library gives a positive figure for every row (the page's own smoke test).
 // (b'') --long=N: www/bench.html?long=N&bs=.. (default 32): N jitted steps of the tutorial CNN
 //     with Adam; fails unless live tensors, buffers and bytes stay flat after 5 warm-up steps.
 // (The demo page has its own end-to-end test: scripts/demo_test.mjs.)
@@ -42,7 +45,7 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -541,7 +544,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (["bench", "bench-tfjs", "bench-jaxjs", "long"].some((f) => flags.has(f))) {
+    if (["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "long"].some((f) => flags.has(f))) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -571,6 +574,20 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench_tfjs.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`tfjs bench page took ${seconds.toFixed(0)} s`);
+        }
+        if (flags.has("bench-matmul")) {
+          const q = { sizes: flags.get("sizes") ?? "64,128", chain: flags.get("chain") ?? 2, steps: flags.get("steps") ?? 1 };
+          const { result: r, seconds } = await repoPage(browser, srv, "bench_matmul.html", q, "benchResult");
+          console.log(`BENCH ${JSON.stringify(r)}`);
+          const libs = ["wgrad", "jax-js", "tfjs"];
+          const sizes = String(q.sizes).split(",").length;
+          for (const lib of libs) {
+            const rows = r.rows.filter((x) => x.lib === lib);
+            if (rows.length !== sizes + 1 || rows.some((x) => !(x.gflops > 0))) {
+              fail(`bench_matmul: ${lib} gave ${JSON.stringify(rows)} (errors: ${JSON.stringify(r.errors)})`);
+            }
+          }
+          console.log(`ok: matmul page, ${r.rows.length} rows from ${libs.join(", ")} in ${seconds.toFixed(0)} s`);
         }
         if (flags.has("bench-jaxjs")) {
           if (!existsSync(join(ROOT, "node_modules/@jax-js/jax/dist/index.js"))) fail("node_modules/@jax-js/jax is missing: run `npm install`");

@@ -28,5 +28,7 @@ node scripts/node_test.mjs
 bash scripts/data.sh
 echo "== the packed package in a plain page"
 node scripts/page_test.mjs
+echo "== the matmul benchmark page runs wgrad, jax-js and tfjs (small sizes: a smoke test)"
+node scripts/page_test.mjs --no-package --bench-matmul
 echo "== the demo page end to end (scripts/demo_test.mjs)"
 node scripts/demo_test.mjs

@@ -202,6 +202,11 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
             }
         }
     }
+    if o.unroll.is_some() && sums_products(k) {
+        // Unrolled, the copies' products would be added together before the accumulator and
+        // each rounded: a reduce step that adds a product is one fused multiply-add everywhere.
+        return Err("a sum of products is not unrolled (its steps are fused multiply-adds)".into());
+    }
     if o.stage.is_some() {
         if o.group.is_some() || o.unroll.is_some() || o.local_size() < 2 {
             return Err("stage needs local invocations and no group or unroll".into());
@@ -220,6 +225,14 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// Whether the aligned reduce of `k` sums products (its steps are fused multiply-adds).
+fn sums_products(k: &KernelAst) -> bool {
+    aligned_reduce(k).is_some_and(|r| {
+        matches!(r.op, AstOp::Reduce(ReduceOp::Sum, _))
+            && matches!(r.src[0].op, AstOp::Binary(BinaryOp::Mul))
+    })
 }
 
 /// An operand of a reduce (a load, or a view of a computed value) and the axes (of the
@@ -1125,12 +1138,30 @@ mod tests {
     }
 
     #[test]
+    fn a_sum_of_products_is_not_unrolled() {
+        let o = Opts {
+            unroll: Some((1, 4)),
+            ..Opts::default()
+        };
+        assert!(check(&matmul(4, 8, 6), &o).is_err());
+    }
+
+    #[test]
     fn unrolling_repeats_the_body_in_a_shorter_loop() {
         let o = Opts {
             unroll: Some((1, 4)),
             ..Opts::default()
         };
-        let l = lower(&matmul(4, 8, 6), &o);
+        // A max of products (a sum of them is not unrolled).
+        let mut k = matmul(4, 8, 6);
+        let r = k.root.clone();
+        k.root = Arc::new(AstNode {
+            op: AstOp::Reduce(ReduceOp::Max, vec![1]),
+            dtype: r.dtype,
+            shape: r.shape.clone(),
+            src: r.src.clone(),
+        });
+        let l = lower(&k, &o);
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 2, .. })), 1);
         assert_eq!(count(&l, |o| matches!(o, KOp::Load(_))), 8);
     }
