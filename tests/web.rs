@@ -1508,3 +1508,71 @@ async fn optimizer_groups_schedules_and_clipping() {
         &["OptimizerGroup", "element 0"],
     );
 }
+
+/// Kernels as a hardware GPU gets them (operand tiles staged in workgroup memory, with barriers
+/// inside loops; grouped reduces) compile in Chromium, whose WGSL compiler checks uniformity
+/// more strictly than naga, and compute what the interpreter does. (SwiftShader gets a software
+/// adapter's plans unless asked.)
+#[wasm_bindgen_test]
+async fn gpu_plans_compile_and_compute_in_the_browser() {
+    devices().await;
+    let build = || -> wgrad::Result<Vec<Tensor>> {
+        let vals = |n: usize, k: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * k) % 101) as f32 / 50.0 - 1.0)
+                .collect()
+        };
+        let a = Tensor::from_slice(&vals(128 * 64, 37), &[128, 64])?;
+        let b = Tensor::from_slice(&vals(64 * 128, 53), &[64, 128])?;
+        let c = Tensor::from_slice(&vals(4 * 64 * 48, 29), &[4, 64, 48])?;
+        Ok(vec![
+            a.matmul(&b)?.relu()?,
+            c.transpose(1, 2)?.matmul(&c)?,
+            a.sum(1, false)?,
+        ])
+    };
+    let staged = wgrad::Context::new()
+        .dev(wgrad::Device::Wgpu)
+        .opt_target(wgrad::codegen::OptTarget::Gpu)
+        .run(|| {
+            let items = build().and_then(|t| Tensor::schedule_all(&t.iter().collect::<Vec<_>>()));
+            items.map(|items| {
+                items.iter().any(|it| match it {
+                    wgrad::schedule::ScheduleItem::Kernel { ast, .. } => {
+                        let t = wgrad::codegen::Target::new(wgrad::codegen::OptTarget::Gpu);
+                        let plan = wgrad::codegen::default_plan(ast, &t);
+                        plan.opts().iter().any(|o| o.stage.is_some())
+                    }
+                    _ => false,
+                })
+            })
+        })
+        .unwrap();
+    assert!(staged, "the matmuls stage their tiles with GPU plans");
+    let gpu = wgrad::Context::new()
+        .dev(wgrad::Device::Wgpu)
+        .opt_target(wgrad::codegen::OptTarget::Gpu)
+        .run(build)
+        .unwrap();
+    let want = wgrad::Context::new()
+        .dev(wgrad::Device::Interp)
+        .run(build)
+        .unwrap();
+    for (i, (g, w)) in gpu.iter().zip(&want).enumerate() {
+        let g: Vec<f64> = g
+            .to_vec_async::<f32>()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let w: Vec<f64> = w
+            .to_vec_async::<f32>()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        compare(&format!("output {i}"), &g, &w, 1e-4, 1e-4).unwrap();
+    }
+}
