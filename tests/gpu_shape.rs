@@ -510,7 +510,11 @@ fn fma_kernels(items: &[ScheduleItem], target: &Target, min_fmas: u64) -> Vec<(S
 fn memory_summary(kernels: &[(String, f64, f64)]) -> (f64, f64) {
     let fmas: f64 = kernels.iter().map(|k| k.1).sum();
     let loads: f64 = kernels.iter().map(|k| k.1 * k.2).sum();
-    let tiled: f64 = kernels.iter().filter(|k| k.2 <= 0.125).map(|k| k.1).sum();
+    // (A fold from 0.0: an empty f64 sum is -0.0.)
+    let tiled = kernels
+        .iter()
+        .filter(|k| k.2 <= 0.125)
+        .fold(0.0, |a, k| a + k.1);
     (loads / fmas, tiled / fmas)
 }
 

@@ -2,11 +2,14 @@
 //! would time alternatives instead). Between scheduling and lowering it picks the actions of
 //! `lower::Opts` and whether to split a reduce into two kernels (`split.rs`):
 //!
-//! - **GPU**: enough invocations to fill the device and short loops per invocation. A reduce
-//!   with few outputs or a long loop is grouped (split across a workgroup's invocations) and,
-//!   when that is not enough, split across workgroups, choosing by a simple time model: a
-//!   kernel takes its loop length times the waves of invocations the device runs one after
-//!   another. Register blocking (upcast) only where parallelism stays high.
+//! - **GPU**: enough invocations to fill the device and short loops per invocation. A
+//!   matmul-like reduce stages its operand tiles in workgroup memory (`stage_opts`: a register
+//!   block, a workgroup and a step chosen for the fewest loads per multiply-add), split into
+//!   parts first where it is too long or too narrow to stage whole. Any other reduce with few
+//!   outputs or a long loop is grouped (split across a workgroup's invocations) and, when that is
+//!   not enough, split across workgroups, choosing by a simple time model: a kernel takes its
+//!   loop length times the waves of invocations the device runs one after another. Register
+//!   blocking (upcast) only where parallelism stays high.
 //! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a long reduce is split as
 //!   on the CPU (which also keeps loops far below the 65,535 iterations after which llvmpipe
 //!   silently stops an invocation's loops); upcasts chosen by the distinct loads and cache
