@@ -478,21 +478,7 @@ fn fma_kernels(items: &[ScheduleItem], target: &Target, min_fmas: u64) -> Vec<(S
         for s in compile(ast, target).stages {
             let k = &s.kernel;
             let per = k.global_loads_per_fma();
-            // Multiply-adds: loop trips of each fused accumulate, summed, times invocations.
-            let mut mult = vec![1f64];
-            let mut fmas = 0f64;
-            for i in &k.insts {
-                let m = *mult.last().unwrap_or(&1.0);
-                match i {
-                    wgrad::codegen::Inst::Loop { size, .. } => mult.push(m * *size as f64),
-                    wgrad::codegen::Inst::EndLoop => {
-                        mult.pop();
-                    }
-                    wgrad::codegen::Inst::Acc { fused: Some(_), .. } => fmas += m,
-                    _ => {}
-                }
-            }
-            let fmas = fmas * k.global_size as f64;
+            let fmas = (k.fmas_per_item() * k.global_size as u64) as f64;
             if fmas >= min_fmas as f64 {
                 let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
                 if let Err(e) = common::validate_wgsl(&wgsl) {

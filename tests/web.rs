@@ -1559,20 +1559,13 @@ async fn gpu_plans_compile_and_compute_in_the_browser() {
         .run(build)
         .unwrap();
     for (i, (g, w)) in gpu.iter().zip(&want).enumerate() {
-        let g: Vec<f64> = g
-            .to_vec_async::<f32>()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect();
-        let w: Vec<f64> = w
-            .to_vec_async::<f32>()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect();
+        let (g, w) = (f64s(g).await, f64s(w).await);
         compare(&format!("output {i}"), &g, &w, 1e-4, 1e-4).unwrap();
     }
+}
+
+/// A float tensor's values, read back.
+async fn f64s(t: &Tensor) -> Vec<f64> {
+    let v = t.to_vec_async::<f32>().await.unwrap();
+    v.into_iter().map(f64::from).collect()
 }

@@ -307,8 +307,22 @@ impl LinearKernel {
     /// outputs per invocation; a tile staged in workgroup memory divides it by the workgroup's
     /// share.) Infinite for a kernel without multiply-adds.
     pub fn global_loads_per_fma(&self) -> f64 {
+        let loads = self.per_trip(|i| match i {
+            Inst::Load { .. } => 1,
+            Inst::LoadVec { .. } => 4,
+            _ => 0,
+        });
+        loads as f64 / self.fmas_per_item() as f64
+    }
+    /// Fused multiply-adds per invocation, loop bodies counted by their trip counts.
+    pub fn fmas_per_item(&self) -> u64 {
+        self.per_trip(|i| u64::from(matches!(i, Inst::Acc { fused: Some(_), .. })))
+    }
+    /// The sum of `count` over the instructions one invocation runs, each counted as often as
+    /// the loops around it run.
+    fn per_trip(&self, count: impl Fn(&Inst) -> u64) -> u64 {
         let mut mult = vec![1u64];
-        let (mut loads, mut fmas) = (0u64, 0u64);
+        let mut total = 0u64;
         for i in &self.insts {
             let m = *mult.last().unwrap_or(&1);
             match i {
@@ -316,13 +330,10 @@ impl LinearKernel {
                 Inst::EndLoop => {
                     mult.pop();
                 }
-                Inst::Load { .. } => loads += m,
-                Inst::LoadVec { .. } => loads += 4 * m,
-                Inst::Acc { fused: Some(_), .. } => fmas += m,
-                _ => {}
+                i => total += count(i) * m,
             }
         }
-        loads as f64 / fmas as f64
+        total
     }
     /// Whether invocations of a workgroup share memory (and wait at barriers).
     pub fn uses_workgroups(&self) -> bool {
@@ -331,25 +342,12 @@ impl LinearKernel {
     /// Scalar ops per invocation, counting loop bodies by their trip counts (for FLOP counters
     /// and for deciding whether to split work across threads).
     pub fn ops_per_item(&self) -> u64 {
-        let mut mult = vec![1u64];
-        let mut total = 0u64;
-        for i in &self.insts {
-            match i {
-                Inst::Loop { size, .. } => {
-                    let m = *mult.last().unwrap_or(&1) * *size as u64;
-                    mult.push(m);
-                }
-                Inst::EndLoop => {
-                    mult.pop();
-                }
-                Inst::Unary { .. }
-                | Inst::Binary { .. }
-                | Inst::Where { .. }
-                | Inst::Acc { .. } => total += *mult.last().unwrap_or(&1),
-                _ => {}
-            }
-        }
-        total
+        self.per_trip(|i| {
+            u64::from(matches!(
+                i,
+                Inst::Unary { .. } | Inst::Binary { .. } | Inst::Where { .. } | Inst::Acc { .. }
+            ))
+        })
     }
 }
 

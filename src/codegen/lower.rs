@@ -358,17 +358,21 @@ pub fn tiles_of<'a>(
         .collect()
 }
 
-/// The strides of a tile in workgroup memory: the staged axis outermost, so that invocations
-/// reading one step's elements for neighbouring outputs read neighbouring words.
-fn tile_strides(ext: &[usize], axis: usize) -> Vec<usize> {
-    let mut strides = vec![0; ext.len()];
-    let mut s = 1;
-    for a in (0..ext.len()).rev().filter(|&a| a != axis) {
-        strides[a] = s;
-        s *= ext[a];
+/// The position in workgroup memory of the tile element at `coord` (per axis; axes where the
+/// tile has one element are ignored): the staged axis outermost, so that invocations reading
+/// one step's elements for neighbouring outputs read neighbouring words.
+fn tile_pos(g: &mut KGraph, ext: &[usize], axis: usize, coord: &[Ref]) -> Ref {
+    let mut pos = g.int(0);
+    let mut stride = 1;
+    for a in (0..ext.len()).rev().filter(|&a| a != axis).chain([axis]) {
+        if ext[a] > 1 {
+            let st = g.int(stride as i64);
+            let term = g.mul(coord[a], st);
+            pos = g.add(pos, term);
+        }
+        stride *= ext[a];
     }
-    strides[axis] = s;
-    strides
+    pos
 }
 
 struct Ctx {
@@ -661,15 +665,7 @@ fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx
                 .stage
                 .as_ref()
                 .map_or((&[][..], 0), |s| (s.tiles[ti].2.as_slice(), s.axis));
-            let strides = tile_strides(ext, axis);
-            let mut pos = g.int(0);
-            for (a, &e) in ext.iter().enumerate() {
-                if e > 1 {
-                    let st = g.int(strides[a] as i64);
-                    let t = g.mul(at[a], st);
-                    pos = g.add(pos, t);
-                }
-            }
+            let pos = tile_pos(g, ext, axis, &at);
             g.load_staged(id, n.dtype, pos, sync)
         }
         AstOp::Load { slot, st } => {
@@ -871,7 +867,6 @@ fn lower_staged(
                 if let Some(l) = vshape.last_mut() {
                     *l /= v;
                 }
-                let strides = tile_strides(ext, axis);
                 let zero = g.int(0);
                 for j in 0..per / v {
                     let first = g.int((j * local) as i64);
@@ -903,15 +898,7 @@ fn lower_staged(
                             })
                             .collect();
                         let val = lower_node(g, load, &full, gate, ctx);
-                        let mut t = g.int(0);
-                        for (a, &e) in ext.iter().enumerate() {
-                            if e > 1 {
-                                let st = g.int(strides[a] as i64);
-                                let term = g.mul(coord[a], st);
-                                t = g.add(t, term);
-                            }
-                        }
-                        stores.push((id, t, val));
+                        stores.push((id, tile_pos(g, ext, axis, &coord), val));
                     }
                 }
             }

@@ -210,14 +210,16 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
                         .min_by_key(|&(a, p)| p.max(part_len(&axes, a, p)))
                 })
         }
-        // A reduce staged in workgroup memory stays one kernel.
-        OptTarget::Gpu if staged_gpu_opts(ast, t).is_some() => None,
-        // One too long, or with too few outputs, to stage is split into the fewest parts whose
-        // first kernel stages (a weight gradient: a matmul over every row of the batch).
-        OptTarget::Gpu if t.tiles && split_to_stage(ast, &axes, t).is_some() => {
-            split_to_stage(ast, &axes, t)
-        }
         OptTarget::Gpu => {
+            // A reduce staged in workgroup memory stays one kernel; one too long, or with too
+            // few outputs, to stage is split into the fewest parts whose first kernel stages (a
+            // weight gradient: a matmul over every row of the batch).
+            if staged_gpu_opts(ast, t).is_some() {
+                return None;
+            }
+            if let Some(s) = split_to_stage(ast, &axes, t) {
+                return Some(s);
+            }
             let aligned = aligned_reduce(ast).is_some();
             let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
             let loop0 = gpu_time(out, rlen, g0, t).2;
@@ -262,6 +264,9 @@ const STAGE_SPLITS: [usize; 5] = [2, 4, 8, 16, 32];
 /// The fewest parts (of `STAGE_SPLITS`, dividing a reduce axis) a split of `ast`'s reduce needs
 /// for its first kernel to be staged in workgroup memory (`staged_gpu_opts`).
 fn split_to_stage(ast: &KernelAst, axes: &[(usize, usize)], t: &Target) -> Option<(usize, usize)> {
+    if !t.tiles {
+        return None;
+    }
     STAGE_SPLITS.into_iter().find_map(|p| {
         axes.iter()
             .filter(|&&(_, size)| size % p == 0 && size > p)
