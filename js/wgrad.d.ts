@@ -85,7 +85,7 @@ export {
   KernelProfile,
 } from "../pkg/web/wgrad.js";
 
-/** Load the engine and pick its device (WebGPU, else the CPU interpreter with a warning). */
+/** Load the engine and pick its device (WebGPU, else WebAssembly kernels: "wasm"). */
 export function init(options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module }): Promise<InitInfo>;
 
 /**

@@ -123,11 +123,12 @@ async function loadEngine(wasm) {
 
 /**
  * Load the engine and pick its device: WebGPU when the browser has it (with the adapter's
- * limits), else the CPU interpreter with a console warning. `device: "webgpu"` makes a missing
- * WebGPU an error; `device: "cpu"` skips WebGPU. `wasm` overrides where the .wasm file is
+ * limits), else kernels compiled to WebAssembly ("wasm") with a console note. `device:
+ * "webgpu"` makes a missing WebGPU an error; `device: "wasm"` skips WebGPU; `device: "cpu"` runs
+ * the interpreter (the reference, slow). `wasm` overrides where the .wasm file is
  * fetched from (a URL, a `Response`, the bytes or a `WebAssembly.Module`); in Node.js it is read
  * from the package's files. Where WebGPU is missing (Node.js, a browser with it off) the
- * default falls back to the interpreter. Resolves to `{ device, adapter }`.
+ * default falls back to WebAssembly kernels. Resolves to `{ device, adapter }`.
  */
 export async function init(options = {}) {
   if (options === null || typeof options !== "object") {

@@ -13,7 +13,7 @@ mode=--release
 for target in web bundler; do
   echo "== wasm-pack build --target $target"
   wasm-pack build $mode --target "$target" --out-dir "pkg/$target" --out-name wgrad --weak-refs \
-    --no-pack -- --no-default-features --features wgpu
+    --no-pack -- --no-default-features --features wgpu,wasm
 done
 # wasm-pack writes a .gitignore of "*" into each output, which would make `npm pack` leave the
 # files out (the repository's own .gitignore already ignores pkg/).

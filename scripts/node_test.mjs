@@ -1,7 +1,8 @@
 // Node.js test of the npm package: `npm pack`s the repository into a temp dir, imports the
 // unpacked package's js/wgrad.js in this Node process and checks that
 //   - `init()` loads the engine's .wasm from the package's files (Node's fetch reads no file:
-//     URLs) and, Node having no WebGPU, falls back to the interpreter with one console warning;
+//     URLs) and, Node having no WebGPU, falls back to WebAssembly kernels ("wasm") with one
+//     console warning;
 //   - `init({ device: "webgpu" })` throws an Error naming `init` and why, never a trap;
 //   - a small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) trains there: the
 //     loss falls below half its start;
@@ -49,7 +50,7 @@ try {
   } finally {
     console.warn = warn;
   }
-  if (info.device !== "cpu") fail(`init() picked ${info.device}, expected the interpreter ("cpu")`);
+  if (info.device !== "wasm") fail(`init() picked ${info.device}, expected WebAssembly kernels ("wasm")`);
   if (warnings.length !== 1 || !/WebGPU unavailable/.test(warnings[0])) {
     fail(`init() should warn once that WebGPU is unavailable, warned: ${JSON.stringify(warnings)}`);
   }

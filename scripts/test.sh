@@ -27,7 +27,7 @@ echo "== the crate ships no test data or build outputs (scripts/check_package.sh
 bash scripts/check_package.sh cargo
 echo "== wasm32 builds: the core alone, and with the browser's WebGPU"
 cargo build --target wasm32-unknown-unknown --no-default-features
-cargo clippy --target wasm32-unknown-unknown --no-default-features --features wgpu --lib --test web -- -D warnings
+cargo clippy --target wasm32-unknown-unknown --no-default-features --features wgpu,wasm --lib --test web -- -D warnings
 echo "== cargo test (with the doc tests: the examples in the API reference run)"
 bash scripts/data.sh
 cargo test

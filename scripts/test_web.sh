@@ -16,7 +16,7 @@ export CHROMEDRIVER=/usr/bin/chromedriver
 # The software adapter compiles and runs every kernel on the CPU: allow minutes per test.
 export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-900}"
 echo "== wasm-pack test --headless --chrome (tests/web.rs)"
-wasm-pack test --headless --chrome -- --no-default-features --features wgpu --test web
+wasm-pack test --headless --chrome -- --no-default-features --features wgpu,wasm --test web
 echo "== npm package"
 bash scripts/build_web.sh
 echo "== what the npm package ships (npm pack --dry-run; scripts/check_package.sh)"

@@ -20,6 +20,10 @@ pub enum DeviceKind {
     /// CUDA C through NVRTC on an NVIDIA GPU (native only).
     #[cfg(feature = "cuda")]
     Cuda,
+    /// WebAssembly modules: the JS engine's in a browser or Node.js (over the engine's own
+    /// memory), wasmi natively.
+    #[cfg(feature = "wasm")]
+    Wasm,
 }
 
 impl DeviceKind {
@@ -33,6 +37,8 @@ impl DeviceKind {
             DeviceKind::Wgpu,
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda,
+            #[cfg(feature = "wasm")]
+            DeviceKind::Wasm,
         ]
     }
     /// The backend's name as `DEV=` takes it: `INTERP`, `CPU`, `WEBGPU` or `CUDA`.
@@ -45,6 +51,8 @@ impl DeviceKind {
             DeviceKind::Wgpu => "WEBGPU",
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda => "CUDA",
+            #[cfg(feature = "wasm")]
+            DeviceKind::Wasm => "WASM",
         }
     }
 }
@@ -77,6 +85,9 @@ impl Device {
     /// `CUDA:0`.
     #[cfg(feature = "cuda")]
     pub const Cuda: Device = Device::new(DeviceKind::Cuda, 0);
+    /// `WASM:0`.
+    #[cfg(feature = "wasm")]
+    pub const Wasm: Device = Device::new(DeviceKind::Wasm, 0);
 }
 
 impl Device {

@@ -44,9 +44,11 @@ fn train(dev: Device) -> (Vec<f32>, f64) {
 
 #[test]
 fn mnist_trains_on_every_backend() {
+    // Natively WASM runs in wasmi, an interpreter (seconds per step at batch 8): its MNIST
+    // training runs in Node.js and Chromium instead (scripts/node_test.mjs, tests/web.rs).
     let devs: Vec<Device> = common::devices()
         .into_iter()
-        .filter(|&d| d != Device::Interp)
+        .filter(|&d| d != Device::Interp && d.name() != "WASM")
         .collect();
     assert!(!devs.is_empty(), "no compiled backend can run here");
     for dev in devs {

@@ -885,6 +885,13 @@ fn op_suite_cpu() {
     run_suite(Device::Cpu);
 }
 
+/// The WebAssembly dialect, run by wasmi.
+#[cfg(feature = "wasm")]
+#[test]
+fn op_suite_wasm() {
+    run_suite(Device::Wasm);
+}
+
 #[cfg(feature = "cuda")]
 #[test]
 fn op_suite_cuda() {

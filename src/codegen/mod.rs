@@ -16,6 +16,8 @@ pub mod opt;
 pub mod render;
 pub mod split;
 pub mod vectorize;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 pub mod wgsl;
 
 pub use crate::context::OptTarget;

@@ -13,6 +13,9 @@ pub mod wgpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
+#[cfg(feature = "wasm")]
+pub mod wasm;
+
 use crate::codegen::{LinearKernel, OptTarget, Target};
 pub use crate::device::{Device, DeviceKind};
 use crate::error::{bail, Result};
@@ -35,6 +38,8 @@ impl Device {
             DeviceKind::Wgpu => wgpu::available(self.index),
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda => cuda::available(self.index),
+            #[cfg(feature = "wasm")]
+            DeviceKind::Wasm => wasm::available(),
         }
     }
     /// The backend instance behind this device (for tools that compile and launch kernels by
@@ -43,6 +48,8 @@ impl Device {
         static INTERP: Instances<interp::Interp> = Instances::new();
         #[cfg(feature = "cpu")]
         static CPU: Instances<cpu::Cpu> = Instances::new();
+        #[cfg(feature = "wasm")]
+        static WASM: Instances<wasm::Wasm> = Instances::new();
         match self.kind {
             DeviceKind::Interp => INTERP.get(self.index, || interp::Interp::new(self)),
             #[cfg(feature = "cpu")]
@@ -51,6 +58,8 @@ impl Device {
             DeviceKind::Wgpu => wgpu::instance(self.index),
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda => cuda::instance(self.index),
+            #[cfg(feature = "wasm")]
+            DeviceKind::Wasm => WASM.get(self.index, || wasm::Wasm::new(self)),
         }
     }
     /// The best available device (`DEV` overrides it; see `Context`): an NVIDIA GPU through
@@ -62,15 +71,18 @@ impl Device {
         *BEST.get_or_init(|| {
             let rank = |d: &Device| match d.kind {
                 #[cfg(feature = "cuda")]
-                DeviceKind::Cuda => 4,
+                DeviceKind::Cuda => 5,
                 #[cfg(feature = "wgpu")]
                 DeviceKind::Wgpu => match wgpu::adapter_info() {
-                    Some(a) if a.device_type != "Cpu" => 3,
+                    Some(a) if a.device_type != "Cpu" => 4,
                     _ => 0,
                 },
+                // Natively an interpreter of WebAssembly: faster than INTERP, slower than C.
+                #[cfg(feature = "wasm")]
+                DeviceKind::Wasm => 2,
                 DeviceKind::Interp => 1,
                 #[allow(unreachable_patterns)]
-                _ => 2,
+                _ => 3,
             };
             let d = Device::all()
                 .into_iter()
@@ -231,6 +243,8 @@ pub(crate) enum Mem {
     Wgpu(wgpu::GpuMem),
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaMem),
+    #[cfg(all(feature = "wasm", not(target_arch = "wasm32")))]
+    Wasm(wasm::WasmMem),
 }
 
 impl fmt::Debug for Buffer {
@@ -317,6 +331,8 @@ pub(crate) enum ProgramImpl {
     Wgpu(wgpu::WgpuProgram),
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaProgram),
+    #[cfg(feature = "wasm")]
+    Wasm(wasm::WasmProgram),
 }
 
 /// One recorded launch: a kernel with the buffers it binds, or a copy between buffers. The engine

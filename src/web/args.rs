@@ -526,15 +526,16 @@ impl FromJs for Reduction {
     }
 }
 
-/// "webgpu" or "cpu" (the interpreter), numbered like "cpu:1" for another instance ("cpu" is
-/// "cpu:0").
+/// "webgpu", "wasm" (kernels compiled to WebAssembly) or "cpu" (the interpreter), numbered
+/// like "cpu:1" for another instance ("cpu" is "cpu:0").
 impl FromJs for Device {
     fn from_js(v: &JsValue, op: &str, what: &str) -> JsResult<Self> {
         let bad = || {
             fail(
                 op,
                 format!(
-                    "{what} must be \"webgpu\" or \"cpu\" (numbered like \"cpu:1\"), got {}",
+                    "{what} must be \"webgpu\", \"wasm\" or \"cpu\" (numbered like \"cpu:1\"), \
+                     got {}",
                     describe(v)
                 ),
             )
@@ -548,6 +549,8 @@ impl FromJs for Device {
             "cpu" => Device::Interp,
             #[cfg(feature = "wgpu")]
             "webgpu" => Device::Wgpu,
+            #[cfg(feature = "wasm")]
+            "wasm" => Device::Wasm,
             _ => return Err(bad()),
         };
         Ok(d.with_index(index))
@@ -576,11 +579,13 @@ impl FromJs for Vec<Device> {
     }
 }
 
-/// The device's name in JavaScript ("webgpu", "cpu", "cpu:1").
+/// The device's name in JavaScript ("webgpu", "wasm", "cpu", "cpu:1").
 pub(crate) fn device_name(d: Device) -> String {
     let name = match d.kind {
         #[cfg(feature = "wgpu")]
         crate::device::DeviceKind::Wgpu => "webgpu",
+        #[cfg(feature = "wasm")]
+        crate::device::DeviceKind::Wasm => "wasm",
         _ => "cpu",
     };
     match d.index {

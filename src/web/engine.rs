@@ -10,9 +10,10 @@ use js_sys::{Array, Function, Object, Reflect};
 use std::collections::{BTreeMap, HashSet};
 use wasm_bindgen::prelude::*;
 
-/// Pick the device: WebGPU when available (requesting the adapter's limits), else the
-/// interpreter with a console warning. `device: "webgpu"` makes a missing WebGPU an error;
-/// `"cpu"` always uses the interpreter. Resolves to `{ device, adapter }`.
+/// Pick the device: WebGPU when available (requesting the adapter's limits), else kernels
+/// compiled to WebAssembly (`"wasm"`, with a console note; the interpreter in a build without
+/// them). `device: "webgpu"` makes a missing WebGPU an error; `"wasm"` and `"cpu"` (the
+/// interpreter) are used as asked. Resolves to `{ device, adapter }`.
 #[wasm_bindgen(js_name = initEngine, unchecked_return_type = "Promise<InitInfo>")]
 pub fn init_engine(
     #[wasm_bindgen(unchecked_optional_param_type = "InitOptions")] opts: Option<JsValue>,
@@ -27,6 +28,12 @@ pub fn init_engine(
             Some("cpu") | Some("interp") => {
                 crate::context::set_default_device(Some(Device::Interp));
                 set("device", "cpu".into())?;
+                set("adapter", JsValue::NULL)?;
+            }
+            #[cfg(feature = "wasm")]
+            Some("wasm") => {
+                crate::context::set_default_device(Some(Device::Wasm));
+                set("device", "wasm".into())?;
                 set("adapter", JsValue::NULL)?;
             }
             None | Some("webgpu") => {
@@ -66,9 +73,16 @@ pub fn init_engine(
                     }
                     Err(e) if want.is_some() => return Err(fail(OP, e).into()),
                     Err(e) => {
-                        web_sys::console::warn_1(&format!("wgrad: WebGPU unavailable ({e}); falling back to the CPU interpreter").into());
-                        crate::context::set_default_device(Some(Device::Interp));
-                        set("device", "cpu".into())?;
+                        let fallback = no_webgpu_fallback();
+                        let what = match fallback.kind {
+                            crate::device::DeviceKind::Interp => "the CPU interpreter",
+                            _ => "WebAssembly kernels",
+                        };
+                        web_sys::console::warn_1(
+                            &format!("wgrad: WebGPU unavailable ({e}); running on {what}").into(),
+                        );
+                        crate::context::set_default_device(Some(fallback));
+                        set("device", device_name(fallback).into())?;
                         set("adapter", JsValue::NULL)?;
                     }
                 }
@@ -76,13 +90,23 @@ pub fn init_engine(
             Some(other) => {
                 return Err(fail(
                     OP,
-                    format!("unsupported device {other:?} (expected \"webgpu\" or \"cpu\")"),
+                    format!(
+                        "unsupported device {other:?} (expected \"webgpu\", \"wasm\" or \"cpu\")"
+                    ),
                 )
                 .into())
             }
         }
         Ok(info.into())
     })
+}
+
+/// Where a page without WebGPU runs: WebAssembly kernels where the build has them.
+fn no_webgpu_fallback() -> Device {
+    #[cfg(feature = "wasm")]
+    return Device::Wasm;
+    #[cfg(not(feature = "wasm"))]
+    return Device::Interp;
 }
 
 /// `opts.device` as a string, if given.
@@ -95,14 +119,14 @@ fn get_device_option(opts: &JsValue, op: &str) -> JsResult<Option<String>> {
         fail(
             op,
             format!(
-                "device must be \"webgpu\" or \"cpu\", got {}",
+                "device must be \"webgpu\", \"wasm\" or \"cpu\", got {}",
                 describe(&want)
             ),
         )
     })
 }
 
-/// The device new tensors go to: "webgpu" or "cpu".
+/// The device new tensors go to: "webgpu", "wasm" or "cpu".
 #[wasm_bindgen(js_name = defaultDevice)]
 pub fn default_device() -> String {
     device_name(Device::default())

@@ -116,8 +116,11 @@ export type LrScheduleOptions =
   | { kind: "exponential"; gamma: number }
   | { kind: "cosine"; totalSteps: number; warmupSteps?: number; startFactor?: number; minLr?: number }
   | { kind: "onecycle"; totalSteps: number; pctStart?: number; divFactor?: number; finalDivFactor?: number };
-/** Options of `init`: `device` forces WebGPU (an error without it) or the CPU interpreter. */
-export interface InitOptions { device?: "webgpu" | "cpu"; }
+/**
+ * Options of `init`: `device` forces WebGPU (an error without it), WebAssembly kernels
+ * (`"wasm"`) or the CPU interpreter (`"cpu"`).
+ */
+export interface InitOptions { device?: "webgpu" | "wasm" | "cpu"; }
 /** The WebGPU adapter the engine runs on, with the limits that shape its kernels. */
 export interface AdapterInfo {
   name: string;
@@ -128,7 +131,7 @@ export interface AdapterInfo {
   maxStorageBindingBytes: number;
 }
 /** What `init` picked: the device, and the adapter where it is WebGPU. */
-export interface InitInfo { device: "webgpu" | "cpu"; adapter: AdapterInfo | null; }
+export interface InitInfo { device: "webgpu" | "wasm" | "cpu"; adapter: AdapterInfo | null; }
 /**
  * Settings for `withContext(options, fn)`, in tinygrad's spelling or camelCase: training mode,
  * no gradient tracking, the debug level, the device new tensors go to, BEAM search width, and
@@ -138,13 +141,13 @@ export interface ContextOptions {
   TRAINING?: boolean | number;
   NO_GRAD?: boolean | number;
   DEBUG?: number;
-  DEVICE?: "webgpu" | "cpu";
+  DEVICE?: "webgpu" | "wasm" | "cpu";
   BEAM?: number;
   JIT_VERIFY?: number;
   training?: boolean | number;
   noGrad?: boolean | number;
   debug?: number;
-  device?: "webgpu" | "cpu";
+  device?: "webgpu" | "wasm" | "cpu";
   beam?: number;
   jitVerify?: number;
 }

@@ -136,7 +136,7 @@ impl JsTensor {
         Ok(js_dtype(self.this("dtype")?.dtype()).into())
     }
 
-    /// "webgpu" or "cpu" (the interpreter), "cpu:1" for another instance; the first device of
+    /// "webgpu", "wasm" or "cpu" (the interpreter), "cpu:1" for another instance; the first device of
     /// a sharded tensor (see `devices`).
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> JsResult<String> {
@@ -192,7 +192,7 @@ impl JsTensor {
         Ok(register(t))
     }
 
-    /// A copy on another device ("webgpu" or "cpu"), once the values are read back.
+    /// A copy on another device ("webgpu", "wasm" or "cpu"), once the values are read back.
     #[wasm_bindgen(unchecked_return_type = "Promise<Tensor>")]
     pub fn to(
         &self,

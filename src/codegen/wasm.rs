@@ -1,0 +1,742 @@
+//! The WebAssembly dialect: a linear kernel as the bytes of a WebAssembly module (built with
+//! `wasm-encoder`, no text assembler), for the `WASM` backend. The module imports the memory
+//! the tensors live in (`env.memory`: the engine's own linear memory in a browser or Node.js,
+//! the runtime's memory natively) and three functions WebAssembly lacks (`env.log2`, `env.sin`,
+//! `env.fmod`: the host's f64 functions, rounded to f32 on return, as the interpreter rounds
+//! them), and exports `kernel(buf0, .., bufN, gstart, gend)`: the body for `gidx` in
+//! `[gstart, gend)`, each buffer a byte address in that memory. Registers are locals; the
+//! module carries its own `exp2` (the C dialect's polynomial, so both compute the same
+//! values), a fused multiply-add rounded once (WebAssembly has none: the f64 sum of the exact
+//! product is rounded to odd, then to f32) and the f16/bf16 conversions. Workgroups are not
+//! rendered: the backend's target never asks for them (`Target::max_local` 1).
+
+use super::linearize::{Inst, LinearKernel, Reg};
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use std::collections::HashMap;
+use wasm_encoder::{
+    BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection,
+    ImportSection, InstructionSink, MemArg, MemoryType, Module, TypeSection, ValType,
+};
+
+/// The name the kernel's function is exported under.
+pub const EXPORT: &str = "kernel";
+
+// Function indices: the imports first, then the module's own helpers, then the kernel.
+const LOG2: u32 = 0;
+const SIN: u32 = 1;
+const FMOD: u32 = 2;
+const EXP2: u32 = 3;
+const FMA: u32 = 4;
+const H2F: u32 = 5;
+const F2H: u32 = 6;
+const F2B: u32 = 7;
+const KERNEL: u32 = 8;
+
+/// The WebAssembly value type registers of `dt` live in (f16 and bf16 compute as f32).
+fn val_ty(dt: DType) -> ValType {
+    if dt.is_float() {
+        ValType::F32
+    } else {
+        ValType::I32
+    }
+}
+
+fn mem(offset: u64, align: u32) -> MemArg {
+    MemArg {
+        offset,
+        align,
+        memory_index: 0,
+    }
+}
+
+/// Render `k` as a WebAssembly module; errors for what the dialect does not run (workgroups).
+pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
+    if k.local_size > 1 || !k.shared.is_empty() {
+        bail!(
+            Backend,
+            "wasm: kernel {} uses workgroups ({} invocations, {} workgroup arrays), which the \
+             WebAssembly dialect does not run",
+            k.name,
+            k.local_size,
+            k.shared.len()
+        );
+    }
+    let mut types = TypeSection::new();
+    let f = ValType::F32;
+    let i = ValType::I32;
+    types.ty().function([f], [f]); // 0: log2, sin, exp2
+    types.ty().function([f, f], [f]); // 1: fmod
+    types.ty().function([f, f, f], [f]); // 2: fma
+    types.ty().function([i], [f]); // 3: h2f
+    types.ty().function([f], [i]); // 4: f2h, f2b
+    let params: Vec<ValType> = vec![i; k.bufs.len() + 2];
+    types.ty().function(params, []); // 5: the kernel
+
+    let mut imports = ImportSection::new();
+    let memory = MemoryType {
+        minimum: 0,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    };
+    imports.import("env", "memory", EntityType::Memory(memory));
+    imports.import("env", "log2", EntityType::Function(0));
+    imports.import("env", "sin", EntityType::Function(0));
+    imports.import("env", "fmod", EntityType::Function(1));
+
+    let mut funcs = FunctionSection::new();
+    for ty in [0, 2, 3, 4, 4, 5] {
+        funcs.function(ty);
+    }
+    let mut exports = ExportSection::new();
+    exports.export(EXPORT, ExportKind::Func, KERNEL);
+
+    let mut code = CodeSection::new();
+    code.function(&exp2_fn());
+    code.function(&fma_fn());
+    code.function(&h2f_fn());
+    code.function(&f2h_fn());
+    code.function(&f2b_fn());
+    code.function(&Emitter::new(k).kernel()?);
+
+    let mut m = Module::new();
+    m.section(&types)
+        .section(&imports)
+        .section(&funcs)
+        .section(&exports)
+        .section(&code);
+    Ok(m.finish())
+}
+
+/// Emits the kernel's function: locals `0..nbufs` are the buffers' addresses, then `gstart`,
+/// `gend`, the global index, then one local per register.
+struct Emitter<'a> {
+    k: &'a LinearKernel,
+    /// Each register's dtype (from the instruction that defines it).
+    dtypes: Vec<DType>,
+    /// Registers holding constants, with their values (for divisions by a known divisor).
+    consts: HashMap<Reg, f64>,
+}
+
+impl<'a> Emitter<'a> {
+    fn new(k: &'a LinearKernel) -> Self {
+        let mut dtypes = vec![DType::I32; k.nregs];
+        let mut consts = HashMap::new();
+        let mut set = |r: Reg, dt: DType| {
+            if let Some(d) = dtypes.get_mut(r as usize) {
+                *d = dt;
+            }
+        };
+        for inst in &k.insts {
+            match *inst {
+                Inst::Const { dst, bits, dtype } => {
+                    set(dst, dtype);
+                    consts.insert(dst, f64::from_bits(bits));
+                }
+                Inst::Gidx { dst } | Inst::Lidx { dst } | Inst::Wgid { dst } => set(dst, DType::I32),
+                Inst::Loop { dst, .. } => set(dst, DType::I32),
+                Inst::Unary { dst, dtype, .. } | Inst::Where { dst, dtype, .. } => set(dst, dtype),
+                Inst::Binary { dst, op, dtype, .. } => {
+                    set(dst, if op.is_cmp() { DType::Bool } else { dtype })
+                }
+                Inst::Cast { dst, to, .. } => set(dst, to),
+                Inst::Load { dst, dtype, .. } | Inst::LoadShared { dst, dtype, .. } => {
+                    set(dst, dtype)
+                }
+                Inst::DefAcc { dst, dtype, .. } => set(dst, dtype),
+                Inst::LoadVec { dsts, dtype, .. } => dsts.iter().for_each(|&d| set(d, dtype)),
+                _ => {}
+            }
+        }
+        Emitter { k, dtypes, consts }
+    }
+
+    fn nbufs(&self) -> u32 {
+        self.k.bufs.len() as u32
+    }
+    fn gidx(&self) -> u32 {
+        self.nbufs() + 2
+    }
+    fn reg(&self, r: Reg) -> u32 {
+        self.nbufs() + 3 + r
+    }
+    /// An f64 scratch local (the fused multiply-add's sum).
+    fn sum64(&self) -> u32 {
+        self.reg(self.k.nregs as Reg)
+    }
+
+    fn kernel(&self) -> Result<Function> {
+        let mut locals = vec![(1, ValType::I32)];
+        locals.extend(self.dtypes.iter().map(|&d| (1, val_ty(d))));
+        locals.push((1, ValType::F64));
+        let mut func = Function::new(locals);
+        let (gstart, gend, gidx) = (self.nbufs(), self.nbufs() + 1, self.gidx());
+        let mut s = func.instructions();
+        s.local_get(gstart).local_set(gidx);
+        s.block(BlockType::Empty);
+        s.local_get(gidx).local_get(gend).i32_ge_s().br_if(0);
+        s.loop_(BlockType::Empty);
+        let mut loops: Vec<(Reg, u32)> = vec![];
+        for inst in &self.k.insts {
+            self.inst(&mut s, inst, &mut loops)?;
+        }
+        if !loops.is_empty() {
+            bail!(Backend, "wasm: kernel {} leaves a loop open", self.k.name);
+        }
+        s.local_get(gidx).i32_const(1).i32_add().local_tee(gidx);
+        s.local_get(gend).i32_lt_s().br_if(0);
+        s.end().end().end();
+        Ok(func)
+    }
+
+    /// Push register `r`.
+    fn get(&self, s: &mut InstructionSink, r: Reg) {
+        s.local_get(self.reg(r));
+    }
+
+    /// The byte address of element `idx` of buffer `slot` (`dt`'s elements).
+    fn addr(&self, s: &mut InstructionSink, slot: u32, dt: DType, idx: Reg) {
+        s.local_get(slot);
+        self.get(s, idx);
+        match dt.size() {
+            1 => {}
+            n => {
+                s.i32_const(n.trailing_zeros() as i32).i32_shl();
+            }
+        }
+        s.i32_add();
+    }
+
+    /// Load element at the address on the stack (plus `offset` bytes) as a register of `dt`.
+    fn load(s: &mut InstructionSink, dt: DType, offset: u64) {
+        match dt {
+            DType::F32 => s.f32_load(mem(offset, 2)),
+            DType::I32 | DType::U32 => s.i32_load(mem(offset, 2)),
+            DType::U8 => s.i32_load8_u(mem(offset, 0)),
+            DType::Bool => s.i32_load8_u(mem(offset, 0)).i32_const(0).i32_ne(),
+            DType::F16 => s.i32_load16_u(mem(offset, 1)).call(H2F),
+            DType::BF16 => s.i32_load16_u(mem(offset, 1)).i32_const(16).i32_shl().f32_reinterpret_i32(),
+        };
+    }
+
+    /// Store the value on the stack (a register of `dt`) at the address below it.
+    fn store(s: &mut InstructionSink, dt: DType, offset: u64) {
+        match dt {
+            DType::F32 => s.f32_store(mem(offset, 2)),
+            DType::I32 | DType::U32 => s.i32_store(mem(offset, 2)),
+            DType::U8 | DType::Bool => s.i32_store8(mem(offset, 0)),
+            DType::F16 => s.call(F2H).i32_store16(mem(offset, 1)),
+            DType::BF16 => s.call(F2B).i32_store16(mem(offset, 1)),
+        };
+    }
+
+    /// Keep an integer result in its dtype's range (u8 wraps, bool is 0 or 1).
+    fn wrap(s: &mut InstructionSink, dt: DType) {
+        match dt {
+            DType::U8 => {
+                s.i32_const(255).i32_and();
+            }
+            DType::Bool => {
+                s.i32_const(0).i32_ne();
+            }
+            _ => {}
+        }
+    }
+
+    fn constant(s: &mut InstructionSink, v: f64, dt: DType) {
+        match dt {
+            DType::F32 | DType::F16 | DType::BF16 => s.f32_const((v as f32).into()),
+            DType::I32 => s.i32_const(v as i32),
+            DType::U32 => s.i32_const(v as u32 as i32),
+            DType::U8 => s.i32_const(v as u8 as i32),
+            DType::Bool => s.i32_const((v != 0.0) as i32),
+        };
+    }
+
+    fn inst(&self, s: &mut InstructionSink, inst: &Inst, loops: &mut Vec<(Reg, u32)>) -> Result<()> {
+        match *inst {
+            Inst::Const { dst, bits, dtype } => {
+                Self::constant(s, f64::from_bits(bits), dtype);
+                s.local_set(self.reg(dst));
+            }
+            Inst::Gidx { dst } | Inst::Wgid { dst } => {
+                s.local_get(self.gidx()).local_set(self.reg(dst));
+            }
+            Inst::Lidx { dst } => {
+                s.i32_const(0).local_set(self.reg(dst));
+            }
+            Inst::Unary { dst, op, dtype, a } => {
+                self.unary(s, op, dtype, a);
+                s.local_set(self.reg(dst));
+            }
+            Inst::Binary { dst, op, dtype, a, b } => {
+                self.binary(s, op, dtype, a, b);
+                s.local_set(self.reg(dst));
+            }
+            Inst::Where { dst, c, a, b, .. } => {
+                self.get(s, a);
+                self.get(s, b);
+                self.get(s, c);
+                s.select().local_set(self.reg(dst));
+            }
+            Inst::Cast { dst, from, to, a } => {
+                self.get(s, a);
+                Self::cast(s, from, to, self.reg(dst));
+                s.local_set(self.reg(dst));
+            }
+            Inst::Load { dst, slot, dtype, idx, gate } => {
+                // A gated load reads nothing where its gate is false: its index may be out of
+                // the buffer there, which WebAssembly would trap on.
+                if let Some(g) = gate {
+                    self.get(s, g);
+                    s.if_(BlockType::Result(val_ty(dtype)));
+                }
+                self.addr(s, slot, dtype, idx);
+                Self::load(s, dtype, 0);
+                if gate.is_some() {
+                    s.else_();
+                    Self::constant(s, 0.0, dtype);
+                    s.end();
+                }
+                s.local_set(self.reg(dst));
+            }
+            Inst::LoadVec { dsts, slot, dtype, idx } => {
+                for (j, &d) in dsts.iter().enumerate() {
+                    self.addr(s, slot, dtype, idx);
+                    Self::load(s, dtype, (j * dtype.size()) as u64);
+                    s.local_set(self.reg(d));
+                }
+            }
+            Inst::Store { slot, dtype, idx, val, gate } => {
+                if let Some(g) = gate {
+                    self.get(s, g);
+                    s.if_(BlockType::Empty);
+                }
+                self.addr(s, slot, dtype, idx);
+                self.get(s, val);
+                Self::store(s, dtype, 0);
+                if gate.is_some() {
+                    s.end();
+                }
+            }
+            Inst::StoreVec { slot, dtype, idx, vals } => {
+                for (j, &v) in vals.iter().enumerate() {
+                    self.addr(s, slot, dtype, idx);
+                    self.get(s, v);
+                    Self::store(s, dtype, (j * dtype.size()) as u64);
+                }
+            }
+            Inst::DefAcc { dst, op, dtype } => {
+                Self::constant(s, op.identity(dtype), dtype);
+                s.local_set(self.reg(dst));
+            }
+            Inst::Acc { acc, op, dtype, val, fused } => {
+                match (op, fused) {
+                    (ReduceOp::Sum, Some((x, y))) => self.fma(s, x, y, acc),
+                    (ReduceOp::Sum, None) => self.binary(s, BinaryOp::Add, dtype, acc, val),
+                    (ReduceOp::Prod, _) => self.binary(s, BinaryOp::Mul, dtype, acc, val),
+                    (ReduceOp::Max, _) => self.binary(s, BinaryOp::Max, dtype, acc, val),
+                }
+                s.local_set(self.reg(acc));
+            }
+            Inst::Loop { dst, size } => {
+                s.i32_const(0).local_set(self.reg(dst));
+                s.block(BlockType::Empty);
+                if size == 0 {
+                    s.br(0);
+                }
+                s.loop_(BlockType::Empty);
+                loops.push((dst, size));
+            }
+            Inst::EndLoop => {
+                let Some((dst, size)) = loops.pop() else {
+                    bail!(Backend, "wasm: kernel {} closes a loop it never opened", self.k.name);
+                };
+                let r = self.reg(dst);
+                s.local_get(r).i32_const(1).i32_add().local_tee(r);
+                s.i32_const(size as i32).i32_lt_s().br_if(0);
+                s.end().end();
+            }
+            Inst::LoadShared { .. } | Inst::StoreShared { .. } | Inst::Barrier => {
+                bail!(Backend, "wasm: kernel {} uses workgroup memory", self.k.name)
+            }
+        }
+        Ok(())
+    }
+
+    /// `x * y + acc` rounded once, inline: the product of two f32 is exact in f64 and their f64
+    /// sum rounds to f32 as the exact sum does unless it fell on a midpoint between two f32
+    /// (its low 29 bits 0x10000000) or below f32's normal range (not 0: a sum of 0 is exact),
+    /// where the rounding to f32 drops more bits: those rare sums take the exact helper.
+    fn fma(&self, s: &mut InstructionSink, x: Reg, y: Reg, acc: Reg) {
+        let t = self.sum64();
+        self.get(s, x);
+        s.f64_promote_f32();
+        self.get(s, y);
+        s.f64_promote_f32().f64_mul();
+        self.get(s, acc);
+        s.f64_promote_f32().f64_add().local_tee(t);
+        s.i64_reinterpret_f64().i64_const(0x1fff_ffff).i64_and();
+        s.i64_const(0x1000_0000).i64_eq();
+        s.local_get(t).f64_abs().f64_const(f64::from(f32::MIN_POSITIVE).into()).f64_lt();
+        s.local_get(t).f64_const(0.0.into()).f64_ne().i32_and();
+        s.i32_or().if_(BlockType::Result(ValType::F32));
+        self.get(s, x);
+        self.get(s, y);
+        self.get(s, acc);
+        s.call(FMA).else_().local_get(t).f32_demote_f64().end();
+    }
+
+    fn unary(&self, s: &mut InstructionSink, op: UnaryOp, dt: DType, a: Reg) {
+        let f = dt.is_float();
+        match op {
+            UnaryOp::Neg if f => {
+                self.get(s, a);
+                s.f32_neg();
+            }
+            UnaryOp::Neg => {
+                s.i32_const(0);
+                self.get(s, a);
+                s.i32_sub();
+                Self::wrap(s, dt);
+            }
+            UnaryOp::Exp2 => {
+                self.get(s, a);
+                s.call(EXP2);
+            }
+            UnaryOp::Log2 => {
+                self.get(s, a);
+                s.call(LOG2);
+            }
+            UnaryOp::Sin => {
+                self.get(s, a);
+                s.call(SIN);
+            }
+            UnaryOp::Sqrt => {
+                self.get(s, a);
+                s.f32_sqrt();
+            }
+            UnaryOp::Recip if f => {
+                s.f32_const(1.0.into());
+                self.get(s, a);
+                s.f32_div();
+            }
+            UnaryOp::Recip => {
+                // 1 / a, or 0 where a is 0 (as integer division by 0 is everywhere here).
+                self.get(s, a);
+                s.i32_eqz().if_(BlockType::Result(ValType::I32));
+                s.i32_const(0).else_().i32_const(1);
+                self.get(s, a);
+                if dt == DType::I32 {
+                    s.i32_div_s();
+                } else {
+                    s.i32_div_u();
+                }
+                s.end();
+            }
+            UnaryOp::Trunc if f => {
+                self.get(s, a);
+                s.f32_trunc();
+            }
+            UnaryOp::Trunc => self.get(s, a),
+        }
+    }
+
+    fn binary(&self, s: &mut InstructionSink, op: BinaryOp, dt: DType, a: Reg, b: Reg) {
+        let f = dt.is_float();
+        let signed = dt == DType::I32;
+        let positive_divisor = self.consts.get(&b).is_some_and(|&v| v > 0.0) && !f;
+        if matches!(op, BinaryOp::Div | BinaryOp::Mod) && !f && !positive_divisor {
+            // b == 0 gives 0, and a signed a / -1 is -a (wrapping): WebAssembly traps on both
+            // (its i32.rem_s of -1 is 0 already).
+            self.get(s, b);
+            s.i32_eqz().if_(BlockType::Result(ValType::I32)).i32_const(0).else_();
+            if signed && op == BinaryOp::Div {
+                self.get(s, b);
+                s.i32_const(-1).i32_eq().if_(BlockType::Result(ValType::I32));
+                s.i32_const(0);
+                self.get(s, a);
+                s.i32_sub().else_();
+            }
+            self.get(s, a);
+            self.get(s, b);
+            match (op, signed) {
+                (BinaryOp::Div, true) => s.i32_div_s().end(),
+                (BinaryOp::Div, false) => s.i32_div_u(),
+                (_, true) => s.i32_rem_s(),
+                (_, false) => s.i32_rem_u(),
+            };
+            s.end();
+            return;
+        }
+        self.get(s, a);
+        self.get(s, b);
+        match op {
+            BinaryOp::Add if f => s.f32_add(),
+            BinaryOp::Add => s.i32_add(),
+            BinaryOp::Mul if f => s.f32_mul(),
+            BinaryOp::Mul => s.i32_mul(),
+            BinaryOp::Div if f => s.f32_div(),
+            BinaryOp::Div if signed => s.i32_div_s(),
+            BinaryOp::Div => s.i32_div_u(),
+            BinaryOp::Mod if f => s.call(FMOD),
+            BinaryOp::Mod if signed => s.i32_rem_s(),
+            BinaryOp::Mod => s.i32_rem_u(),
+            BinaryOp::Max if f => {
+                // a where a > b or b is NaN, else b (a NaN operand gives the other).
+                self.get(s, a);
+                self.get(s, b);
+                s.f32_gt();
+                self.get(s, b);
+                self.get(s, b);
+                s.f32_ne().i32_or().select()
+            }
+            BinaryOp::Max => {
+                self.get(s, a);
+                self.get(s, b);
+                if signed {
+                    s.i32_gt_s();
+                } else {
+                    s.i32_gt_u();
+                }
+                s.select()
+            }
+            BinaryOp::CmpLt if f => s.f32_lt(),
+            BinaryOp::CmpLt if signed => s.i32_lt_s(),
+            BinaryOp::CmpLt => s.i32_lt_u(),
+            BinaryOp::CmpEq if f => s.f32_eq(),
+            BinaryOp::CmpEq => s.i32_eq(),
+            BinaryOp::CmpNe if f => s.f32_ne(),
+            BinaryOp::CmpNe => s.i32_ne(),
+            BinaryOp::And => s.i32_and(),
+            BinaryOp::Or => s.i32_or(),
+            BinaryOp::Xor => s.i32_xor(),
+            // WebAssembly takes the shift count modulo 32, as the interpreter does.
+            BinaryOp::Shl => s.i32_shl(),
+            BinaryOp::Shr => s.i32_shr_u(),
+        };
+        if !f && !op.is_cmp() {
+            Self::wrap(s, dt);
+        }
+    }
+
+    /// Convert the value on the stack from `from` to `to` with `ops::exec_cast`'s semantics.
+    fn cast(s: &mut InstructionSink, from: DType, to: DType, scratch: u32) {
+        let to_f32 = |s: &mut InstructionSink| {
+            match from {
+                _ if from.is_float() => s,
+                DType::I32 => s.f32_convert_i32_s(),
+                _ => s.f32_convert_i32_u(),
+            };
+        };
+        match to {
+            DType::F32 => to_f32(s),
+            DType::F16 => {
+                to_f32(s);
+                s.call(F2H).call(H2F);
+            }
+            DType::BF16 => {
+                to_f32(s);
+                s.call(F2B).i32_const(16).i32_shl().f32_reinterpret_i32();
+            }
+            DType::Bool if from.is_float() => {
+                s.f32_const(0.0.into()).f32_ne();
+            }
+            DType::Bool => {
+                s.i32_const(0).i32_ne();
+            }
+            // Truncation toward zero, saturating, NaN giving 0 (the non-trapping conversions).
+            DType::I32 if from.is_float() => {
+                s.i32_trunc_sat_f32_s();
+            }
+            DType::U32 if from.is_float() => {
+                s.i32_trunc_sat_f32_u();
+            }
+            DType::U8 if from.is_float() => {
+                // min(x, 255), through the destination register as scratch.
+                s.i32_trunc_sat_f32_u().local_tee(scratch).i32_const(255);
+                s.local_get(scratch).i32_const(255).i32_lt_u().select();
+            }
+            DType::U8 => {
+                s.i32_const(255).i32_and();
+            }
+            // Between 32-bit integers the bits stay; u8 and bool are already in range.
+            DType::I32 | DType::U32 => {}
+        }
+    }
+}
+
+// The module's own functions. Each takes its operands as parameters; the extra locals follow.
+
+fn exp2_fn() -> Function {
+    // Locals: 0 x, 1 c, 2 n, 3 f, 4 p (f32), 5 i, 6 h (i32).
+    let mut func = Function::new([(4, ValType::F32), (2, ValType::I32)]);
+    let mut s = func.instructions();
+    let c = |s: &mut InstructionSink, v: f32| {
+        s.f32_const(v.into());
+    };
+    // c = clamp(x, -151, 129); a NaN becomes -151 and comes back at the end.
+    s.local_get(0);
+    c(&mut s, -151.0);
+    s.local_get(0);
+    c(&mut s, -151.0);
+    s.f32_gt().select().local_set(1);
+    s.local_get(1);
+    c(&mut s, 129.0);
+    s.local_get(1);
+    c(&mut s, 129.0);
+    s.f32_lt().select().local_set(1);
+    // n = round(c), f = c - n.
+    s.local_get(1);
+    c(&mut s, 12582912.0);
+    s.f32_add();
+    c(&mut s, 12582912.0);
+    s.f32_sub().local_set(2);
+    s.local_get(1).local_get(2).f32_sub().local_set(3);
+    // p: Cephes exp2f's polynomial, the same operations as the C dialect's.
+    c(&mut s, 1.535336188319500e-4);
+    s.local_set(4);
+    for k in [
+        1.339887440266574e-3f32,
+        9.618437357674640e-3,
+        5.550332471162809e-2,
+        2.402264791363012e-1,
+        6.931472028550421e-1,
+        1.0,
+    ] {
+        s.local_get(4).local_get(3).f32_mul();
+        c(&mut s, k);
+        s.f32_add().local_set(4);
+    }
+    // 2^n as two exact powers of two, so subnormal results round once.
+    s.local_get(2).i32_trunc_f32_s().local_tee(5);
+    s.i32_const(1).i32_shr_s().local_set(6);
+    s.local_get(4);
+    s.local_get(6).i32_const(127).i32_add().i32_const(23).i32_shl().f32_reinterpret_i32();
+    s.f32_mul();
+    s.local_get(5).local_get(6).i32_sub().i32_const(127).i32_add();
+    s.i32_const(23).i32_shl().f32_reinterpret_i32().f32_mul();
+    // x == x ? result : x.
+    s.local_get(0).local_get(0).local_get(0).f32_eq().select();
+    s.end();
+    func
+}
+
+fn fma_fn() -> Function {
+    // a * b + c rounded once. The product of two f32 is exact in f64; their f64 sum is rounded
+    // to odd (the neighbour with an odd last bit wherever the sum is inexact, its error found
+    // by TwoSum), which rounds to f32 as the exact sum does (53 >= 24 + 2 bits).
+    // Locals: 0 a, 1 b, 2 c (f32), 3 p, 4 s, 5 bb, 6 err (f64), 7 bits (i64).
+    let mut func = Function::new([(4, ValType::F64), (1, ValType::I64)]);
+    let mut s = func.instructions();
+    s.local_get(0).f64_promote_f32().local_get(1).f64_promote_f32().f64_mul().local_set(3);
+    s.local_get(3).local_get(2).f64_promote_f32().f64_add().local_set(4);
+    s.local_get(4).local_get(3).f64_sub().local_set(5);
+    // err = (p - (s - bb)) + (c - bb)
+    s.local_get(3).local_get(4).local_get(5).f64_sub().f64_sub();
+    s.local_get(2).f64_promote_f32().local_get(5).f64_sub().f64_add().local_set(6);
+    // Inexact (err non-zero and not NaN: an infinite sum has a NaN error) with an even last bit.
+    s.local_get(6).f64_const(0.0.into()).f64_ne();
+    s.local_get(6).local_get(6).f64_eq().i32_and();
+    s.local_get(4).i64_reinterpret_f64().local_tee(7).i64_const(1).i64_and().i64_eqz().i32_and();
+    s.if_(BlockType::Empty);
+    // Step to the neighbour toward the exact sum: away from zero where err has s's sign.
+    s.local_get(7).i64_const(1).i64_const(-1);
+    s.local_get(6).f64_const(0.0.into()).f64_gt();
+    s.local_get(4).f64_const(0.0.into()).f64_gt().i32_eq().select();
+    s.i64_add().f64_reinterpret_i64().local_set(4);
+    s.end();
+    s.local_get(4).f32_demote_f64();
+    s.end();
+    func
+}
+
+fn h2f_fn() -> Function {
+    // Locals: 0 h, 1 sign, 2 e, 3 m (i32).
+    let mut func = Function::new([(3, ValType::I32)]);
+    let mut s = func.instructions();
+    s.local_get(0).i32_const(0x8000).i32_and().i32_const(16).i32_shl().local_set(1);
+    s.local_get(0).i32_const(10).i32_shr_u().i32_const(0x1f).i32_and().local_set(2);
+    s.local_get(0).i32_const(0x3ff).i32_and().local_set(3);
+    // Subnormal: m * 2^-24, with the sign.
+    s.local_get(2).i32_eqz().if_(BlockType::Result(ValType::F32));
+    s.local_get(3).f32_convert_i32_u().f32_const(5.960_464_5e-8.into()).f32_mul();
+    s.f32_const((-0.0f32).into()).f32_const(0.0.into()).local_get(1).select().f32_copysign();
+    s.else_();
+    // Inf/NaN keep their payload; normal numbers rebias the exponent.
+    s.local_get(1).local_get(3).i32_const(13).i32_shl().i32_or();
+    s.i32_const(0x7f80_0000).local_get(2).i32_const(112).i32_add().i32_const(23).i32_shl();
+    s.local_get(2).i32_const(31).i32_eq().select().i32_or().f32_reinterpret_i32();
+    s.end();
+    s.end();
+    func
+}
+
+fn f2h_fn() -> Function {
+    // Round to nearest even, as the C dialect's f2h. Locals: 0 f (f32); 1 x, 2 sign, 3 mant,
+    // 4 exp, 5 e, 6 shift, 7 h, 8 rem, 9 half (i32).
+    let mut func = Function::new([(9, ValType::I32)]);
+    let mut s = func.instructions();
+    s.local_get(0).i32_reinterpret_f32().local_set(1);
+    s.local_get(1).i32_const(16).i32_shr_u().i32_const(0x8000).i32_and().local_set(2);
+    s.local_get(1).i32_const(0x7f_ffff).i32_and().local_set(3);
+    s.local_get(1).i32_const(23).i32_shr_u().i32_const(0xff).i32_and().local_set(4);
+    // Inf and NaN (a NaN stays quiet).
+    s.local_get(4).i32_const(255).i32_eq().if_(BlockType::Empty);
+    s.local_get(2).i32_const(0x7c00).i32_or();
+    s.i32_const(0x200).i32_const(0).local_get(3).select().i32_or().return_();
+    s.end();
+    s.local_get(4).i32_const(112).i32_sub().local_set(5);
+    // Overflow to inf.
+    s.local_get(5).i32_const(31).i32_ge_s().if_(BlockType::Empty);
+    s.local_get(2).i32_const(0x7c00).i32_or().return_();
+    s.end();
+    // Subnormal halves (or zero).
+    s.local_get(5).i32_const(0).i32_le_s().if_(BlockType::Empty);
+    s.local_get(5).i32_const(-10).i32_lt_s().if_(BlockType::Empty);
+    s.local_get(2).return_();
+    s.end();
+    s.local_get(3).i32_const(0x80_0000).i32_or().local_set(3);
+    s.i32_const(14).local_get(5).i32_sub().local_set(6);
+    s.local_get(3).local_get(6).i32_shr_u().local_set(7);
+    s.local_get(3).i32_const(1).local_get(6).i32_shl().i32_const(1).i32_sub().i32_and().local_set(8);
+    s.i32_const(1).local_get(6).i32_const(1).i32_sub().i32_shl().local_set(9);
+    round_half_even(&mut s, 7, 8, 9);
+    s.local_get(2).local_get(7).i32_or().return_();
+    s.end();
+    // Normal halves: the carry of rounding may reach the exponent (and inf), as it should.
+    s.local_get(5).i32_const(10).i32_shl().local_get(3).i32_const(13).i32_shr_u().i32_or().local_set(7);
+    s.local_get(3).i32_const(0x1fff).i32_and().local_set(8);
+    s.i32_const(0x1000).local_set(9);
+    round_half_even(&mut s, 7, 8, 9);
+    s.local_get(2).local_get(7).i32_or();
+    s.end();
+    func
+}
+
+/// `h += rem > half || (rem == half && h & 1)` on locals.
+fn round_half_even(s: &mut InstructionSink, h: u32, rem: u32, half: u32) {
+    s.local_get(h);
+    s.local_get(rem).local_get(half).i32_gt_u();
+    s.local_get(rem).local_get(half).i32_eq().local_get(h).i32_const(1).i32_and().i32_and();
+    s.i32_or().i32_add().local_set(h);
+}
+
+fn f2b_fn() -> Function {
+    // bf16 is the top half of an f32: round to nearest even; a NaN keeps its top bits, made
+    // quiet. Locals: 0 f (f32), 1 x (i32).
+    let mut func = Function::new([(1, ValType::I32)]);
+    let mut s = func.instructions();
+    s.local_get(0).i32_reinterpret_f32().local_set(1);
+    s.local_get(1).i32_const(16).i32_shr_u().i32_const(0x40).i32_or();
+    s.local_get(1).i32_const(0x7fff).i32_add();
+    s.local_get(1).i32_const(16).i32_shr_u().i32_const(1).i32_and().i32_add();
+    s.i32_const(16).i32_shr_u();
+    s.local_get(1).i32_const(0x7fff_ffff).i32_and().i32_const(0x7f80_0000).i32_gt_u();
+    s.select();
+    s.end();
+    func
+}

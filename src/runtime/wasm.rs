@@ -1,0 +1,452 @@
+//! The `WASM` backend: kernels compiled to WebAssembly modules (`codegen::wasm`) that read and
+//! write the tensors in place in a linear memory they import. Natively the modules run in
+//! `wasmi` (a WebAssembly interpreter: the op suite, the JIT tests and the fuzzer check the
+//! dialect without a browser), over one memory the backend owns and carves buffers from. In a
+//! browser or Node.js the engine is itself WebAssembly: buffers are its own heap allocations
+//! and each module imports the engine's memory, instantiated with `WebAssembly.Module` and
+//! `WebAssembly.Instance` and cached by its bytes.
+
+use super::{Backend, Buffer, BoxFuture, Mem, Program, ProgramImpl};
+use crate::codegen::{LinearKernel, OptTarget, Target};
+use crate::device::Device;
+use crate::error::{bail, Error, ErrorKind, Result};
+
+/// WebAssembly's 32-bit addresses: the most memory the backend's buffers may take together.
+pub const MAX_MEMORY: u64 = 1 << 32;
+
+/// What kernels for WebAssembly are shaped for: the CPU's optimizer (upcasts, unrolls, splits
+/// for the cores), with no workgroups (the dialect has none) and 16 registers.
+fn target() -> Target {
+    Target {
+        kind: OptTarget::Cpu,
+        max_local: 1,
+        max_shared: 0,
+        registers: 16,
+        tiles: false,
+        ..Target::new(OptTarget::Cpu)
+    }
+}
+
+fn program(k: &LinearKernel, bytes: &[u8], imp: ProgramImpl) -> Program {
+    // The module's bytes identify the kernel (`Program::same_kernel`); the source shown for it
+    // is their size and hash.
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    Program {
+        name: k.name.clone(),
+        source: format!("(module ;; {}: {} bytes, fnv {h:016x})", k.name, bytes.len()),
+        global_size: k.global_size,
+        local_size: k.local_size,
+        ops: k.ops_per_item() * k.global_size as u64,
+        imp,
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::*;
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    /// The backend: a wasmi store with the memory every buffer lives in.
+    pub struct Wasm {
+        device: Device,
+        /// The store, or why it could not be made (every call reports it).
+        vm: Result<Arc<Mutex<Vm>>>,
+    }
+
+    struct Vm {
+        store: wasmi::Store<()>,
+        memory: wasmi::Memory,
+        linker: wasmi::Linker<()>,
+        /// Free ranges of the memory: start -> length (adjacent ones merged).
+        free: BTreeMap<u64, u64>,
+        /// The end of the memory handed out so far.
+        top: u64,
+    }
+
+    /// A buffer: a range of the backend's memory, given back when dropped.
+    pub struct WasmMem {
+        vm: Arc<Mutex<Vm>>,
+        pub(crate) addr: u64,
+        len: u64,
+    }
+
+    impl Drop for WasmMem {
+        fn drop(&mut self) {
+            if self.len > 0 {
+                lock(&self.vm).release(self.addr, self.len);
+            }
+        }
+    }
+
+    /// A compiled kernel: its exported function in the backend's store.
+    pub struct WasmProgram {
+        func: wasmi::Func,
+    }
+
+    fn lock(vm: &Mutex<Vm>) -> std::sync::MutexGuard<'_, Vm> {
+        vm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Buffers start at multiples of this (the dialect's widest access is 4 bytes; 16 keeps
+    /// room for 128-bit vectors).
+    const ALIGN: u64 = 16;
+    const PAGE: u64 = 65536;
+
+    impl Vm {
+        fn new() -> Result<Vm> {
+            let engine = wasmi::Engine::default();
+            let mut store = wasmi::Store::new(&engine, ());
+            let ty = wasmi::MemoryType::new(0, Some((MAX_MEMORY / PAGE) as u32));
+            let memory = wasmi::Memory::new(&mut store, ty)
+                .map_err(|e| Error::new(ErrorKind::Device, format!("wasm: memory: {e}")))?;
+            let mut linker = wasmi::Linker::new(&engine);
+            let err = |e: wasmi::errors::LinkerError| {
+                Error::new(ErrorKind::Device, format!("wasm: imports: {e}"))
+            };
+            linker.define("env", "memory", memory).map_err(err)?;
+            // The host's f64 functions rounded to f32, as the interpreter computes them.
+            linker
+                .func_wrap("env", "log2", |x: f32| (x as f64).log2() as f32)
+                .map_err(err)?;
+            linker
+                .func_wrap("env", "sin", |x: f32| (x as f64).sin() as f32)
+                .map_err(err)?;
+            linker
+                .func_wrap("env", "fmod", |a: f32, b: f32| a % b)
+                .map_err(err)?;
+            Ok(Vm {
+                store,
+                memory,
+                linker,
+                free: BTreeMap::new(),
+                top: 0,
+            })
+        }
+
+        /// A zeroed range of `len` bytes: the first free range that fits, else the end of the
+        /// memory, grown as needed.
+        fn reserve(&mut self, len: u64) -> Result<u64> {
+            let len = len.div_ceil(ALIGN) * ALIGN;
+            if let Some((&at, &n)) = self.free.iter().find(|(_, &n)| n >= len) {
+                self.free.remove(&at);
+                if n > len {
+                    self.free.insert(at + len, n - len);
+                }
+                let data = self.memory.data_mut(&mut self.store);
+                data[at as usize..(at + len) as usize].fill(0);
+                return Ok(at);
+            }
+            let at = self.top;
+            let end = at + len;
+            if end > MAX_MEMORY {
+                bail!(
+                    Device,
+                    "wasm: out of memory: {len} more bytes would take the buffers past the 4 GiB \
+                     a 32-bit WebAssembly memory addresses ({at} bytes in use or free)"
+                );
+            }
+            let have = self.memory.size(&self.store) * PAGE;
+            if end > have {
+                let pages = (end - have).div_ceil(PAGE);
+                self.memory.grow(&mut self.store, pages).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Device,
+                        format!("wasm: cannot grow the memory to {end} bytes: {e}"),
+                    )
+                })?;
+            }
+            self.top = end;
+            Ok(at)
+        }
+
+        fn release(&mut self, addr: u64, len: u64) {
+            let len = len.div_ceil(ALIGN) * ALIGN;
+            let (mut at, mut n) = (addr, len);
+            // Merge with the free range just before and just after.
+            if let Some((&p, &pn)) = self.free.range(..at).next_back() {
+                if p + pn == at {
+                    self.free.remove(&p);
+                    at = p;
+                    n += pn;
+                }
+            }
+            if let Some(&nn) = self.free.get(&(addr + len)) {
+                self.free.remove(&(addr + len));
+                n += nn;
+            }
+            if at + n == self.top {
+                self.top = at;
+            } else {
+                self.free.insert(at, n);
+            }
+        }
+    }
+
+    /// Whether the backend runs here: always natively (wasmi is compiled in).
+    pub fn available() -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    impl Wasm {
+        /// The backend instance for `device`.
+        pub fn new(device: Device) -> Wasm {
+            Wasm {
+                device,
+                vm: Vm::new().map(|vm| Arc::new(Mutex::new(vm))),
+            }
+        }
+        fn vm(&self) -> Result<std::sync::MutexGuard<'_, Vm>> {
+            match &self.vm {
+                Ok(vm) => Ok(lock(vm)),
+                Err(e) => Err(e.clone()),
+            }
+        }
+    }
+
+    fn mem(buf: &Buffer) -> Result<&WasmMem> {
+        match &buf.mem {
+            Mem::Wasm(m) => Ok(m),
+            #[allow(unreachable_patterns)]
+            _ => bail!(Device, "a {} buffer is not in WebAssembly memory", buf.device),
+        }
+    }
+
+    impl Backend for Wasm {
+        fn device(&self) -> Device {
+            self.device
+        }
+        fn target(&self) -> Target {
+            target()
+        }
+        fn max_buffers(&self) -> usize {
+            // A WebAssembly function takes at most 1,000 parameters (engines' limit).
+            900
+        }
+        fn max_buffer_bytes(&self) -> usize {
+            (MAX_MEMORY - PAGE) as usize
+        }
+        fn alloc(&self, bytes: usize) -> Result<Buffer> {
+            let addr = if bytes == 0 {
+                0
+            } else {
+                self.vm()?.reserve(bytes as u64)?
+            };
+            let mem = WasmMem {
+                vm: self.vm.clone()?,
+                addr,
+                len: bytes as u64,
+            };
+            Ok(Buffer::new(self.device, bytes, Mem::Wasm(mem)))
+        }
+        fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+            let m = mem(buf)?;
+            if data.len() as u64 > m.len {
+                bail!(Device, "wasm: {} bytes do not fit a {}-byte buffer", data.len(), m.len);
+            }
+            let mut vm = self.vm()?;
+            let memory = vm.memory;
+            memory
+                .write(&mut vm.store, m.addr as usize, data)
+                .map_err(|e| Error::new(ErrorKind::Device, format!("wasm: copy in: {e}")))
+        }
+        fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
+            Box::pin(async move {
+                let m = mem(buf)?;
+                let vm = self.vm()?;
+                let mut out = vec![0u8; m.len as usize];
+                vm.memory
+                    .read(&vm.store, m.addr as usize, &mut out)
+                    .map_err(|e| Error::new(ErrorKind::Device, format!("wasm: copy out: {e}")))?;
+                Ok(out)
+            })
+        }
+        fn compile(&self, k: &LinearKernel) -> Result<Program> {
+            let bytes = crate::codegen::wasm::module(k)?;
+            let backend = |what: &str, e: &dyn std::fmt::Display| {
+                Error::new(ErrorKind::Backend, format!("wasm: {what} {}: {e}", k.name))
+            };
+            let mut vm = self.vm()?;
+            let module = wasmi::Module::new(vm.store.engine(), &bytes[..])
+                .map_err(|e| backend("compiling", &e))?;
+            let Vm { linker, store, .. } = &mut *vm;
+            let instance = linker
+                .instantiate_and_start(&mut *store, &module)
+                .map_err(|e| backend("instantiating", &e))?;
+            let func = instance
+                .get_func(&*store, crate::codegen::wasm::EXPORT)
+                .ok_or_else(|| backend("finding the kernel of", &"no export"))?;
+            Ok(program(k, &bytes, ProgramImpl::Wasm(WasmProgram { func })))
+        }
+        fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+            let ProgramImpl::Wasm(wp) = &p.imp else {
+                bail!(Backend, "wasm: {} was not compiled for WebAssembly", p.name);
+            };
+            let mut args = Vec::with_capacity(bufs.len() + 2);
+            for b in bufs {
+                args.push(wasmi::Val::I32(mem(b)?.addr as u32 as i32));
+            }
+            args.push(wasmi::Val::I32(0));
+            args.push(wasmi::Val::I32(p.global_size as i32));
+            let mut vm = self.vm()?;
+            wp.func
+                .call(&mut vm.store, &args, &mut [])
+                .map_err(|e| Error::new(ErrorKind::Backend, format!("wasm: {} trapped: {e}", p.name)))
+        }
+        fn synchronize(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use web::*;
+
+#[cfg(target_arch = "wasm32")]
+mod web {
+    use super::*;
+    use crate::runtime::HostMem;
+    use js_sys::{Array, Function, Object, Reflect, Uint8Array, WebAssembly};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use wasm_bindgen::{JsCast, JsValue};
+
+    /// The backend: kernels instantiated over the engine's own memory, their buffers the
+    /// engine's heap allocations (a buffer's address is its pointer).
+    pub struct Wasm {
+        device: Device,
+        /// Instances by module bytes: identical kernels compile once.
+        modules: Mutex<HashMap<Vec<u8>, Js<Function>>>,
+    }
+
+    /// A JS object held by the backend.
+    pub struct Js<T>(T);
+
+    // SAFETY: the engine is built for wasm32 without atomics: one thread, so JS objects are
+    // never shared between threads.
+    unsafe impl<T> Send for Js<T> {}
+    // SAFETY: as above.
+    unsafe impl<T> Sync for Js<T> {}
+
+    impl<T: Clone> Clone for Js<T> {
+        fn clone(&self) -> Self {
+            Js(self.0.clone())
+        }
+    }
+
+    /// A compiled kernel: the module's exported function.
+    pub struct WasmProgram {
+        func: Js<Function>,
+    }
+
+    /// Whether the JS engine runs WebAssembly (it runs this engine, so it does).
+    pub fn available() -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    impl Wasm {
+        /// The backend instance for `device`.
+        pub fn new(device: Device) -> Wasm {
+            Wasm {
+                device,
+                modules: Mutex::new(HashMap::new()),
+            }
+        }
+    }
+
+    fn js_err(what: &str, e: JsValue) -> Error {
+        let msg = e
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| e.as_string())
+            .unwrap_or_else(|| format!("{e:?}"));
+        Error::new(ErrorKind::Backend, format!("wasm: {what}: {msg}"))
+    }
+
+    /// The imports every kernel module takes: the engine's memory and the host's functions.
+    fn imports() -> std::result::Result<Object, JsValue> {
+        let env = Object::new();
+        let math = Reflect::get(&js_sys::global(), &"Math".into())?;
+        Reflect::set(&env, &"memory".into(), &wasm_bindgen::memory())?;
+        Reflect::set(&env, &"log2".into(), &Reflect::get(&math, &"log2".into())?)?;
+        Reflect::set(&env, &"sin".into(), &Reflect::get(&math, &"sin".into())?)?;
+        // JS's % of two numbers is C's fmod (exact, so rounding to f32 on return loses nothing).
+        let fmod = Function::new_with_args("a, b", "return a % b");
+        Reflect::set(&env, &"fmod".into(), &fmod)?;
+        let all = Object::new();
+        Reflect::set(&all, &"env".into(), &env)?;
+        Ok(all)
+    }
+
+    fn instantiate(bytes: &[u8]) -> std::result::Result<Function, JsValue> {
+        let module = WebAssembly::Module::new(&Uint8Array::from(bytes).into())?;
+        let instance = WebAssembly::Instance::new(&module, &imports()?)?;
+        let f = Reflect::get(&instance.exports(), &crate::codegen::wasm::EXPORT.into())?;
+        f.dyn_into::<Function>()
+    }
+
+    impl Backend for Wasm {
+        fn device(&self) -> Device {
+            self.device
+        }
+        fn target(&self) -> Target {
+            target()
+        }
+        fn max_buffers(&self) -> usize {
+            // A WebAssembly function takes at most 1,000 parameters (engines' limit).
+            900
+        }
+        fn max_buffer_bytes(&self) -> usize {
+            // The engine's memory is 32-bit: its whole address space, less what it uses itself.
+            i32::MAX as usize
+        }
+        fn alloc(&self, bytes: usize) -> Result<Buffer> {
+            Ok(Buffer::new(self.device, bytes, Mem::Host(HostMem::new(bytes)?)))
+        }
+        fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+            super::super::host_copy_in(buf, data)
+        }
+        fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
+            Box::pin(async move { super::super::host_copy_out(buf) })
+        }
+        fn compile(&self, k: &LinearKernel) -> Result<Program> {
+            let bytes = crate::codegen::wasm::module(k)?;
+            let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+            let func = match modules.get(&bytes) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Js(instantiate(&bytes)
+                        .map_err(|e| js_err(&format!("compiling {}", k.name), e))?);
+                    modules.insert(bytes.clone(), f.clone());
+                    f
+                }
+            };
+            Ok(program(k, &bytes, ProgramImpl::Wasm(WasmProgram { func })))
+        }
+        fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
+            let ProgramImpl::Wasm(wp) = &p.imp else {
+                bail!(Backend, "wasm: {} was not compiled for WebAssembly", p.name);
+            };
+            let args = Array::new();
+            for b in bufs {
+                args.push(&JsValue::from(b.host()?.ptr() as usize as u32));
+            }
+            args.push(&JsValue::from(0));
+            args.push(&JsValue::from(p.global_size as u32));
+            wp.func
+                .0
+                .apply(&JsValue::NULL, &args)
+                .map(|_| ())
+                .map_err(|e| js_err(&format!("{} trapped", p.name), e))
+        }
+        fn synchronize(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+}
