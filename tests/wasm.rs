@@ -1,0 +1,145 @@
+//! The WebAssembly dialect's own arithmetic against the interpreter, bit for bit: the fused
+//! multiply-add it emulates (WebAssembly has none), the f16/bf16 conversions and the exp2
+//! polynomial it carries, and the integer edge cases WebAssembly traps on. Run natively by
+//! wasmi; the browser and Node.js run the same modules (tests/web.rs, scripts/node_test.mjs).
+
+#![cfg(all(feature = "wasm", not(target_arch = "wasm32")))]
+
+use wgrad::{Context, DType, Device, Tensor};
+
+fn on(dev: Device, f: impl FnOnce() -> wgrad::Result<Vec<u32>>) -> Vec<u32> {
+    Context::new()
+        .dev(dev)
+        .run(f)
+        .unwrap_or_else(|e| panic!("{dev}: {e}"))
+}
+
+fn bits(t: &Tensor) -> wgrad::Result<Vec<u32>> {
+    Ok(t.to_vec_f32()?.iter().map(|v| v.to_bits()).collect())
+}
+
+/// WASM and the interpreter give the same bits (NaNs compared as NaNs).
+fn same(what: &str, f: impl Fn() -> wgrad::Result<Vec<u32>>) {
+    same_as(Device::Interp, what, f)
+}
+
+fn same_as(reference: Device, what: &str, f: impl Fn() -> wgrad::Result<Vec<u32>>) {
+    let want = on(reference, &f);
+    let got = on(Device::Wasm, &f);
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let nan = |b: u32| f32::from_bits(b).is_nan();
+        assert!(
+            g == w || (nan(*g) && nan(*w)),
+            "{what}[{i}]: WASM {:e} ({g:#010x}), {reference} {:e} ({w:#010x})",
+            f32::from_bits(*g),
+            f32::from_bits(*w)
+        );
+    }
+}
+
+/// Awkward f32 values: zeros, subnormals, the edges of f16's and bf16's ranges, ties of both,
+/// huge, infinite and NaN, and a spread of ordinary ones.
+fn awkward() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1e-45,
+        -3e-42,
+        1.1754942e-38,
+        5.9604645e-8,
+        2.9802322e-8,
+        8.940697e-8,
+        6.1035156e-5,
+        6.097555e-5,
+        65504.0,
+        65519.99,
+        65520.0,
+        -70000.0,
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        1.0 + 2f32.powi(-8),
+        3.3895314e38,
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -126.7,
+        -150.2,
+        128.9,
+        200.0,
+    ];
+    let mut x = 0x1234_5678u32;
+    for _ in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v.push((x as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((x % 40) as i32 - 20));
+    }
+    v
+}
+
+#[test]
+fn fused_multiply_adds_round_once() {
+    // x * y + c where the f64 sum of the exact product lands on a midpoint between two f32:
+    // rounded twice (to f64, then f32) it gives 1 + 2^-22, rounded once 1 + 2^-23.
+    let x = 2f32.powi(-24) * (1.0 + 2f32.powi(-18));
+    let y = 1.0 - 2f32.powi(-18);
+    let c = 1.0 + 2f32.powi(-23);
+    let mut a = vec![c, x, -c, -x, c * 4.0, x * 4.0, 3.0, 0.1];
+    let mut b = vec![1.0, y, 1.0, y, 1.0, y, 1.0 / 3.0, 0.7];
+    // And a spread of ordinary and awkward products, each after a first term.
+    let w = awkward();
+    for (i, p) in w.chunks(2).enumerate() {
+        a.extend([w[i % w.len()], p[0]]);
+        b.extend([1.0, *p.get(1).unwrap_or(&1.5)]);
+    }
+    let n = a.len() / 2;
+    let f = || {
+        let a = Tensor::from_slice(&a, &[n, 2])?;
+        let b = Tensor::from_slice(&b, &[n, 2])?;
+        bits(&a.mul(&b)?.sum(1, false)?)
+    };
+    same("rows of a*b summed", f);
+    let got = on(Device::Wasm, f);
+    assert_eq!(f32::from_bits(got[0]), c, "the midpoint case");
+    assert_eq!(f32::from_bits(got[1]), -c, "the midpoint case, negated");
+}
+
+#[test]
+fn half_conversions_and_exp2_match() {
+    let v = awkward();
+    let n = v.len();
+    for dt in [DType::F16, DType::BF16] {
+        same(&format!("f32 -> {dt:?} -> f32"), || {
+            bits(&Tensor::from_slice(&v, &[n])?.cast(dt)?.cast(DType::F32)?)
+        });
+    }
+    // exp2 is the C dialect's polynomial (within 1.3 ulp of the interpreter's): the same bits
+    // as the CPU backend's.
+    #[cfg(feature = "cpu")]
+    same_as(Device::Cpu, "exp2", || {
+        bits(&Tensor::from_slice(&v, &[n])?.exp2()?)
+    });
+    same("log2, sin, sqrt", || {
+        let t = Tensor::from_slice(&v, &[n])?;
+        bits(&t.log2()?.add(&t.sin()?)?.add(&t.abs()?.sqrt()?)?)
+    });
+}
+
+#[test]
+fn integer_edges_do_not_trap() {
+    let a = [i32::MIN, -7, 7, 0, 5, i32::MAX, -1, 9];
+    let b = [-1, 0, -2, 0, 3, -1, 1, -4];
+    let f = || {
+        let x = Tensor::from_slice(&a, &[8])?;
+        let y = Tensor::from_slice(&b, &[8])?;
+        let q = x.idiv(&y)?.cast(DType::F32)?;
+        let r = x.fmod(&y)?.cast(DType::F32)?;
+        let u = Tensor::from_slice(&[-3.5f32, 300.0, f32::NAN, 255.9, 0.5, -0.0, 1e10, 7.0], &[8])?
+            .cast(DType::U8)?
+            .cast(DType::F32)?;
+        bits(&Tensor::cat(&[&q, &r, &u], 0)?)
+    };
+    same("i32 division, remainder and f32 -> u8", f);
+}
