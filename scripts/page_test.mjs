@@ -3,7 +3,8 @@
 // (bash scripts/build_web.sh).
 //
 //   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--bench-jaxjs] [--long=N] [--no-package] [--bs=N] [--steps=N]
-//                              [--device=webgpu|cpu] [--timeout=SECONDS] [--verbose]
+//                              [--device=webgpu|wasm|cpu] [--backend=webgpu|wasm] [--no-webgpu]
+//                              [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
 //     next to it that imports ./package/js/wgrad.js and trains a tiny MLP (Linear(4,16) → relu →
@@ -18,7 +19,8 @@
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
 //     its WebGPU backend; needs the tfjs devDependencies from `npm install`), and --bench-jaxjs
-//     for www/bench_jaxjs.html (the step in jax-js, jitted whole, on its WebGPU device).
+//     for www/bench_jaxjs.html (the step in jax-js, jitted whole, on its WebGPU device, or on its
+//     Wasm one with --backend=wasm). --no-webgpu starts Chromium with WebGPU switched off.
 // (b''') --bench-matmul: www/bench_matmul.html?sizes=..&chain=..&steps=.. (defaults 64,128 / 2 / 1):
 //     GFLOP/s of square matmuls and the tutorial's conv2 forward in wgrad, jax-js and tfjs; fails
 //     unless every library gives a positive figure for every row (the page's own smoke test).
@@ -36,8 +38,6 @@ import { serve } from "./serve.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const ARGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
-
 const flags = new Map(
   process.argv.slice(2).map((a) => {
     const m = /^--([^=]+)(?:=(.*))?$/.exec(a);
@@ -45,7 +45,11 @@ const flags = new Map(
     return [m[1], m[2] ?? true];
   }),
 );
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "timeout", "verbose"];
+// --no-webgpu: a browser without WebGPU (as Firefox on Linux, or Chromium with it switched off).
+const ARGS = flags.has("no-webgpu")
+  ? ["--no-sandbox", "--disable-features=WebGPU", "--disable-gpu-sandbox"]
+  : ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -591,7 +595,7 @@ async function main() {
         }
         if (flags.has("bench-jaxjs")) {
           if (!existsSync(join(ROOT, "node_modules/@jax-js/jax/dist/index.js"))) fail("node_modules/@jax-js/jax is missing: run `npm install`");
-          const q = { bs: flags.get("bs") ?? 128, steps: flags.get("steps") ?? 5 };
+          const q = { bs: flags.get("bs") ?? 128, steps: flags.get("steps") ?? 5, backend: flags.get("backend") ?? "webgpu" };
           const { result, seconds } = await repoPage(browser, srv, "bench_jaxjs.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`jax-js bench page took ${seconds.toFixed(0)} s`);

@@ -1,18 +1,21 @@
 // The jax-js benchmark page's script: the same training step as www/bench.js (the tutorial's CNN
 // Conv2d(1,32,3) → relu → maxPool2d(2) → Conv2d(32,64,3) → relu → maxPool2d(2) → flatten →
 // dropout(0.5) → Linear(1600,10), sparse categorical cross-entropy, SGD lr 0.01; a batch sampled
-// with random indices from 1024 random uint8 images) in jax-js on its WebGPU device. The whole
+// with random indices from 1024 random uint8 images) in jax-js on its WebGPU (or Wasm) device. The whole
 // step (sampling, forward, backward, update) is one `jit`-ted function of (params, key), as a
 // jax user would write it; the key is split outside, like `jax.random.split` in a training loop.
 // 3 warm-up steps (the first traces and compiles), then `steps` timed steps, each timed until
 // `await loss.data()`. Prints the adapter and median and min ms/step, sets `window.benchResult`
-// and logs "BENCH {json}" (or "BENCH_ERROR message"). Query knobs: bs (128), steps (5).
+// and logs "BENCH {json}" (or "BENCH_ERROR message"). Query knobs: bs (128), steps (5), backend
+// ("webgpu", or "wasm": jax-js's WebAssembly backend, multi-threaded where the page is
+// cross-origin isolated).
 
 import { init, defaultDevice, jit, lax, nn, numpy as np, random, tree, valueAndGrad } from "@jax-js/jax";
 import { adapterName, log, median, report, runBench } from "./bench_common.js";
 
 const q = new URLSearchParams(location.search);
 const BS = Number(q.get("bs") ?? 128), STEPS = Number(q.get("steps") ?? 5), WARMUP = 3;
+const BACKEND = q.get("backend") ?? "webgpu";
 const N = 1024, LR = 0.01;
 
 const maxPool2 = (x) => lax.reduceWindow(x, np.max, [2, 2], [2, 2]);
@@ -33,10 +36,10 @@ function lossFn(p, x, y, keep) {
 }
 
 async function main() {
-  if (!navigator.gpu) throw new Error("navigator.gpu is missing: no WebGPU in this browser");
-  const devices = await init("webgpu");
-  if (!devices.includes("webgpu")) throw new Error(`jax-js could not start its WebGPU device (devices: ${devices})`);
-  defaultDevice("webgpu");
+  if (BACKEND === "webgpu" && !navigator.gpu) throw new Error("navigator.gpu is missing: no WebGPU in this browser");
+  const devices = await init(BACKEND);
+  if (!devices.includes(BACKEND)) throw new Error(`jax-js could not start its ${BACKEND} device (devices: ${devices})`);
+  defaultDevice(BACKEND);
   const adapter = await adapterName();
   log(`jax-js, device ${defaultDevice()}${adapter ? `, adapter ${adapter}` : ""}, batch ${BS}, ${STEPS} timed steps`);
 

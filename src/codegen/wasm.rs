@@ -5,10 +5,12 @@
 //! `env.fmod`: the host's f64 functions, rounded to f32 on return, as the interpreter rounds
 //! them), and exports `kernel(buf0, .., bufN, gstart, gend)`: the body for `gidx` in
 //! `[gstart, gend)`, each buffer a byte address in that memory. Registers are locals; the
-//! module carries its own `exp2` (the C dialect's polynomial, so both compute the same
-//! values), a fused multiply-add rounded once (WebAssembly has none: the f64 sum of the exact
-//! product is rounded to odd, then to f32) and the f16/bf16 conversions. Workgroups are not
-//! rendered: the backend's target never asks for them (`Target::max_local` 1).
+//! module carries its own `exp2` (the C dialect's polynomial, so both compute the same values)
+//! and the f16/bf16 conversions. A reduce step the IR fuses (`Inst::Acc::fused`) is a multiply
+//! then an add here, each rounded: WebAssembly has no fused multiply-add, and emulating one
+//! exactly (the f64 sum of the exact product, rounded to odd) put ten dependent operations on
+//! every accumulator's chain: the tutorial's step ran 7x slower in V8 (Node.js 20, 2026-12-04).
+//! Workgroups are not rendered: the backend's target never asks for them (`Target::max_local` 1).
 
 use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
@@ -28,11 +30,10 @@ const LOG2: u32 = 0;
 const SIN: u32 = 1;
 const FMOD: u32 = 2;
 const EXP2: u32 = 3;
-const FMA: u32 = 4;
-const H2F: u32 = 5;
-const F2H: u32 = 6;
-const F2B: u32 = 7;
-const KERNEL: u32 = 8;
+const H2F: u32 = 4;
+const F2H: u32 = 5;
+const F2B: u32 = 6;
+const KERNEL: u32 = 7;
 
 /// The WebAssembly value type registers of `dt` live in (f16 and bf16 compute as f32).
 fn val_ty(dt: DType) -> ValType {
@@ -68,11 +69,10 @@ pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
     let i = ValType::I32;
     types.ty().function([f], [f]); // 0: log2, sin, exp2
     types.ty().function([f, f], [f]); // 1: fmod
-    types.ty().function([f, f, f], [f]); // 2: fma
-    types.ty().function([i], [f]); // 3: h2f
-    types.ty().function([f], [i]); // 4: f2h, f2b
+    types.ty().function([i], [f]); // 2: h2f
+    types.ty().function([f], [i]); // 3: f2h, f2b
     let params: Vec<ValType> = vec![i; k.bufs.len() + 2];
-    types.ty().function(params, []); // 5: the kernel
+    types.ty().function(params, []); // 4: the kernel
 
     let mut imports = ImportSection::new();
     let memory = MemoryType {
@@ -88,7 +88,7 @@ pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
     imports.import("env", "fmod", EntityType::Function(1));
 
     let mut funcs = FunctionSection::new();
-    for ty in [0, 2, 3, 4, 4, 5] {
+    for ty in [0, 2, 3, 3, 4] {
         funcs.function(ty);
     }
     let mut exports = ExportSection::new();
@@ -96,7 +96,6 @@ pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
 
     let mut code = CodeSection::new();
     code.function(&exp2_fn());
-    code.function(&fma_fn());
     code.function(&h2f_fn());
     code.function(&f2h_fn());
     code.function(&f2b_fn());
@@ -163,15 +162,10 @@ impl<'a> Emitter<'a> {
     fn reg(&self, r: Reg) -> u32 {
         self.nbufs() + 3 + r
     }
-    /// An f64 scratch local (the fused multiply-add's sum).
-    fn sum64(&self) -> u32 {
-        self.reg(self.k.nregs as Reg)
-    }
 
     fn kernel(&self) -> Result<Function> {
         let mut locals = vec![(1, ValType::I32)];
         locals.extend(self.dtypes.iter().map(|&d| (1, val_ty(d))));
-        locals.push((1, ValType::F64));
         let mut func = Function::new(locals);
         let (gstart, gend, gidx) = (self.nbufs(), self.nbufs() + 1, self.gidx());
         let mut s = func.instructions();
@@ -333,13 +327,9 @@ impl<'a> Emitter<'a> {
                 Self::constant(s, op.identity(dtype), dtype);
                 s.local_set(self.reg(dst));
             }
-            Inst::Acc { acc, op, dtype, val, fused } => {
-                match (op, fused) {
-                    (ReduceOp::Sum, Some((x, y))) => self.fma(s, x, y, acc),
-                    (ReduceOp::Sum, None) => self.binary(s, BinaryOp::Add, dtype, acc, val),
-                    (ReduceOp::Prod, _) => self.binary(s, BinaryOp::Mul, dtype, acc, val),
-                    (ReduceOp::Max, _) => self.binary(s, BinaryOp::Max, dtype, acc, val),
-                }
+            // A fused step adds its product (`val`, computed before) rounded: see the header.
+            Inst::Acc { acc, op, dtype, val, .. } => {
+                self.binary(s, op.combine(), dtype, acc, val);
                 s.local_set(self.reg(acc));
             }
             Inst::Loop { dst, size } => {
@@ -365,29 +355,6 @@ impl<'a> Emitter<'a> {
             }
         }
         Ok(())
-    }
-
-    /// `x * y + acc` rounded once, inline: the product of two f32 is exact in f64 and their f64
-    /// sum rounds to f32 as the exact sum does unless it fell on a midpoint between two f32
-    /// (its low 29 bits 0x10000000) or below f32's normal range (not 0: a sum of 0 is exact),
-    /// where the rounding to f32 drops more bits: those rare sums take the exact helper.
-    fn fma(&self, s: &mut InstructionSink, x: Reg, y: Reg, acc: Reg) {
-        let t = self.sum64();
-        self.get(s, x);
-        s.f64_promote_f32();
-        self.get(s, y);
-        s.f64_promote_f32().f64_mul();
-        self.get(s, acc);
-        s.f64_promote_f32().f64_add().local_tee(t);
-        s.i64_reinterpret_f64().i64_const(0x1fff_ffff).i64_and();
-        s.i64_const(0x1000_0000).i64_eq();
-        s.local_get(t).f64_abs().f64_const(f64::from(f32::MIN_POSITIVE).into()).f64_lt();
-        s.local_get(t).f64_const(0.0.into()).f64_ne().i32_and();
-        s.i32_or().if_(BlockType::Result(ValType::F32));
-        self.get(s, x);
-        self.get(s, y);
-        self.get(s, acc);
-        s.call(FMA).else_().local_get(t).f32_demote_f64().end();
     }
 
     fn unary(&self, s: &mut InstructionSink, op: UnaryOp, dt: DType, a: Reg) {
@@ -621,35 +588,6 @@ fn exp2_fn() -> Function {
     s.i32_const(23).i32_shl().f32_reinterpret_i32().f32_mul();
     // x == x ? result : x.
     s.local_get(0).local_get(0).local_get(0).f32_eq().select();
-    s.end();
-    func
-}
-
-fn fma_fn() -> Function {
-    // a * b + c rounded once. The product of two f32 is exact in f64; their f64 sum is rounded
-    // to odd (the neighbour with an odd last bit wherever the sum is inexact, its error found
-    // by TwoSum), which rounds to f32 as the exact sum does (53 >= 24 + 2 bits).
-    // Locals: 0 a, 1 b, 2 c (f32), 3 p, 4 s, 5 bb, 6 err (f64), 7 bits (i64).
-    let mut func = Function::new([(4, ValType::F64), (1, ValType::I64)]);
-    let mut s = func.instructions();
-    s.local_get(0).f64_promote_f32().local_get(1).f64_promote_f32().f64_mul().local_set(3);
-    s.local_get(3).local_get(2).f64_promote_f32().f64_add().local_set(4);
-    s.local_get(4).local_get(3).f64_sub().local_set(5);
-    // err = (p - (s - bb)) + (c - bb)
-    s.local_get(3).local_get(4).local_get(5).f64_sub().f64_sub();
-    s.local_get(2).f64_promote_f32().local_get(5).f64_sub().f64_add().local_set(6);
-    // Inexact (err non-zero and not NaN: an infinite sum has a NaN error) with an even last bit.
-    s.local_get(6).f64_const(0.0.into()).f64_ne();
-    s.local_get(6).local_get(6).f64_eq().i32_and();
-    s.local_get(4).i64_reinterpret_f64().local_tee(7).i64_const(1).i64_and().i64_eqz().i32_and();
-    s.if_(BlockType::Empty);
-    // Step to the neighbour toward the exact sum: away from zero where err has s's sign.
-    s.local_get(7).i64_const(1).i64_const(-1);
-    s.local_get(6).f64_const(0.0.into()).f64_gt();
-    s.local_get(4).f64_const(0.0.into()).f64_gt().i32_eq().select();
-    s.i64_add().f64_reinterpret_i64().local_set(4);
-    s.end();
-    s.local_get(4).f32_demote_f64();
     s.end();
     func
 }
