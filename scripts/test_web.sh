@@ -2,7 +2,8 @@
 # The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
 # chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
 # webdriver.json), then the npm package built, packed and loaded in Node.js (scripts/node_test.mjs:
-# the interpreter where there is no WebGPU) and by a plain page that trains a model
+# WebAssembly kernels where there is no WebGPU; the tutorial's CNN trained 60 steps there by
+# examples/mnist_node.mjs) and by a plain page that trains a model
 # (scripts/page_test.mjs), the TypeScript declarations type-check, and the demo page is
 # driven end to end (scripts/demo_test.mjs: training in its worker, charts, predictions, save and
 # load, a corrupt upload, resume after a reload, the kernel inspector; screenshots in
@@ -26,6 +27,8 @@ npm run -s typecheck
 echo "== the packed package in Node.js (scripts/node_test.mjs)"
 node scripts/node_test.mjs
 bash scripts/data.sh
+echo "== the tutorial in Node.js on WebAssembly kernels, 60 steps (examples/mnist_node.mjs)"
+STEPS=60 MIN_ACC=88 node examples/mnist_node.mjs
 echo "== the packed package in a plain page"
 node scripts/page_test.mjs
 echo "== the matmul benchmark page runs wgrad, jax-js and tfjs (small sizes: a smoke test)"

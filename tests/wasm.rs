@@ -108,7 +108,11 @@ fn sums_of_products_round_each_product() {
             "row {i}: WASM {g:e}, each product rounded {want:e}"
         );
     }
-    assert_eq!(f32::from_bits(got[0]), 1.0 + 2f32.powi(-22), "the midpoint case");
+    assert_eq!(
+        f32::from_bits(got[0]),
+        1.0 + 2f32.powi(-22),
+        "the midpoint case"
+    );
 }
 
 #[test]
@@ -141,9 +145,12 @@ fn integer_edges_do_not_trap() {
         let y = Tensor::from_slice(&b, &[8])?;
         let q = x.idiv(&y)?.cast(DType::F32)?;
         let r = x.fmod(&y)?.cast(DType::F32)?;
-        let u = Tensor::from_slice(&[-3.5f32, 300.0, f32::NAN, 255.9, 0.5, -0.0, 1e10, 7.0], &[8])?
-            .cast(DType::U8)?
-            .cast(DType::F32)?;
+        let u = Tensor::from_slice(
+            &[-3.5f32, 300.0, f32::NAN, 255.9, 0.5, -0.0, 1e10, 7.0],
+            &[8],
+        )?
+        .cast(DType::U8)?
+        .cast(DType::F32)?;
         bits(&Tensor::cat(&[&q, &r, &u], 0)?)
     };
     same("i32 division, remainder and f32 -> u8", f);

@@ -137,23 +137,23 @@ async fn engine() -> String {
     prop(&info, "device").as_string().unwrap_or_default()
 }
 
-/// The devices to test: WebGPU (the browser here is started with it on, so it must be there)
-/// and the interpreter.
+/// The devices to test: WebGPU (the browser here is started with it on, so it must be there),
+/// WebAssembly kernels (the fallback where WebGPU is missing) and the interpreter.
 async fn devices() -> Vec<&'static str> {
     let dev = engine().await;
     assert_eq!(
         dev, "webgpu",
         "init() did not get WebGPU (is chromium started with --enable-unsafe-webgpu?)"
     );
-    vec!["webgpu", "cpu"]
+    vec!["webgpu", "wasm", "cpu"]
 }
 
 /// Run `f` (which builds graphs synchronously) with `device` as the default device.
 fn on<R>(device: &str, f: impl FnOnce() -> R) -> R {
-    let d = if device == "webgpu" {
-        wgrad::Device::Wgpu
-    } else {
-        wgrad::Device::Interp
+    let d = match device {
+        "webgpu" => wgrad::Device::Wgpu,
+        "wasm" => wgrad::Device::Wasm,
+        _ => wgrad::Device::Interp,
     };
     wgrad::Context::new().dev(d).run(f)
 }
@@ -523,7 +523,7 @@ async fn op_suite_matches_pytorch() {
     // Every case's op is in the table (tests/ops.rs checks that too), so all of them ran.
     assert_eq!(
         ran,
-        2 * cases().len(),
+        devices().await.len() * cases().len(),
         "cases whose op is not in the op table"
     );
 }

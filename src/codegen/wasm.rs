@@ -15,7 +15,7 @@
 use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
-use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, UnaryOp};
 use std::collections::HashMap;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection,
@@ -135,7 +135,9 @@ impl<'a> Emitter<'a> {
                     set(dst, dtype);
                     consts.insert(dst, f64::from_bits(bits));
                 }
-                Inst::Gidx { dst } | Inst::Lidx { dst } | Inst::Wgid { dst } => set(dst, DType::I32),
+                Inst::Gidx { dst } | Inst::Lidx { dst } | Inst::Wgid { dst } => {
+                    set(dst, DType::I32)
+                }
                 Inst::Loop { dst, .. } => set(dst, DType::I32),
                 Inst::Unary { dst, dtype, .. } | Inst::Where { dst, dtype, .. } => set(dst, dtype),
                 Inst::Binary { dst, op, dtype, .. } => {
@@ -212,7 +214,11 @@ impl<'a> Emitter<'a> {
             DType::U8 => s.i32_load8_u(mem(offset, 0)),
             DType::Bool => s.i32_load8_u(mem(offset, 0)).i32_const(0).i32_ne(),
             DType::F16 => s.i32_load16_u(mem(offset, 1)).call(H2F),
-            DType::BF16 => s.i32_load16_u(mem(offset, 1)).i32_const(16).i32_shl().f32_reinterpret_i32(),
+            DType::BF16 => s
+                .i32_load16_u(mem(offset, 1))
+                .i32_const(16)
+                .i32_shl()
+                .f32_reinterpret_i32(),
         };
     }
 
@@ -250,7 +256,12 @@ impl<'a> Emitter<'a> {
         };
     }
 
-    fn inst(&self, s: &mut InstructionSink, inst: &Inst, loops: &mut Vec<(Reg, u32)>) -> Result<()> {
+    fn inst(
+        &self,
+        s: &mut InstructionSink,
+        inst: &Inst,
+        loops: &mut Vec<(Reg, u32)>,
+    ) -> Result<()> {
         match *inst {
             Inst::Const { dst, bits, dtype } => {
                 Self::constant(s, f64::from_bits(bits), dtype);
@@ -266,7 +277,13 @@ impl<'a> Emitter<'a> {
                 self.unary(s, op, dtype, a);
                 s.local_set(self.reg(dst));
             }
-            Inst::Binary { dst, op, dtype, a, b } => {
+            Inst::Binary {
+                dst,
+                op,
+                dtype,
+                a,
+                b,
+            } => {
                 self.binary(s, op, dtype, a, b);
                 s.local_set(self.reg(dst));
             }
@@ -281,7 +298,13 @@ impl<'a> Emitter<'a> {
                 Self::cast(s, from, to, self.reg(dst));
                 s.local_set(self.reg(dst));
             }
-            Inst::Load { dst, slot, dtype, idx, gate } => {
+            Inst::Load {
+                dst,
+                slot,
+                dtype,
+                idx,
+                gate,
+            } => {
                 // A gated load reads nothing where its gate is false: its index may be out of
                 // the buffer there, which WebAssembly would trap on.
                 if let Some(g) = gate {
@@ -297,14 +320,25 @@ impl<'a> Emitter<'a> {
                 }
                 s.local_set(self.reg(dst));
             }
-            Inst::LoadVec { dsts, slot, dtype, idx } => {
+            Inst::LoadVec {
+                dsts,
+                slot,
+                dtype,
+                idx,
+            } => {
                 for (j, &d) in dsts.iter().enumerate() {
                     self.addr(s, slot, dtype, idx);
                     Self::load(s, dtype, (j * dtype.size()) as u64);
                     s.local_set(self.reg(d));
                 }
             }
-            Inst::Store { slot, dtype, idx, val, gate } => {
+            Inst::Store {
+                slot,
+                dtype,
+                idx,
+                val,
+                gate,
+            } => {
                 if let Some(g) = gate {
                     self.get(s, g);
                     s.if_(BlockType::Empty);
@@ -316,7 +350,12 @@ impl<'a> Emitter<'a> {
                     s.end();
                 }
             }
-            Inst::StoreVec { slot, dtype, idx, vals } => {
+            Inst::StoreVec {
+                slot,
+                dtype,
+                idx,
+                vals,
+            } => {
                 for (j, &v) in vals.iter().enumerate() {
                     self.addr(s, slot, dtype, idx);
                     self.get(s, v);
@@ -328,7 +367,13 @@ impl<'a> Emitter<'a> {
                 s.local_set(self.reg(dst));
             }
             // A fused step adds its product (`val`, computed before) rounded: see the header.
-            Inst::Acc { acc, op, dtype, val, .. } => {
+            Inst::Acc {
+                acc,
+                op,
+                dtype,
+                val,
+                ..
+            } => {
                 self.binary(s, op.combine(), dtype, acc, val);
                 s.local_set(self.reg(acc));
             }
@@ -343,7 +388,11 @@ impl<'a> Emitter<'a> {
             }
             Inst::EndLoop => {
                 let Some((dst, size)) = loops.pop() else {
-                    bail!(Backend, "wasm: kernel {} closes a loop it never opened", self.k.name);
+                    bail!(
+                        Backend,
+                        "wasm: kernel {} closes a loop it never opened",
+                        self.k.name
+                    );
                 };
                 let r = self.reg(dst);
                 s.local_get(r).i32_const(1).i32_add().local_tee(r);
@@ -351,7 +400,11 @@ impl<'a> Emitter<'a> {
                 s.end().end();
             }
             Inst::LoadShared { .. } | Inst::StoreShared { .. } | Inst::Barrier => {
-                bail!(Backend, "wasm: kernel {} uses workgroup memory", self.k.name)
+                bail!(
+                    Backend,
+                    "wasm: kernel {} uses workgroup memory",
+                    self.k.name
+                )
             }
         }
         Ok(())
@@ -420,10 +473,15 @@ impl<'a> Emitter<'a> {
             // b == 0 gives 0, and a signed a / -1 is -a (wrapping): WebAssembly traps on both
             // (its i32.rem_s of -1 is 0 already).
             self.get(s, b);
-            s.i32_eqz().if_(BlockType::Result(ValType::I32)).i32_const(0).else_();
+            s.i32_eqz()
+                .if_(BlockType::Result(ValType::I32))
+                .i32_const(0)
+                .else_();
             if signed && op == BinaryOp::Div {
                 self.get(s, b);
-                s.i32_const(-1).i32_eq().if_(BlockType::Result(ValType::I32));
+                s.i32_const(-1)
+                    .i32_eq()
+                    .if_(BlockType::Result(ValType::I32));
                 s.i32_const(0);
                 self.get(s, a);
                 s.i32_sub().else_();
@@ -538,6 +596,8 @@ impl<'a> Emitter<'a> {
 
 // The module's own functions. Each takes its operands as parameters; the extra locals follow.
 
+// The C dialect's digits, so that both parse to the same f32 coefficients.
+#[allow(clippy::excessive_precision)]
 fn exp2_fn() -> Function {
     // Locals: 0 x, 1 c, 2 n, 3 f, 4 p (f32), 5 i, 6 h (i32).
     let mut func = Function::new([(4, ValType::F32), (2, ValType::I32)]);
@@ -582,9 +642,18 @@ fn exp2_fn() -> Function {
     s.local_get(2).i32_trunc_f32_s().local_tee(5);
     s.i32_const(1).i32_shr_s().local_set(6);
     s.local_get(4);
-    s.local_get(6).i32_const(127).i32_add().i32_const(23).i32_shl().f32_reinterpret_i32();
+    s.local_get(6)
+        .i32_const(127)
+        .i32_add()
+        .i32_const(23)
+        .i32_shl()
+        .f32_reinterpret_i32();
     s.f32_mul();
-    s.local_get(5).local_get(6).i32_sub().i32_const(127).i32_add();
+    s.local_get(5)
+        .local_get(6)
+        .i32_sub()
+        .i32_const(127)
+        .i32_add();
     s.i32_const(23).i32_shl().f32_reinterpret_i32().f32_mul();
     // x == x ? result : x.
     s.local_get(0).local_get(0).local_get(0).f32_eq().select();
@@ -596,18 +665,47 @@ fn h2f_fn() -> Function {
     // Locals: 0 h, 1 sign, 2 e, 3 m (i32).
     let mut func = Function::new([(3, ValType::I32)]);
     let mut s = func.instructions();
-    s.local_get(0).i32_const(0x8000).i32_and().i32_const(16).i32_shl().local_set(1);
-    s.local_get(0).i32_const(10).i32_shr_u().i32_const(0x1f).i32_and().local_set(2);
+    s.local_get(0)
+        .i32_const(0x8000)
+        .i32_and()
+        .i32_const(16)
+        .i32_shl()
+        .local_set(1);
+    s.local_get(0)
+        .i32_const(10)
+        .i32_shr_u()
+        .i32_const(0x1f)
+        .i32_and()
+        .local_set(2);
     s.local_get(0).i32_const(0x3ff).i32_and().local_set(3);
     // Subnormal: m * 2^-24, with the sign.
-    s.local_get(2).i32_eqz().if_(BlockType::Result(ValType::F32));
-    s.local_get(3).f32_convert_i32_u().f32_const(5.960_464_5e-8.into()).f32_mul();
-    s.f32_const((-0.0f32).into()).f32_const(0.0.into()).local_get(1).select().f32_copysign();
+    s.local_get(2)
+        .i32_eqz()
+        .if_(BlockType::Result(ValType::F32));
+    s.local_get(3)
+        .f32_convert_i32_u()
+        .f32_const(5.960_464_5e-8.into())
+        .f32_mul();
+    s.f32_const((-0.0f32).into())
+        .f32_const(0.0.into())
+        .local_get(1)
+        .select()
+        .f32_copysign();
     s.else_();
     // Inf/NaN keep their payload; normal numbers rebias the exponent.
     s.local_get(1).local_get(3).i32_const(13).i32_shl().i32_or();
-    s.i32_const(0x7f80_0000).local_get(2).i32_const(112).i32_add().i32_const(23).i32_shl();
-    s.local_get(2).i32_const(31).i32_eq().select().i32_or().f32_reinterpret_i32();
+    s.i32_const(0x7f80_0000)
+        .local_get(2)
+        .i32_const(112)
+        .i32_add()
+        .i32_const(23)
+        .i32_shl();
+    s.local_get(2)
+        .i32_const(31)
+        .i32_eq()
+        .select()
+        .i32_or()
+        .f32_reinterpret_i32();
     s.end();
     s.end();
     func
@@ -619,34 +717,74 @@ fn f2h_fn() -> Function {
     let mut func = Function::new([(9, ValType::I32)]);
     let mut s = func.instructions();
     s.local_get(0).i32_reinterpret_f32().local_set(1);
-    s.local_get(1).i32_const(16).i32_shr_u().i32_const(0x8000).i32_and().local_set(2);
+    s.local_get(1)
+        .i32_const(16)
+        .i32_shr_u()
+        .i32_const(0x8000)
+        .i32_and()
+        .local_set(2);
     s.local_get(1).i32_const(0x7f_ffff).i32_and().local_set(3);
-    s.local_get(1).i32_const(23).i32_shr_u().i32_const(0xff).i32_and().local_set(4);
+    s.local_get(1)
+        .i32_const(23)
+        .i32_shr_u()
+        .i32_const(0xff)
+        .i32_and()
+        .local_set(4);
     // Inf and NaN (a NaN stays quiet).
     s.local_get(4).i32_const(255).i32_eq().if_(BlockType::Empty);
     s.local_get(2).i32_const(0x7c00).i32_or();
-    s.i32_const(0x200).i32_const(0).local_get(3).select().i32_or().return_();
+    s.i32_const(0x200)
+        .i32_const(0)
+        .local_get(3)
+        .select()
+        .i32_or()
+        .return_();
     s.end();
     s.local_get(4).i32_const(112).i32_sub().local_set(5);
     // Overflow to inf.
-    s.local_get(5).i32_const(31).i32_ge_s().if_(BlockType::Empty);
+    s.local_get(5)
+        .i32_const(31)
+        .i32_ge_s()
+        .if_(BlockType::Empty);
     s.local_get(2).i32_const(0x7c00).i32_or().return_();
     s.end();
     // Subnormal halves (or zero).
     s.local_get(5).i32_const(0).i32_le_s().if_(BlockType::Empty);
-    s.local_get(5).i32_const(-10).i32_lt_s().if_(BlockType::Empty);
+    s.local_get(5)
+        .i32_const(-10)
+        .i32_lt_s()
+        .if_(BlockType::Empty);
     s.local_get(2).return_();
     s.end();
     s.local_get(3).i32_const(0x80_0000).i32_or().local_set(3);
     s.i32_const(14).local_get(5).i32_sub().local_set(6);
     s.local_get(3).local_get(6).i32_shr_u().local_set(7);
-    s.local_get(3).i32_const(1).local_get(6).i32_shl().i32_const(1).i32_sub().i32_and().local_set(8);
-    s.i32_const(1).local_get(6).i32_const(1).i32_sub().i32_shl().local_set(9);
+    s.local_get(3)
+        .i32_const(1)
+        .local_get(6)
+        .i32_shl()
+        .i32_const(1)
+        .i32_sub()
+        .i32_and()
+        .local_set(8);
+    s.i32_const(1)
+        .local_get(6)
+        .i32_const(1)
+        .i32_sub()
+        .i32_shl()
+        .local_set(9);
     round_half_even(&mut s, 7, 8, 9);
     s.local_get(2).local_get(7).i32_or().return_();
     s.end();
     // Normal halves: the carry of rounding may reach the exponent (and inf), as it should.
-    s.local_get(5).i32_const(10).i32_shl().local_get(3).i32_const(13).i32_shr_u().i32_or().local_set(7);
+    s.local_get(5)
+        .i32_const(10)
+        .i32_shl()
+        .local_get(3)
+        .i32_const(13)
+        .i32_shr_u()
+        .i32_or()
+        .local_set(7);
     s.local_get(3).i32_const(0x1fff).i32_and().local_set(8);
     s.i32_const(0x1000).local_set(9);
     round_half_even(&mut s, 7, 8, 9);
@@ -659,7 +797,13 @@ fn f2h_fn() -> Function {
 fn round_half_even(s: &mut InstructionSink, h: u32, rem: u32, half: u32) {
     s.local_get(h);
     s.local_get(rem).local_get(half).i32_gt_u();
-    s.local_get(rem).local_get(half).i32_eq().local_get(h).i32_const(1).i32_and().i32_and();
+    s.local_get(rem)
+        .local_get(half)
+        .i32_eq()
+        .local_get(h)
+        .i32_const(1)
+        .i32_and()
+        .i32_and();
     s.i32_or().i32_add().local_set(h);
 }
 
@@ -669,11 +813,24 @@ fn f2b_fn() -> Function {
     let mut func = Function::new([(1, ValType::I32)]);
     let mut s = func.instructions();
     s.local_get(0).i32_reinterpret_f32().local_set(1);
-    s.local_get(1).i32_const(16).i32_shr_u().i32_const(0x40).i32_or();
+    s.local_get(1)
+        .i32_const(16)
+        .i32_shr_u()
+        .i32_const(0x40)
+        .i32_or();
     s.local_get(1).i32_const(0x7fff).i32_add();
-    s.local_get(1).i32_const(16).i32_shr_u().i32_const(1).i32_and().i32_add();
+    s.local_get(1)
+        .i32_const(16)
+        .i32_shr_u()
+        .i32_const(1)
+        .i32_and()
+        .i32_add();
     s.i32_const(16).i32_shr_u();
-    s.local_get(1).i32_const(0x7fff_ffff).i32_and().i32_const(0x7f80_0000).i32_gt_u();
+    s.local_get(1)
+        .i32_const(0x7fff_ffff)
+        .i32_and()
+        .i32_const(0x7f80_0000)
+        .i32_gt_u();
     s.select();
     s.end();
     func

@@ -314,6 +314,7 @@ impl Program {
         }
         let same_code = match (&self.imp, &other.imp) {
             (ProgramImpl::Interp(a), ProgramImpl::Interp(b)) => a == b,
+            #[allow(unreachable_patterns)]
             _ => !self.source.is_empty() && self.source == other.source,
         };
         same_code

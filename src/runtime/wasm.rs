@@ -6,7 +6,7 @@
 //! and each module imports the engine's memory, instantiated with `WebAssembly.Module` and
 //! `WebAssembly.Instance` and cached by its bytes.
 
-use super::{Backend, Buffer, BoxFuture, Mem, Program, ProgramImpl};
+use super::{Backend, BoxFuture, Buffer, Mem, Program, ProgramImpl};
 use crate::codegen::{LinearKernel, OptTarget, Target};
 use crate::device::Device;
 use crate::error::{bail, Error, ErrorKind, Result};
@@ -36,7 +36,11 @@ fn program(k: &LinearKernel, bytes: &[u8], imp: ProgramImpl) -> Program {
     }
     Program {
         name: k.name.clone(),
-        source: format!("(module ;; {}: {} bytes, fnv {h:016x})", k.name, bytes.len()),
+        source: format!(
+            "(module ;; {}: {} bytes, fnv {h:016x})",
+            k.name,
+            bytes.len()
+        ),
         global_size: k.global_size,
         local_size: k.local_size,
         ops: k.ops_per_item() * k.global_size as u64,
@@ -214,7 +218,11 @@ mod native {
         match &buf.mem {
             Mem::Wasm(m) => Ok(m),
             #[allow(unreachable_patterns)]
-            _ => bail!(Device, "a {} buffer is not in WebAssembly memory", buf.device),
+            _ => bail!(
+                Device,
+                "a {} buffer is not in WebAssembly memory",
+                buf.device
+            ),
         }
     }
 
@@ -248,7 +256,12 @@ mod native {
         fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
             let m = mem(buf)?;
             if data.len() as u64 > m.len {
-                bail!(Device, "wasm: {} bytes do not fit a {}-byte buffer", data.len(), m.len);
+                bail!(
+                    Device,
+                    "wasm: {} bytes do not fit a {}-byte buffer",
+                    data.len(),
+                    m.len
+                );
             }
             let mut vm = self.vm()?;
             let memory = vm.memory;
@@ -295,9 +308,9 @@ mod native {
             args.push(wasmi::Val::I32(0));
             args.push(wasmi::Val::I32(p.global_size as i32));
             let mut vm = self.vm()?;
-            wp.func
-                .call(&mut vm.store, &args, &mut [])
-                .map_err(|e| Error::new(ErrorKind::Backend, format!("wasm: {} trapped: {e}", p.name)))
+            wp.func.call(&mut vm.store, &args, &mut []).map_err(|e| {
+                Error::new(ErrorKind::Backend, format!("wasm: {} trapped: {e}", p.name))
+            })
         }
         fn synchronize(&self) -> Result<()> {
             Ok(())
@@ -407,7 +420,11 @@ mod web {
             i32::MAX as usize
         }
         fn alloc(&self, bytes: usize) -> Result<Buffer> {
-            Ok(Buffer::new(self.device, bytes, Mem::Host(HostMem::new(bytes)?)))
+            Ok(Buffer::new(
+                self.device,
+                bytes,
+                Mem::Host(HostMem::new(bytes)?),
+            ))
         }
         fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
             super::super::host_copy_in(buf, data)
