@@ -190,7 +190,7 @@ function onMessage(ev) {
         $("sample-note").textContent = `(${m.text}: ${m.nTrain.toLocaleString("en")} characters, vocabulary ${m.vocab.length}, ${m.params.toLocaleString("en")} parameters)`;
       }
       const a = m.adapter;
-      $("s-device").textContent = m.device === "webgpu" ? `WebGPU${a?.name ? ` · ${a.name}` : ""}` : "CPU interpreter";
+      $("s-device").textContent = m.device === "webgpu" ? `WebGPU${a?.name ? ` · ${a.name}` : ""}` : m.device === "wasm" ? "WebAssembly" : "CPU interpreter";
       const r = m.recovered;
       demo.recovered = r;
       // The engine's reason, without its advice ("…: webgpu: device lost (Destroyed); …").

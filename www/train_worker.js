@@ -235,9 +235,11 @@ async function setup(config, resume, recovered = null) {
   const info = await init(want);
   let notice = null;
   if (info.device === "cpu") {
-    notice = config.device === "cpu"
-      ? `Running on the CPU interpreter (chosen). It is slow: ${task.small}.`
-      : "WebGPU is not available in this browser: running on the CPU interpreter (slow).";
+    notice = `Running on the CPU interpreter (chosen). It is slow: ${task.small}.`;
+  } else if (info.device === "wasm") {
+    notice = config.device === "wasm"
+      ? "Running on WebAssembly kernels on the CPU (chosen)."
+      : "WebGPU is not available in this browser: running on WebAssembly kernels on the CPU.";
   }
   if (config.beam > 0) {
     const cached = await store.get("beam").catch(() => null);

@@ -74,9 +74,10 @@ pub fn init_engine(
                     Err(e) if want.is_some() => return Err(fail(OP, e).into()),
                     Err(e) => {
                         let fallback = no_webgpu_fallback();
-                        let what = match fallback.kind {
-                            crate::device::DeviceKind::Interp => "the CPU interpreter",
-                            _ => "WebAssembly kernels",
+                        let what = if fallback == Device::Interp {
+                            "the CPU interpreter"
+                        } else {
+                            "WebAssembly kernels"
                         };
                         web_sys::console::warn_1(
                             &format!("wgrad: WebGPU unavailable ({e}); running on {what}").into(),
