@@ -835,3 +835,70 @@ fn f2b_fn() -> Function {
     s.end();
     func
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::codegen::linearize::{linearize, BufArg};
+    use crate::codegen::lower::{Effect, Lowered};
+    use crate::kernel::KGraph;
+    use crate::ops::ReduceOp;
+
+    /// out[i] = sum_r in[i*4 + r] over an f16 input, with `local_size` invocations per group.
+    fn reduce_kernel(local_size: usize) -> LinearKernel {
+        let mut g = KGraph::new();
+        let i = g.gidx(3);
+        let r = g.range(4);
+        let four = g.int(4);
+        let base = g.mul(i, four);
+        let idx = g.add(base, r);
+        let yes = g.bool_const(true);
+        let v = g.load(1, DType::F16, idx, yes);
+        let s = g.reduce(ReduceOp::Sum, v, &[r]);
+        let l = Lowered {
+            graph: g,
+            effects: vec![Effect::Store {
+                slot: 0,
+                idx: i,
+                val: s,
+                gate: None,
+            }],
+            global_size: 3,
+            local_size,
+            shared: vec![],
+        };
+        let bufs = vec![
+            BufArg {
+                dtype: DType::F32,
+                writes: true,
+            },
+            BufArg {
+                dtype: DType::F16,
+                writes: false,
+            },
+        ];
+        linearize(&l, bufs, "r_3")
+    }
+
+    #[test]
+    fn a_reduce_kernel_is_a_valid_module_exporting_the_kernel() {
+        let bytes = module(&reduce_kernel(1)).expect("renders");
+        assert_eq!(&bytes[..4], b"\0asm");
+        let engine = wasmi::Engine::default();
+        let m = wasmi::Module::new(&engine, &bytes[..]).expect("validates");
+        let names: Vec<&str> = m.exports().map(|e| e.name()).collect();
+        assert_eq!(names, vec![EXPORT]);
+        let mut imports: Vec<&str> = m.imports().map(|i| i.name()).collect();
+        imports.sort();
+        assert_eq!(imports, vec!["fmod", "log2", "memory", "sin"]);
+    }
+
+    #[test]
+    fn workgroups_are_an_error_naming_the_kernel() {
+        let e = module(&reduce_kernel(2)).expect_err("no workgroups");
+        assert!(
+            e.to_string().contains("r_3") && e.to_string().contains("workgroups"),
+            "{e}"
+        );
+    }
+}
