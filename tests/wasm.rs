@@ -155,3 +155,17 @@ fn integer_edges_do_not_trap() {
     };
     same("i32 division, remainder and f32 -> u8", f);
 }
+
+/// A buffer past the 4 GiB a 32-bit memory addresses is an error before anything runs.
+#[test]
+fn a_tensor_past_the_32_bit_memory_is_an_error() {
+    let r: wgrad::Result<()> = Context::new().dev(Device::Wasm).run(|| {
+        Tensor::zeros(&[1 << 30])?.realize()?;
+        Ok(())
+    });
+    let e = r.expect_err("4 GiB of f32 in a 4 GiB memory");
+    assert!(
+        e.to_string().contains("largest buffer WASM:0 allows"),
+        "{e}"
+    );
+}
