@@ -10,13 +10,19 @@
 //! then an add here, each rounded: WebAssembly has no fused multiply-add, and emulating one
 //! exactly (the f64 sum of the exact product, rounded to odd) put ten dependent operations on
 //! every accumulator's chain: the tutorial's step ran 7x slower in V8 (Node.js 20, 2026-12-04).
-//! Workgroups are not rendered: the backend's target never asks for them (`Target::max_local` 1).
+//! Runs of four accumulators that the C dialect would keep in a vector (`vectorize::packs`)
+//! step as one f32x4 (SIMD128), lane by lane the scalar operations, and the scalar code they
+//! replace is not emitted. Workgroups are not rendered: the backend's target never asks for them
+//! (`Target::max_local` 1).
 
 use super::linearize::{Inst, LinearKernel, Reg};
+use super::vectorize::{self, Pack, VExpr};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::ops::{BinaryOp, UnaryOp};
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection,
     ImportSection, InstructionSink, MemArg, MemoryType, Module, TypeSection, ValType,
@@ -118,6 +124,12 @@ struct Emitter<'a> {
     dtypes: Vec<DType>,
     /// Registers holding constants, with their values (for divisions by a known divisor).
     consts: HashMap<Reg, f64>,
+    /// Runs of four accumulators stepped as one f32x4 (`vectorize::packs`).
+    packs: Vec<Pack>,
+    /// Instructions not emitted: the scalar steps a pack replaces, and values nothing reads.
+    skip: HashSet<usize>,
+    /// The next free v128 scratch local (each vector exp2 or max takes fresh ones).
+    scratch: Cell<u32>,
 }
 
 impl<'a> Emitter<'a> {
@@ -152,7 +164,76 @@ impl<'a> Emitter<'a> {
                 _ => {}
             }
         }
-        Emitter { k, dtypes, consts }
+        // Packs of exactly four lanes whose every node WebAssembly's SIMD has (spare lanes
+        // would read past a buffer's end).
+        let packs: Vec<Pack> = vectorize::packs(k, 4)
+            .into_iter()
+            .filter(|p| p.width == 4 && p.accs.len() == 4)
+            .collect();
+        let mut skip: HashSet<usize> = packs.iter().flat_map(|p| p.steps.clone()).collect();
+        // What nothing reads is not emitted: a load stays in the code V8 compiles (it may
+        // trap), so the scalar loads a vector load replaced would still run.
+        let mut readers: HashMap<Reg, i64> = HashMap::new();
+        for (i, inst) in k.insts.iter().enumerate() {
+            if !skip.contains(&i) {
+                for r in vectorize::reads(inst) {
+                    *readers.entry(r).or_default() += 1;
+                }
+            }
+        }
+        for p in &packs {
+            for r in p.expr.regs() {
+                *readers.entry(r).or_default() += 1;
+            }
+        }
+        for (i, inst) in k.insts.iter().enumerate().rev() {
+            if let Inst::Binary { dst, .. }
+            | Inst::Unary { dst, .. }
+            | Inst::Cast { dst, .. }
+            | Inst::Where { dst, .. }
+            | Inst::Load { dst, .. } = inst
+            {
+                if readers.get(dst).copied().unwrap_or(0) <= 0 {
+                    skip.insert(i);
+                    for r in vectorize::reads(inst) {
+                        *readers.entry(r).or_default() -= 1;
+                    }
+                }
+            }
+        }
+        Emitter {
+            k,
+            dtypes,
+            consts,
+            packs,
+            skip,
+            scratch: Cell::new(0),
+        }
+    }
+
+    /// The v128 local of pack `i`.
+    fn vacc(&self, i: usize) -> u32 {
+        self.reg(self.k.nregs as Reg) + i as u32
+    }
+
+    /// A fresh v128 scratch local.
+    fn fresh(&self) -> u32 {
+        let n = self.scratch.get();
+        self.scratch.set(n + 1);
+        self.reg(self.k.nregs as Reg) + (self.packs.len() as u32) + n
+    }
+
+    /// v128 scratch locals the packs need: seven per vector exp2, two per max.
+    fn scratch_needed(&self) -> u32 {
+        fn count(e: &VExpr) -> u32 {
+            let own = match e {
+                VExpr::Unary(UnaryOp::Exp2, _) => 7,
+                VExpr::Binary(BinaryOp::Max, ..) => 2,
+                _ => 0,
+            };
+            own + e.children().into_iter().map(count).sum::<u32>()
+        }
+        self.packs.iter().map(|p| count(&p.expr) + 2).sum()
     }
 
     fn nbufs(&self) -> u32 {
@@ -168,6 +249,10 @@ impl<'a> Emitter<'a> {
     fn kernel(&self) -> Result<Function> {
         let mut locals = vec![(1, ValType::I32)];
         locals.extend(self.dtypes.iter().map(|&d| (1, val_ty(d))));
+        let vectors = self.packs.len() as u32 + self.scratch_needed();
+        if vectors > 0 {
+            locals.push((vectors, ValType::V128));
+        }
         let mut func = Function::new(locals);
         let (gstart, gend, gidx) = (self.nbufs(), self.nbufs() + 1, self.gidx());
         let mut s = func.instructions();
@@ -176,8 +261,29 @@ impl<'a> Emitter<'a> {
         s.local_get(gidx).local_get(gend).i32_ge_s().br_if(0);
         s.loop_(BlockType::Empty);
         let mut loops: Vec<(Reg, u32)> = vec![];
-        for inst in &self.k.insts {
-            self.inst(&mut s, inst, &mut loops)?;
+        for (i, inst) in self.k.insts.iter().enumerate() {
+            if let Some(pi) = self.packs.iter().position(|p| p.at == i) {
+                self.vector_step(&mut s, pi);
+            }
+            if !self.skip.contains(&i) {
+                self.inst(&mut s, inst, &mut loops)?;
+            }
+            for (pi, p) in self.packs.iter().enumerate() {
+                if let Inst::DefAcc { dst, op, .. } = inst {
+                    if p.accs[0] == *dst {
+                        s.f32_const((op.identity(DType::F32) as f32).into())
+                            .f32x4_splat();
+                        s.local_set(self.vacc(pi));
+                    }
+                }
+                // After the reduce's loop nest, the lanes go back to the scalar accumulators.
+                if p.end == i {
+                    for (j, &a) in p.accs.iter().enumerate() {
+                        s.local_get(self.vacc(pi)).f32x4_extract_lane(j as u8);
+                        s.local_set(self.reg(a));
+                    }
+                }
+            }
         }
         if !loops.is_empty() {
             bail!(Backend, "wasm: kernel {} leaves a loop open", self.k.name);
@@ -408,6 +514,226 @@ impl<'a> Emitter<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Pack `pi`'s step: its vector accumulator combined with the expression, lane by lane as
+    /// the scalar steps (a product is multiplied, then added).
+    fn vector_step(&self, s: &mut InstructionSink, pi: usize) {
+        let p = &self.packs[pi];
+        let v = self.vacc(pi);
+        match p.op {
+            crate::ops::ReduceOp::Max => {
+                let (a, b) = (self.fresh(), self.fresh());
+                s.local_get(v).local_set(a);
+                self.vexpr(s, &p.expr);
+                s.local_set(b);
+                self.vmax(s, a, b);
+            }
+            crate::ops::ReduceOp::Sum => {
+                s.local_get(v);
+                self.vexpr(s, &p.expr);
+                s.f32x4_add();
+            }
+            crate::ops::ReduceOp::Prod => {
+                s.local_get(v);
+                self.vexpr(s, &p.expr);
+                s.f32x4_mul();
+            }
+        }
+        s.local_set(v);
+    }
+
+    /// The scalar max's rule per lane: a where a > b or b is NaN, else b (locals a and b).
+    fn vmax(&self, s: &mut InstructionSink, a: u32, b: u32) {
+        s.local_get(a).local_get(b);
+        s.local_get(a).local_get(b).f32x4_gt();
+        s.local_get(b).local_get(b).f32x4_ne().v128_or();
+        s.v128_bitselect();
+    }
+
+    /// Four lanes from registers (0 in spare lanes), as f32 or i32.
+    fn lanes(&self, s: &mut InstructionSink, regs: &[Reg], float: bool) {
+        if float {
+            s.f32_const(0.0.into()).f32x4_splat();
+        } else {
+            s.i32_const(0).i32x4_splat();
+        }
+        for (j, &r) in regs.iter().enumerate().take(4) {
+            self.get(s, r);
+            if float {
+                s.f32x4_replace_lane(j as u8);
+            } else {
+                s.i32x4_replace_lane(j as u8);
+            }
+        }
+    }
+
+    /// Push `e` as a v128 (f32 lanes, or a mask of all-ones and zero lanes).
+    fn vexpr(&self, s: &mut InstructionSink, e: &VExpr) {
+        match e {
+            VExpr::Splat(r) => {
+                self.get(s, *r);
+                s.f32x4_splat();
+            }
+            VExpr::Const(v) => {
+                s.f32_const((*v as f32).into()).f32x4_splat();
+            }
+            VExpr::Load {
+                slot,
+                dtype,
+                base,
+                offset,
+                stride,
+            } => {
+                let addr = |s: &mut InstructionSink| {
+                    s.local_get(*slot);
+                    self.get(s, *base);
+                    s.i32_const(*offset as i32).i32_add();
+                    if dtype.size() == 4 {
+                        s.i32_const(2).i32_shl();
+                    }
+                    s.i32_add();
+                };
+                addr(s);
+                match (dtype, stride) {
+                    (DType::U8, _) => {
+                        s.v128_load32_zero(mem(0, 0));
+                        s.i16x8_extend_low_i8x16_u().i32x4_extend_low_i16x8_u();
+                        s.f32x4_convert_i32x4_u();
+                    }
+                    (_, 2) => {
+                        // Lanes 0 and 2 of two vectors: every other element.
+                        s.v128_load(mem(0, 0));
+                        addr(s);
+                        s.v128_load(mem(16, 0));
+                        s.i8x16_shuffle([0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]);
+                    }
+                    _ => {
+                        s.v128_load(mem(0, 0));
+                    }
+                }
+            }
+            VExpr::Gather(regs) => self.lanes(s, regs, true),
+            VExpr::Binary(op, a, b) if *op == BinaryOp::Max => {
+                let (x, y) = (self.fresh(), self.fresh());
+                self.vexpr(s, a);
+                s.local_set(x);
+                self.vexpr(s, b);
+                s.local_set(y);
+                self.vmax(s, x, y);
+            }
+            VExpr::Binary(op, a, b) => {
+                self.vexpr(s, a);
+                self.vexpr(s, b);
+                match op {
+                    BinaryOp::Add => s.f32x4_add(),
+                    BinaryOp::Mul => s.f32x4_mul(),
+                    _ => s.f32x4_div(),
+                };
+            }
+            VExpr::Unary(UnaryOp::Exp2, a) => {
+                self.vexpr(s, a);
+                self.vexp2(s);
+            }
+            VExpr::Unary(_, a) => {
+                self.vexpr(s, a);
+                s.f32x4_neg();
+            }
+            VExpr::Cmp(op, a, b) => {
+                self.vexpr(s, a);
+                self.vexpr(s, b);
+                match op {
+                    BinaryOp::CmpLt => s.f32x4_lt(),
+                    BinaryOp::CmpEq => s.f32x4_eq(),
+                    _ => s.f32x4_ne(),
+                };
+            }
+            VExpr::Select(m, a, b) => {
+                self.vexpr(s, a);
+                self.vexpr(s, b);
+                self.vexpr(s, m);
+                s.v128_bitselect();
+            }
+            VExpr::Mask(m) => {
+                self.vexpr(s, m);
+                s.f32_const(1.0.into()).f32x4_splat().v128_and();
+            }
+            VExpr::Not(m) => {
+                self.vexpr(s, m);
+                s.v128_not();
+            }
+            VExpr::SplatMask(r) => {
+                s.i32_const(0);
+                self.get(s, *r);
+                s.i32_sub().i32x4_splat();
+            }
+            VExpr::IntCmp(op, a, b) => {
+                self.lanes(s, a, false);
+                self.lanes(s, b, false);
+                match op {
+                    BinaryOp::CmpLt => s.i32x4_lt_s(),
+                    BinaryOp::CmpEq => s.i32x4_eq(),
+                    _ => s.i32x4_ne(),
+                };
+            }
+        }
+    }
+
+    /// 2^x of the f32x4 on the stack, lane by lane the scalar `exp2` helper's operations.
+    #[allow(clippy::excessive_precision)]
+    fn vexp2(&self, s: &mut InstructionSink) {
+        let [x, c, n, f, p, i, h] = [(); 7].map(|_| self.fresh());
+        let k = |s: &mut InstructionSink, v: f32| {
+            s.f32_const(v.into()).f32x4_splat();
+        };
+        s.local_set(x);
+        s.local_get(x);
+        k(s, -151.0);
+        s.local_get(x);
+        k(s, -151.0);
+        s.f32x4_gt().v128_bitselect().local_set(c);
+        s.local_get(c);
+        k(s, 129.0);
+        s.local_get(c);
+        k(s, 129.0);
+        s.f32x4_lt().v128_bitselect().local_set(c);
+        s.local_get(c);
+        k(s, 12582912.0);
+        s.f32x4_add();
+        k(s, 12582912.0);
+        s.f32x4_sub().local_set(n);
+        s.local_get(c).local_get(n).f32x4_sub().local_set(f);
+        k(s, 1.535336188319500e-4);
+        s.local_set(p);
+        for v in [
+            1.339887440266574e-3f32,
+            9.618437357674640e-3,
+            5.550332471162809e-2,
+            2.402264791363012e-1,
+            6.931472028550421e-1,
+            1.0,
+        ] {
+            s.local_get(p).local_get(f).f32x4_mul();
+            k(s, v);
+            s.f32x4_add().local_set(p);
+        }
+        s.local_get(n).i32x4_trunc_sat_f32x4_s().local_tee(i);
+        s.i32_const(1).i32x4_shr_s().local_set(h);
+        s.local_get(p);
+        s.local_get(h).i32_const(127).i32x4_splat().i32x4_add();
+        s.i32_const(23).i32x4_shl().f32x4_mul();
+        s.local_get(i)
+            .local_get(h)
+            .i32x4_sub()
+            .i32_const(127)
+            .i32x4_splat()
+            .i32x4_add();
+        s.i32_const(23).i32x4_shl().f32x4_mul();
+        s.local_get(x)
+            .local_get(x)
+            .local_get(x)
+            .f32x4_eq()
+            .v128_bitselect();
     }
 
     fn unary(&self, s: &mut InstructionSink, op: UnaryOp, dt: DType, a: Reg) {
