@@ -23,7 +23,7 @@ import {
 
 export async function main(): Promise<number> {
   const info: InitInfo = await init({ device: "webgpu" });
-  const dev: "webgpu" | "cpu" = info.device;
+  const dev: "webgpu" | "wasm" | "cpu" = info.device;
   setDebug(0);
   const lose: () => void = loseDevice;
   const x = new Tensor(new Float32Array([1, 2, 3, 4]), [2, 2]);
