@@ -166,7 +166,9 @@ const LIBRARIES = {
 };
 
 function row(lib, op, n, flops, seconds) {
-  const r = { lib, op, n, gflops: +(flops / 1e9).toFixed(1), msPerOp: +((seconds * 1e3) / CHAIN).toFixed(3) };
+  // Three significant digits: a small product on a software adapter runs at a few hundredths of
+  // a GFLOP/s, which one decimal rounded to 0.
+  const r = { lib, op, n, gflops: +(flops / 1e9).toPrecision(3), msPerOp: +((seconds * 1e3) / CHAIN).toFixed(3) };
   log(`${lib.padEnd(7)} ${op.padEnd(14)} ${String(n).padStart(5)}: ${String(r.gflops).padStart(8)} GFLOP/s (${r.msPerOp} ms per ${op === "matmul" ? "product" : "convolution"})`);
   return r;
 }
