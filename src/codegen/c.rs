@@ -401,46 +401,11 @@ impl Renderer for CRenderer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codegen::linearize::{linearize, BufArg};
-    use crate::codegen::lower::{Effect, Lowered};
-    use crate::kernel::KGraph;
-    use crate::ops::ReduceOp;
 
     #[test]
     fn renders_a_reduce_kernel() {
         // out[i] = sum_r in[i*4 + r] for an f16 input.
-        let mut g = KGraph::new();
-        let i = g.gidx(3);
-        let r = g.range(4);
-        let four = g.int(4);
-        let base = g.mul(i, four);
-        let idx = g.add(base, r);
-        let yes = g.bool_const(true);
-        let v = g.load(1, DType::F16, idx, yes);
-        let s = g.reduce(ReduceOp::Sum, v, &[r]);
-        let l = Lowered {
-            graph: g,
-            effects: vec![Effect::Store {
-                slot: 0,
-                idx: i,
-                val: s,
-                gate: None,
-            }],
-            global_size: 3,
-            local_size: 1,
-            shared: vec![],
-        };
-        let bufs = vec![
-            BufArg {
-                dtype: DType::F32,
-                writes: true,
-            },
-            BufArg {
-                dtype: DType::F16,
-                writes: false,
-            },
-        ];
-        let k = linearize(&l, bufs, "r_3");
+        let k = crate::codegen::linearize::f16_row_sums(1);
         let src = crate::codegen::render::render(&k, &CRenderer);
         assert!(
             src.contains("void r_3(void **bufs, int gstart, int gend)"),

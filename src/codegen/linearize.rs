@@ -246,6 +246,44 @@ fn vector_candidates(g: &KGraph) -> std::collections::HashMap<VecKey, Ref> {
     m
 }
 
+/// A small test kernel: `out[i] = sum_r in[i*4 + r]` over an f16 input, 3 outputs, with
+/// `local_size` invocations per workgroup (the dialects' tests render it).
+#[cfg(test)]
+pub(crate) fn f16_row_sums(local_size: usize) -> LinearKernel {
+    let mut g = KGraph::new();
+    let i = g.gidx(3);
+    let r = g.range(4);
+    let four = g.int(4);
+    let base = g.mul(i, four);
+    let idx = g.add(base, r);
+    let yes = g.bool_const(true);
+    let v = g.load(1, DType::F16, idx, yes);
+    let s = g.reduce(ReduceOp::Sum, v, &[r]);
+    let l = Lowered {
+        graph: g,
+        effects: vec![Effect::Store {
+            slot: 0,
+            idx: i,
+            val: s,
+            gate: None,
+        }],
+        global_size: 3,
+        local_size,
+        shared: vec![],
+    };
+    let bufs = vec![
+        BufArg {
+            dtype: DType::F32,
+            writes: true,
+        },
+        BufArg {
+            dtype: DType::F16,
+            writes: false,
+        },
+    ];
+    linearize(&l, bufs, "r_3")
+}
+
 /// A buffer argument of a kernel: element dtype and whether the kernel writes it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BufArg {

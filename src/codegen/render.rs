@@ -378,21 +378,19 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     // product only a fused step reads (rendered as one `fma` of its operands) is read by
     // nothing. What nothing reads is not emitted (WGSL compilers keep a dead `let`, and the C
     // compiler's time grows with the scalar code a vector replaced).
-    let mut readers: HashMap<Reg, i64> = HashMap::new();
+    let skipped: std::collections::HashSet<usize> =
+        dropped.union(&stores_dropped).copied().collect();
+    let mut readers = vectorize::readers(k, &skipped);
     for (i, inst) in k.insts.iter().enumerate() {
-        if dropped.contains(&i) || stores_dropped.contains(&i) {
-            continue;
-        }
-        for r in vectorize::reads(inst) {
-            *readers.entry(r).or_default() += 1;
-        }
         if let Inst::Acc {
             val,
             fused: Some(_),
             ..
         } = inst
         {
-            *readers.entry(*val).or_default() -= 1;
+            if !skipped.contains(&i) {
+                *readers.entry(*val).or_default() -= 1;
+            }
         }
     }
     let exprs = packs.iter().map(|p| &p.expr);
@@ -404,22 +402,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     for sp in &store_packs {
         *readers.entry(sp.base).or_default() += 1;
     }
-    let mut dead: std::collections::HashSet<usize> = std::collections::HashSet::new();
-    for (i, inst) in k.insts.iter().enumerate().rev() {
-        if let Inst::Binary { dst, .. }
-        | Inst::Unary { dst, .. }
-        | Inst::Cast { dst, .. }
-        | Inst::Where { dst, .. }
-        | Inst::Load { dst, .. } = inst
-        {
-            if readers.get(dst).copied().unwrap_or(0) <= 0 {
-                dead.insert(i);
-                for r in vectorize::reads(inst) {
-                    *readers.entry(r).or_default() -= 1;
-                }
-            }
-        }
-    }
+    let dead = vectorize::unread(k, &mut readers);
     for (i, inst) in k.insts.iter().enumerate() {
         let pad = "  ".repeat(depth);
         if dead.contains(&i) {

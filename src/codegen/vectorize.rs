@@ -25,7 +25,7 @@ use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 /// One lane-wise vector expression.
@@ -730,6 +730,42 @@ fn defined(inst: &Inst) -> Vec<Reg> {
         Inst::LoadVec { dsts, .. } => dsts.to_vec(),
         _ => vec![],
     }
+}
+
+/// How often each register is read by the instructions a dialect emits: all of `k`'s but those
+/// in `dropped` (the scalar steps and stores vectors replace).
+pub(crate) fn readers(k: &LinearKernel, dropped: &HashSet<usize>) -> HashMap<Reg, i64> {
+    let mut readers: HashMap<Reg, i64> = HashMap::new();
+    for (i, inst) in k.insts.iter().enumerate() {
+        if !dropped.contains(&i) {
+            for r in reads(inst) {
+                *readers.entry(r).or_default() += 1;
+            }
+        }
+    }
+    readers
+}
+
+/// The values nothing reads, given `readers` (which this updates): each value instruction
+/// whose register has no reader, found last to first so that dropping one frees its operands.
+pub(crate) fn unread(k: &LinearKernel, readers: &mut HashMap<Reg, i64>) -> HashSet<usize> {
+    let mut dead = HashSet::new();
+    for (i, inst) in k.insts.iter().enumerate().rev() {
+        if let Inst::Binary { dst, .. }
+        | Inst::Unary { dst, .. }
+        | Inst::Cast { dst, .. }
+        | Inst::Where { dst, .. }
+        | Inst::Load { dst, .. } = inst
+        {
+            if readers.get(dst).copied().unwrap_or(0) <= 0 {
+                dead.insert(i);
+                for r in reads(inst) {
+                    *readers.entry(r).or_default() -= 1;
+                }
+            }
+        }
+    }
+    dead
 }
 
 /// The registers an instruction reads (an accumulator's own step excluded).

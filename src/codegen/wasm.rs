@@ -173,34 +173,13 @@ impl<'a> Emitter<'a> {
         let mut skip: HashSet<usize> = packs.iter().flat_map(|p| p.steps.clone()).collect();
         // What nothing reads is not emitted: a load stays in the code V8 compiles (it may
         // trap), so the scalar loads a vector load replaced would still run.
-        let mut readers: HashMap<Reg, i64> = HashMap::new();
-        for (i, inst) in k.insts.iter().enumerate() {
-            if !skip.contains(&i) {
-                for r in vectorize::reads(inst) {
-                    *readers.entry(r).or_default() += 1;
-                }
-            }
-        }
+        let mut readers = vectorize::readers(k, &skip);
         for p in &packs {
             for r in p.expr.regs() {
                 *readers.entry(r).or_default() += 1;
             }
         }
-        for (i, inst) in k.insts.iter().enumerate().rev() {
-            if let Inst::Binary { dst, .. }
-            | Inst::Unary { dst, .. }
-            | Inst::Cast { dst, .. }
-            | Inst::Where { dst, .. }
-            | Inst::Load { dst, .. } = inst
-            {
-                if readers.get(dst).copied().unwrap_or(0) <= 0 {
-                    skip.insert(i);
-                    for r in vectorize::reads(inst) {
-                        *readers.entry(r).or_default() -= 1;
-                    }
-                }
-            }
-        }
+        skip.extend(vectorize::unread(k, &mut readers));
         Emitter {
             k,
             dtypes,
@@ -680,7 +659,6 @@ impl<'a> Emitter<'a> {
     }
 
     /// 2^x of the f32x4 on the stack, lane by lane the scalar `exp2` helper's operations.
-    #[allow(clippy::excessive_precision)]
     fn vexp2(&self, s: &mut InstructionSink) {
         let [x, c, n, f, p, i, h] = [(); 7].map(|_| self.fresh());
         let k = |s: &mut InstructionSink, v: f32| {
@@ -688,31 +666,24 @@ impl<'a> Emitter<'a> {
         };
         s.local_set(x);
         s.local_get(x);
-        k(s, -151.0);
+        k(s, EXP2_MIN);
         s.local_get(x);
-        k(s, -151.0);
+        k(s, EXP2_MIN);
         s.f32x4_gt().v128_bitselect().local_set(c);
         s.local_get(c);
-        k(s, 129.0);
+        k(s, EXP2_MAX);
         s.local_get(c);
-        k(s, 129.0);
+        k(s, EXP2_MAX);
         s.f32x4_lt().v128_bitselect().local_set(c);
         s.local_get(c);
-        k(s, 12582912.0);
+        k(s, ROUND);
         s.f32x4_add();
-        k(s, 12582912.0);
+        k(s, ROUND);
         s.f32x4_sub().local_set(n);
         s.local_get(c).local_get(n).f32x4_sub().local_set(f);
-        k(s, 1.535336188319500e-4);
+        k(s, EXP2_POLY[0]);
         s.local_set(p);
-        for v in [
-            1.339887440266574e-3f32,
-            9.618437357674640e-3,
-            5.550332471162809e-2,
-            2.402264791363012e-1,
-            6.931472028550421e-1,
-            1.0,
-        ] {
+        for &v in &EXP2_POLY[1..] {
             s.local_get(p).local_get(f).f32x4_mul();
             k(s, v);
             s.f32x4_add().local_set(p);
@@ -920,10 +891,26 @@ impl<'a> Emitter<'a> {
     }
 }
 
+// 2^x as the C dialect computes it (its `EXP2_FN`), shared by the scalar helper and the vector
+// step: x clamped to [EXP2_MIN, EXP2_MAX], n = x rounded by adding and subtracting ROUND,
+// 2^(x - n) by Cephes exp2f's polynomial (highest degree first; the C dialect's digits, so that
+// both parse to the same f32 coefficients), then 2^n as two exact powers of two.
+const EXP2_MIN: f32 = -151.0;
+const EXP2_MAX: f32 = 129.0;
+const ROUND: f32 = 12582912.0;
+#[allow(clippy::excessive_precision)]
+const EXP2_POLY: [f32; 7] = [
+    1.535336188319500e-4,
+    1.339887440266574e-3,
+    9.618437357674640e-3,
+    5.550332471162809e-2,
+    2.402264791363012e-1,
+    6.931472028550421e-1,
+    1.0,
+];
+
 // The module's own functions. Each takes its operands as parameters; the extra locals follow.
 
-// The C dialect's digits, so that both parse to the same f32 coefficients.
-#[allow(clippy::excessive_precision)]
 fn exp2_fn() -> Function {
     // Locals: 0 x, 1 c, 2 n, 3 f, 4 p (f32), 5 i, 6 h (i32).
     let mut func = Function::new([(4, ValType::F32), (2, ValType::I32)]);
@@ -933,33 +920,26 @@ fn exp2_fn() -> Function {
     };
     // c = clamp(x, -151, 129); a NaN becomes -151 and comes back at the end.
     s.local_get(0);
-    c(&mut s, -151.0);
+    c(&mut s, EXP2_MIN);
     s.local_get(0);
-    c(&mut s, -151.0);
+    c(&mut s, EXP2_MIN);
     s.f32_gt().select().local_set(1);
     s.local_get(1);
-    c(&mut s, 129.0);
+    c(&mut s, EXP2_MAX);
     s.local_get(1);
-    c(&mut s, 129.0);
+    c(&mut s, EXP2_MAX);
     s.f32_lt().select().local_set(1);
     // n = round(c), f = c - n.
     s.local_get(1);
-    c(&mut s, 12582912.0);
+    c(&mut s, ROUND);
     s.f32_add();
-    c(&mut s, 12582912.0);
+    c(&mut s, ROUND);
     s.f32_sub().local_set(2);
     s.local_get(1).local_get(2).f32_sub().local_set(3);
-    // p: Cephes exp2f's polynomial, the same operations as the C dialect's.
-    c(&mut s, 1.535336188319500e-4);
+    // p: the polynomial, the same operations as the C dialect's.
+    c(&mut s, EXP2_POLY[0]);
     s.local_set(4);
-    for k in [
-        1.339887440266574e-3f32,
-        9.618437357674640e-3,
-        5.550332471162809e-2,
-        2.402264791363012e-1,
-        6.931472028550421e-1,
-        1.0,
-    ] {
+    for &k in &EXP2_POLY[1..] {
         s.local_get(4).local_get(3).f32_mul();
         c(&mut s, k);
         s.f32_add().local_set(4);
@@ -1165,50 +1145,11 @@ fn f2b_fn() -> Function {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::codegen::linearize::{linearize, BufArg};
-    use crate::codegen::lower::{Effect, Lowered};
-    use crate::kernel::KGraph;
-    use crate::ops::ReduceOp;
-
-    /// out[i] = sum_r in[i*4 + r] over an f16 input, with `local_size` invocations per group.
-    fn reduce_kernel(local_size: usize) -> LinearKernel {
-        let mut g = KGraph::new();
-        let i = g.gidx(3);
-        let r = g.range(4);
-        let four = g.int(4);
-        let base = g.mul(i, four);
-        let idx = g.add(base, r);
-        let yes = g.bool_const(true);
-        let v = g.load(1, DType::F16, idx, yes);
-        let s = g.reduce(ReduceOp::Sum, v, &[r]);
-        let l = Lowered {
-            graph: g,
-            effects: vec![Effect::Store {
-                slot: 0,
-                idx: i,
-                val: s,
-                gate: None,
-            }],
-            global_size: 3,
-            local_size,
-            shared: vec![],
-        };
-        let bufs = vec![
-            BufArg {
-                dtype: DType::F32,
-                writes: true,
-            },
-            BufArg {
-                dtype: DType::F16,
-                writes: false,
-            },
-        ];
-        linearize(&l, bufs, "r_3")
-    }
+    use crate::codegen::linearize::f16_row_sums;
 
     #[test]
     fn a_reduce_kernel_is_a_valid_module_exporting_the_kernel() {
-        let bytes = module(&reduce_kernel(1)).expect("renders");
+        let bytes = module(&f16_row_sums(1)).expect("renders");
         assert_eq!(&bytes[..4], b"\0asm");
         let engine = wasmi::Engine::default();
         let m = wasmi::Module::new(&engine, &bytes[..]).expect("validates");
@@ -1221,7 +1162,7 @@ mod tests {
 
     #[test]
     fn workgroups_are_an_error_naming_the_kernel() {
-        let e = module(&reduce_kernel(2)).expect_err("no workgroups");
+        let e = module(&f16_row_sums(2)).expect_err("no workgroups");
         assert!(
             e.to_string().contains("r_3") && e.to_string().contains("workgroups"),
             "{e}"

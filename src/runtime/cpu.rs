@@ -132,7 +132,7 @@ pub fn available() -> std::result::Result<(), String> {
 
 /// The on-disk cache key of kernel source `src` compiled with `flags`.
 fn so_key(src: &str, flags: &[&str]) -> String {
-    stable_hash(&format!("{}\n{}\n{src}", compiler(), flags.join(" ")))
+    stable_hash(format!("{}\n{}\n{src}", compiler(), flags.join(" ")))
 }
 
 /// A kernel already compiled on disk: its own object (`KEY.so`, symbol `name`), or a batch's

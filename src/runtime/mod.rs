@@ -512,9 +512,9 @@ pub(crate) fn write_atomic(
 }
 
 /// FNV-1a, 128 bits as two differently seeded 64-bit halves: stable across runs and versions.
-pub fn stable_hash(s: &str) -> String {
+pub fn stable_hash(s: impl AsRef<[u8]>) -> String {
     let mut h = [0xcbf29ce484222325u64, 0x84222325cbf29ce4u64];
-    for b in s.bytes() {
+    for &b in s.as_ref() {
         for x in h.iter_mut() {
             *x ^= b as u64;
             *x = x.wrapping_mul(0x100000001b3);

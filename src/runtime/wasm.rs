@@ -14,6 +14,10 @@ use crate::error::{bail, Error, ErrorKind, Result};
 /// WebAssembly's 32-bit addresses: the most memory the backend's buffers may take together.
 pub const MAX_MEMORY: u64 = 1 << 32;
 
+/// The most buffers a kernel binds: a WebAssembly function takes at most 1,000 parameters
+/// (engines' limit), two of which are the invocation range.
+const MAX_BUFFERS: usize = 900;
+
 /// What kernels for WebAssembly are shaped for: the CPU's optimizer (upcasts, unrolls, splits
 /// for the cores), with no workgroups (the dialect has none) and 16 registers (x86-64's; in
 /// V8 the tutorial's step took 373 ms with 16, 456 ms with 8 and 390-433 ms with 32, 2026-12-04).
@@ -235,8 +239,7 @@ mod native {
             target()
         }
         fn max_buffers(&self) -> usize {
-            // A WebAssembly function takes at most 1,000 parameters (engines' limit).
-            900
+            MAX_BUFFERS
         }
         fn max_buffer_bytes(&self) -> usize {
             (MAX_MEMORY - PAGE) as usize
@@ -413,8 +416,7 @@ mod web {
             target()
         }
         fn max_buffers(&self) -> usize {
-            // A WebAssembly function takes at most 1,000 parameters (engines' limit).
-            900
+            MAX_BUFFERS
         }
         fn max_buffer_bytes(&self) -> usize {
             // The engine's memory is 32-bit: its whole address space, less what it uses itself.

@@ -149,7 +149,7 @@ fn options(arch: &str) -> Vec<String> {
 pub fn compile(name: &str, src: &str, arch: &str) -> Result<Vec<u8>> {
     let a = lib()?;
     let opts = options(arch);
-    let key = super::super::stable_hash(&format!(
+    let key = super::super::stable_hash(format!(
         "nvrtc {}.{}\n{}\n{src}",
         a.version.0,
         a.version.1,
