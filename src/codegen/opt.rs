@@ -97,6 +97,16 @@ const FOLD_UNROLL: usize = 4;
 const FOLD_GAIN: f64 = 0.5;
 /// Divisions per output below which `fold_indices` tries nothing.
 const FOLD_MIN: f64 = 4.0;
+/// The share of a kernel's operations per output its divisions must make for `fold_indices` to
+/// try anything. Where a body is mostly other work (a softmax's exponential: 4 divisions among
+/// about 40 operations) the copies save little, and GCC's loop vectorizer, widening 16 copies
+/// of the exp2 polynomial, took 1.4 s to compile such a kernel instead of 0.17 s (the RTL
+/// combiner): a third of a small GPT's first call. The tutorial's pooling gradients (5 and 7
+/// among 18 and 27) still fold.
+const FOLD_SHARE: f64 = 0.2;
+/// The operations one transcendental unary op costs (the C dialect's exp2 polynomial: about 22;
+/// `log2f`, `sinf` are library calls of at least as many).
+const TRANSCENDENTAL_OPS: u64 = 22;
 /// The longest reduce the CPU search also tries with a loop unrolled (`window_unrolls`).
 const WINDOW: usize = 16;
 /// Cycles the CPU cost adds per cache line a kernel's reduce loops read for one output
@@ -623,12 +633,14 @@ fn soft_gpu_cost(l: &Lowered) -> f64 {
     gathers_per_output(l) + 2.0 * loads_per_output(l)
 }
 
-/// Divisions and remainders one invocation computes per output it stores, loop bodies counted
-/// by their trip counts (index arithmetic through reshaped views; each costs tens of cycles).
-fn divisions_per_output(ast: &KernelAst, o: &Opts) -> f64 {
+/// Integer divisions and remainders one invocation computes per output it stores (index
+/// arithmetic through reshaped views; each costs tens of cycles), and all its operations per
+/// output (loads, stores and arithmetic; a transcendental as `TRANSCENDENTAL_OPS`), loop
+/// bodies counted by their trip counts.
+fn divisions_and_ops(ast: &KernelAst, o: &Opts) -> (f64, f64) {
     let k = super::linear_kernel_with(ast, o);
     let mut mult = vec![1u64];
-    let (mut divs, mut stores) = (0u64, 0u64);
+    let (mut divs, mut ops, mut stores) = (0u64, 0u64, 0u64);
     for i in &k.insts {
         let m = *mult.last().unwrap_or(&1);
         match i {
@@ -645,8 +657,23 @@ fn divisions_per_output(ast: &KernelAst, o: &Opts) -> f64 {
             Inst::StoreVec { .. } => stores += 4 * m,
             _ => {}
         }
+        ops += m * match i {
+            Inst::Unary {
+                op: UnaryOp::Exp2 | UnaryOp::Log2 | UnaryOp::Sin,
+                ..
+            } => TRANSCENDENTAL_OPS,
+            Inst::Unary { .. }
+            | Inst::Binary { .. }
+            | Inst::Where { .. }
+            | Inst::Cast { .. }
+            | Inst::Load { .. }
+            | Inst::Store { .. }
+            | Inst::Acc { .. } => 1,
+            _ => 0,
+        };
     }
-    divs as f64 / stores.max(1) as f64
+    let per = |n: u64| n as f64 / stores.max(1) as f64;
+    (per(divs), per(ops))
 }
 
 /// Unroll a short reduce loop and upcast a whole short output axis where that leaves far fewer
@@ -684,12 +711,13 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
             cands.push(c);
         }
     }
-    let mut best = (divisions_per_output(ast, &base), base.clone());
-    if best.0 < FOLD_MIN {
+    let (divs, ops) = divisions_and_ops(ast, &base);
+    let mut best = (divs, base.clone());
+    if divs < FOLD_MIN || divs < FOLD_SHARE * ops {
         return best.1;
     }
     for c in cands.into_iter().filter(|c| check(ast, c).is_ok()) {
-        let w = divisions_per_output(ast, &c);
+        let w = divisions_and_ops(ast, &c).0;
         if w < best.0 * FOLD_GAIN {
             best = (w, c);
         }
@@ -708,14 +736,14 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 /// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
 /// however little it does. Bodies count by their trip counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
-    use std::collections::{HashMap, HashSet};
+    use crate::kernel::{FastMap, FastSet};
     #[derive(Default)]
     struct Body {
         weight: f64,
         loads: f64,
         arith: f64,
-        gathers: HashSet<Vec<u32>>,
-        vloads: HashSet<(u32, u32, i64, i64)>,
+        gathers: FastSet<Vec<u32>>,
+        vloads: FastSet<(u32, u32, i64, i64)>,
         shuffles: f64,
     }
     fn walk(e: &VExpr, b: &mut Body, lanes: usize) {
@@ -762,10 +790,10 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     }
     let k = super::linear_kernel_of(ast, l);
     let packs = vectorize::packs(&k, super::c::VECTOR_LANES);
-    let packed: HashSet<usize> = packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
+    let packed: FastSet<usize> = packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
     // The innermost loop body of every instruction inside one.
     let mut bodies: Vec<Body> = vec![];
-    let mut body_of: HashMap<usize, usize> = HashMap::new();
+    let mut body_of: FastMap<usize, usize> = FastMap::default();
     let (mut mult, mut cur, mut stores) = (vec![1.0f64], None, 0.0f64);
     for (i, inst) in k.insts.iter().enumerate() {
         let m = *mult.last().unwrap_or(&1.0);
@@ -871,7 +899,7 @@ fn best_upcast(
     let mut frontier = vec![base];
     for _round in 0..3 {
         let mut next: Vec<(f64, Opts)> = vec![];
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = crate::kernel::FastSet::default();
         for f in &frontier {
             for cand in options(f) {
                 let mut key = cand.upcast.clone();
