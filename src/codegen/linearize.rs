@@ -17,9 +17,9 @@
 
 use super::lower::{Effect, Lowered};
 use crate::dtype::DType;
+use crate::kernel::{FastMap, FastSet};
 use crate::kernel::{KGraph, KOp, Ref};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
-use std::collections::HashSet;
 
 /// A register: each instruction that defines one writes a new number (SSA), except
 /// accumulators, which reduce steps update.
@@ -232,8 +232,8 @@ type Terms = Vec<(Ref, i64)>;
 type VecKey = (u32, DType, Terms, i64);
 
 /// Ungated loads of vectorizable dtypes, by (slot, dtype, aligned terms, constant).
-fn vector_candidates(g: &KGraph) -> std::collections::HashMap<VecKey, Ref> {
-    let mut m = std::collections::HashMap::new();
+fn vector_candidates(g: &KGraph) -> FastMap<VecKey, Ref> {
+    let mut m = FastMap::default();
     for (i, n) in g.nodes.iter().enumerate() {
         let KOp::Load(slot) = n.op else { continue };
         if !vectorizable(n.dtype) || g.const_value(n.src[1]) != Some(1.0) {
@@ -416,9 +416,9 @@ impl std::fmt::Display for LinearKernel {
 struct Lin<'a> {
     g: &'a KGraph,
     out: Vec<Inst>,
-    done: HashSet<Ref>,
-    needed: HashSet<Ref>,
-    vec_loads: std::collections::HashMap<VecKey, Ref>,
+    done: FastSet<Ref>,
+    needed: FastSet<Ref>,
+    vec_loads: FastMap<VecKey, Ref>,
 }
 
 impl Lin<'_> {
@@ -559,7 +559,7 @@ impl Lin<'_> {
     }
 
     /// Emit everything `r` needs that does not depend on `mask` ranges (hoisting).
-    fn hoist(&mut self, r: Ref, mask: u64, seen: &mut HashSet<Ref>) {
+    fn hoist(&mut self, r: Ref, mask: u64, seen: &mut FastSet<Ref>) {
         if !seen.insert(r) || self.done.contains(&r) {
             return;
         }
@@ -599,7 +599,7 @@ impl Lin<'_> {
                 mask |= 1 << id;
             }
         }
-        let mut seen = HashSet::new();
+        let mut seen = FastSet::default();
         for &m in &members {
             let v = self.g.node(m).src[0];
             self.hoist(v, mask, &mut seen);
@@ -683,8 +683,8 @@ pub fn linearize(l: &Lowered, bufs: Vec<BufArg>, name: &str) -> LinearKernel {
     let mut lin = Lin {
         g: &l.graph,
         out: vec![],
-        done: HashSet::new(),
-        needed: HashSet::new(),
+        done: FastSet::default(),
+        needed: FastSet::default(),
         vec_loads: vector_candidates(&l.graph),
     };
     for (i, phase) in l.effects.split(|e| *e == Effect::Barrier).enumerate() {
@@ -876,7 +876,7 @@ mod tests {
             shared: vec![],
         };
         let k = linearize(&l, vec![buf(true), buf(false)], "k");
-        let mut defined = HashSet::new();
+        let mut defined = FastSet::default();
         for inst in &k.insts {
             let reads = match inst {
                 Inst::Binary { a, b, .. } => vec![*a, *b],

@@ -28,7 +28,6 @@ use crate::kernel::{
     st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref, LOOP_BITS,
 };
 use crate::ops::{BinaryOp, ReduceOp};
-use std::collections::HashMap;
 
 /// The optimizer's actions for one kernel. Axes of `upcast` and `local` are output axes (of the
 /// kernel's root shape); axes of `group` and `unroll` are reduce axes of its reduce.
@@ -379,8 +378,8 @@ struct Ctx {
     values: FastMap<(usize, Vec<Ref>, Ref), Ref>,
     /// Reduce loops are shared by every copy of a reduce (upcasting), so one loop nest
     /// accumulates all of them; likewise the loop combining a group's partial results.
-    ranges: HashMap<usize, Vec<Ref>>,
-    combine: HashMap<usize, Ref>,
+    ranges: FastMap<usize, Vec<Ref>>,
+    combine: FastMap<usize, Ref>,
     group: Option<Group>,
     unroll: Option<(usize, usize)>,
     /// Writes of partial results to workgroup memory (the phase before the barrier).
@@ -511,8 +510,8 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
     let yes = g.bool_const(true);
     let mut ctx = Ctx {
         values: FastMap::default(),
-        ranges: HashMap::new(),
-        combine: HashMap::new(),
+        ranges: FastMap::default(),
+        combine: FastMap::default(),
         group,
         unroll: o.unroll,
         partials: vec![],
@@ -599,8 +598,8 @@ pub fn gathers_per_output(l: &Lowered) -> f64 {
 type LineKey = (u32, Vec<(Ref, i64)>, i64);
 
 /// The groups of loads inside reduce loops, each with the range bits its indices depend on.
-fn load_groups(g: &KGraph) -> HashMap<LineKey, u64> {
-    let mut groups: HashMap<LineKey, u64> = HashMap::new();
+fn load_groups(g: &KGraph) -> FastMap<LineKey, u64> {
+    let mut groups: FastMap<LineKey, u64> = FastMap::default();
     for (i, n) in g.nodes.iter().enumerate() {
         let KOp::Load(slot) = n.op else { continue };
         if g.ranges[i] == 0 {

@@ -378,8 +378,7 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
     // product only a fused step reads (rendered as one `fma` of its operands) is read by
     // nothing. What nothing reads is not emitted (WGSL compilers keep a dead `let`, and the C
     // compiler's time grows with the scalar code a vector replaced).
-    let skipped: std::collections::HashSet<usize> =
-        dropped.union(&stores_dropped).copied().collect();
+    let skipped: crate::kernel::FastSet<usize> = dropped.union(&stores_dropped).copied().collect();
     let mut readers = vectorize::readers(k, &skipped);
     for (i, inst) in k.insts.iter().enumerate() {
         if let Inst::Acc {

@@ -23,9 +23,10 @@
 
 use super::linearize::{Inst, LinearKernel, Reg};
 use crate::dtype::DType;
+use crate::kernel::{FastMap, FastSet};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// One lane-wise vector expression.
@@ -196,19 +197,19 @@ enum Def {
 }
 
 struct Analysis {
-    defs: HashMap<Reg, Def>,
-    ints: HashMap<Reg, Affine>,
+    defs: FastMap<Reg, Def>,
+    ints: FastMap<Reg, Affine>,
     /// Ungated u8 loads: (slot, index register).
-    bytes: HashMap<Reg, (u32, Reg)>,
+    bytes: FastMap<Reg, (u32, Reg)>,
     /// u8 constants.
-    u8s: HashMap<Reg, f64>,
+    u8s: FastMap<Reg, f64>,
     /// Bool constants.
-    bools: HashMap<Reg, bool>,
+    bools: FastMap<Reg, bool>,
     /// Nodes the current `pack_top` may still build.
     budget: Cell<usize>,
     /// What `pack` and `pack_mask` built for each run of lanes (a value the scalar code
     /// shares is packed once, and the vector expression shares it too).
-    memo: RefCell<HashMap<PackKey, Option<VExpr>>>,
+    memo: RefCell<FastMap<PackKey, Option<VExpr>>>,
 }
 
 /// A run of lanes packed as a value (`false`) or as a mask (`true`).
@@ -222,13 +223,13 @@ const PACK_NODES: usize = 256;
 impl Analysis {
     fn new(k: &LinearKernel) -> Analysis {
         let mut a = Analysis {
-            defs: HashMap::new(),
-            ints: HashMap::new(),
-            bytes: HashMap::new(),
-            u8s: HashMap::new(),
-            bools: HashMap::new(),
+            defs: FastMap::default(),
+            ints: FastMap::default(),
+            bytes: FastMap::default(),
+            u8s: FastMap::default(),
+            bools: FastMap::default(),
             budget: Cell::new(0),
-            memo: RefCell::new(HashMap::new()),
+            memo: RefCell::new(FastMap::default()),
         };
         for inst in &k.insts {
             a.record(inst);
@@ -734,8 +735,8 @@ fn defined(inst: &Inst) -> Vec<Reg> {
 
 /// How often each register is read by the instructions a dialect emits: all of `k`'s but those
 /// in `dropped` (the scalar steps and stores vectors replace).
-pub(crate) fn readers(k: &LinearKernel, dropped: &HashSet<usize>) -> HashMap<Reg, i64> {
-    let mut readers: HashMap<Reg, i64> = HashMap::new();
+pub(crate) fn readers(k: &LinearKernel, dropped: &FastSet<usize>) -> FastMap<Reg, i64> {
+    let mut readers: FastMap<Reg, i64> = FastMap::default();
     for (i, inst) in k.insts.iter().enumerate() {
         if !dropped.contains(&i) {
             for r in reads(inst) {
@@ -748,8 +749,8 @@ pub(crate) fn readers(k: &LinearKernel, dropped: &HashSet<usize>) -> HashMap<Reg
 
 /// The values nothing reads, given `readers` (which this updates): each value instruction
 /// whose register has no reader, found last to first so that dropping one frees its operands.
-pub(crate) fn unread(k: &LinearKernel, readers: &mut HashMap<Reg, i64>) -> HashSet<usize> {
-    let mut dead = HashSet::new();
+pub(crate) fn unread(k: &LinearKernel, readers: &mut FastMap<Reg, i64>) -> FastSet<usize> {
+    let mut dead = FastSet::default();
     for (i, inst) in k.insts.iter().enumerate().rev() {
         if let Inst::Binary { dst, .. }
         | Inst::Unary { dst, .. }
@@ -796,7 +797,7 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     let an = Analysis::new(k);
     let mut out = vec![];
     // The instructions reading each register.
-    let mut readers: HashMap<Reg, Vec<usize>> = HashMap::new();
+    let mut readers: FastMap<Reg, Vec<usize>> = FastMap::default();
     for (i, inst) in k.insts.iter().enumerate() {
         for r in reads(inst) {
             readers.entry(r).or_default().push(i);
@@ -804,7 +805,7 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
     }
     // Depth of the loop nest before each instruction, and where each accumulator is defined.
     let mut depth_at = Vec::with_capacity(k.insts.len());
-    let mut defacc: HashMap<Reg, usize> = HashMap::new();
+    let mut defacc: FastMap<Reg, usize> = FastMap::default();
     let mut d = 0usize;
     for (i, inst) in k.insts.iter().enumerate() {
         depth_at.push(d);
@@ -852,7 +853,8 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
         (half, half.saturating_sub(1), Gathers::No),
         (half, half, Gathers::WithExp2),
     ];
-    let ctx = (&an, &readers, &defacc, depth_at.as_slice());
+    let memo = RefCell::new(FastMap::default());
+    let ctx = (&an, &readers, &defacc, depth_at.as_slice(), &memo);
     for steps in bodies {
         let mut used = vec![false; steps.len()];
         for (w, real, gathers) in passes {
@@ -1017,17 +1019,19 @@ pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
 }
 
 /// What `pack_run` consults: the analysis, each register's readers, each accumulator's
-/// definition, the loop depth before each instruction.
+/// definition, the loop depth before each instruction, and the expressions packed so far for
+/// runs of values.
 type Ctx<'a> = (
     &'a Analysis,
-    &'a HashMap<Reg, Vec<usize>>,
-    &'a HashMap<Reg, usize>,
+    &'a FastMap<Reg, Vec<usize>>,
+    &'a FastMap<Reg, usize>,
     &'a [usize],
+    &'a RefCell<FastMap<Vec<Reg>, VExpr>>,
 );
 
 fn pack_run(
     k: &LinearKernel,
-    (an, readers, defacc, depth_at): Ctx,
+    (an, readers, defacc, depth_at, memo): Ctx,
     run: &[(usize, Reg, Reg)],
     width: usize,
     gathers: Gathers,
@@ -1057,9 +1061,6 @@ fn pack_run(
     if touched {
         return None;
     }
-    let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
-    // A gathered sum is no faster than the scalar steps.
-    let expr = an.pack_top(&vals);
     // Every step of one kind: sums or maxes, fused multiply-adds or not.
     let kind = |i: usize| match k.insts[i] {
         Inst::Acc { op, fused, .. } => Some((op, fused.is_some())),
@@ -1069,9 +1070,17 @@ fn pack_run(
     if steps.iter().any(|&i| kind(i) != Some((op, fused))) {
         return None;
     }
+    let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
+    // The passes of `packs` try one run of values at several widths of gathers: packed once.
+    let expr = memo
+        .borrow_mut()
+        .entry(vals)
+        .or_insert_with_key(|vals| an.pack_top(vals))
+        .clone();
     // Fused steps stay fused as a vector: the sum of a gathered or broadcast product would
     // round it first.
     let as_steps = !fused || matches!(expr, VExpr::Binary(BinaryOp::Mul, ..));
+    // A gathered sum is no faster than the scalar steps.
     let gathers_ok = match gathers {
         Gathers::No => !has_gather(&expr),
         Gathers::Any => true,

@@ -19,10 +19,10 @@ use super::linearize::{Inst, LinearKernel, Reg};
 use super::vectorize::{self, Pack, VExpr};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
+use crate::kernel::FastSet;
 use crate::ops::{BinaryOp, UnaryOp};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::collections::HashSet;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection,
     ImportSection, InstructionSink, MemArg, MemoryType, Module, TypeSection, ValType,
@@ -127,7 +127,7 @@ struct Emitter<'a> {
     /// Runs of four accumulators stepped as one f32x4 (`vectorize::packs`).
     packs: Vec<Pack>,
     /// Instructions not emitted: the scalar steps a pack replaces, and values nothing reads.
-    skip: HashSet<usize>,
+    skip: FastSet<usize>,
     /// The next free v128 scratch local (each vector exp2 or max takes fresh ones).
     scratch: Cell<u32>,
 }
@@ -170,7 +170,7 @@ impl<'a> Emitter<'a> {
             .into_iter()
             .filter(|p| p.width == 4 && p.accs.len() == 4)
             .collect();
-        let mut skip: HashSet<usize> = packs.iter().flat_map(|p| p.steps.clone()).collect();
+        let mut skip: FastSet<usize> = packs.iter().flat_map(|p| p.steps.clone()).collect();
         // What nothing reads is not emitted: a load stays in the code V8 compiles (it may
         // trap), so the scalar loads a vector load replaced would still run.
         let mut readers = vectorize::readers(k, &skip);

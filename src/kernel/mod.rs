@@ -252,6 +252,9 @@ impl std::hash::Hash for Node {
 /// time in. (No untrusted keys reach these maps.)
 pub type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
+/// A hash set with `FastMap`'s hasher.
+pub type FastSet<K> = std::collections::HashSet<K, std::hash::BuildHasherDefault<FastHasher>>;
+
 /// The hasher of `FastMap`.
 #[derive(Clone, Copy, Default)]
 pub struct FastHasher(u64);
@@ -290,6 +293,9 @@ pub struct KGraph {
     /// Bit i set: the node depends on range id i.
     pub ranges: Vec<u64>,
     map: FastMap<Node, Ref>,
+    /// What `make` returned for each node it was offered (the rules are a function of the
+    /// node and of the nodes and bounds before it, which never change).
+    made: FastMap<Node, Ref>,
     next_range: u32,
 }
 
@@ -314,10 +320,16 @@ impl KGraph {
 
     /// Insert a node, first offering it to the rewrite rules.
     pub fn make(&mut self, op: KOp, dtype: DType, src: Vec<Ref>) -> Ref {
-        if let Some(r) = rewrite::simplify(self, &op, dtype, &src) {
+        let n = Node { op, dtype, src };
+        if let Some(&r) = self.made.get(&n) {
             return r;
         }
-        self.intern(Node { op, dtype, src })
+        let r = match rewrite::simplify(self, &n.op, n.dtype, &n.src) {
+            Some(r) => r,
+            None => self.intern(n.clone()),
+        };
+        self.made.insert(n, r);
+        r
     }
 
     /// Insert a node as is (no rewriting).
@@ -500,8 +512,8 @@ impl KGraph {
         }
     }
     /// Every node `roots` are computed from, themselves included.
-    pub fn reachable(&self, roots: &[Ref]) -> std::collections::HashSet<Ref> {
-        let mut seen = std::collections::HashSet::new();
+    pub fn reachable(&self, roots: &[Ref]) -> FastSet<Ref> {
+        let mut seen = FastSet::default();
         let mut stack = roots.to_vec();
         while let Some(r) = stack.pop() {
             if seen.insert(r) {
