@@ -216,6 +216,14 @@ pub fn beam_budget_ms() -> u64 {
     *ENV.get_or_init(|| env_u32("BEAM_BUDGET_MS").map_or(10_000, u64::from))
 }
 
+/// `TIERED` (default 1): the CPU backend compiles a large batch of new kernels quickly first
+/// and replaces their code with the fully optimized build when it is ready (`TIERED=0`
+/// compiles fully optimized at once and waits for it).
+pub fn tiered() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("TIERED").is_none_or(|v| v != 0))
+}
+
 /// Whether GPU kernels may stage operand tiles in workgroup memory (`TILES=0` turns it off,
 /// to compare).
 pub fn tiles() -> bool {

@@ -458,55 +458,85 @@ fn prepare(items: &[ScheduleItem]) {
         if todo.len() < 2 || threads < 2 {
             return;
         }
-        // Plan and lower every new kernel on every core, then compile what no cache holds in
-        // batches (`Backend::compile_batch`), a few per core; `program` then finds them all.
+        // Plan and lower every new kernel on every core, and compile what no cache holds in
+        // batches (`Backend::compile_batch`), a few per core: a batch is compiled as soon as
+        // enough of its kernels are planned, so compiling fills the cores planning's tail
+        // leaves idle. `program` then finds them all.
         let lowered: Vec<Mutex<Option<codegen::Compiled>>> =
             todo.iter().map(|_| Mutex::new(None)).collect();
-        let mut spent = on_threads(threads, todo.len(), |i| {
-            let ((dev, t, ..), ast) = &todo[i];
-            let c = compiled_for(*dev, ast, t, 0).ok();
-            *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
+        let per_batch = todo.len().div_ceil(2 * threads);
+        let work = Mutex::new(Pipeline::default());
+        let changed = std::sync::Condvar::new();
+        let lock = || work.lock().unwrap_or_else(|e| e.into_inner());
+        let spent = crate::runtime::foreground(|| {
+            on_threads(threads, threads, |_| loop {
+                // The next job: a batch ready to compile, else a kernel to plan, else wait
+                // for the plans under way (their kernels may make a batch), else done.
+                let job = {
+                    let mut w = lock();
+                    loop {
+                        if let Some(b) = w.ready.pop() {
+                            break Some(Err(b));
+                        }
+                        if w.next < todo.len() {
+                            w.next += 1;
+                            w.planning += 1;
+                            break Some(Ok(w.next - 1));
+                        }
+                        if w.planning == 0 {
+                            break None;
+                        }
+                        w = changed.wait(w).unwrap_or_else(|e| e.into_inner());
+                    }
+                };
+                match job {
+                    None => break,
+                    Some(Ok(i)) => {
+                        let ((dev, t, ..), ast) = &todo[i];
+                        let c = compiled_for(*dev, ast, t, 0).ok();
+                        let mut w = lock();
+                        for s in c.iter().flat_map(|c| &c.stages) {
+                            let key = (*dev, s.kernel.clone());
+                            let known = cache()
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .contains_key(&key);
+                            if !known && w.seen.insert(key) {
+                                let pending = w.pending.entry(*dev).or_default();
+                                pending.push(s.kernel.clone());
+                                if pending.len() >= per_batch {
+                                    let b = std::mem::take(pending);
+                                    w.ready.push((*dev, b));
+                                }
+                            }
+                        }
+                        w.planning -= 1;
+                        if w.next == todo.len() && w.planning == 0 {
+                            let rest: Vec<_> = w.pending.drain().collect();
+                            w.ready.extend(rest.into_iter().filter(|b| !b.1.is_empty()));
+                        }
+                        *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
+                        changed.notify_all();
+                    }
+                    Some(Err((dev, ks))) => {
+                        let ps = timed(Stage::Compile, || dev.backend().compile_batch(&ks));
+                        for (k, p) in ks.iter().zip(ps) {
+                            if let Ok(p) = p {
+                                let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+                                let key = (dev, k.clone());
+                                if !c.get(&key).is_some_and(|q| dev.backend().can_run(q)) {
+                                    c.insert(key, Arc::new(p));
+                                }
+                            }
+                        }
+                    }
+                }
+            })
         });
         let lowered: Vec<Option<codegen::Compiled>> = lowered
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
-        // The kernels no cache holds, by device, each once.
-        let mut fresh: HashMap<Device, Vec<LinearKernel>> = HashMap::new();
-        let mut seen = HashSet::new();
-        for (((dev, ..), _), c) in todo.iter().zip(&lowered) {
-            for s in c.iter().flat_map(|c| &c.stages) {
-                let key = (*dev, s.kernel.clone());
-                let known = cache()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .contains_key(&key);
-                if !known && seen.insert(key) {
-                    fresh.entry(*dev).or_default().push(s.kernel.clone());
-                }
-            }
-        }
-        let mut batches: Vec<(Device, Vec<LinearKernel>)> = vec![];
-        for (dev, ks) in fresh {
-            let n = (2 * threads).min(ks.len()).max(1);
-            for b in 0..n {
-                batches.push((dev, ks.iter().skip(b).step_by(n).cloned().collect()));
-            }
-        }
-        let compiled = on_threads(threads, batches.len(), |i| {
-            let (dev, ks) = &batches[i];
-            let ps = timed(Stage::Compile, || dev.backend().compile_batch(ks));
-            for (k, p) in ks.iter().zip(ps) {
-                if let Ok(p) = p {
-                    let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
-                    let key = (*dev, k.clone());
-                    if !c.get(&key).is_some_and(|q| dev.backend().can_run(q)) {
-                        c.insert(key, Arc::new(p));
-                    }
-                }
-            }
-        });
-        spent.extend(compiled);
         // Each kernel's program, as `program` would make it (which then finds it at once).
         for ((key, _), c) in todo.into_iter().zip(lowered) {
             let Some(c) = c else { continue };
@@ -543,6 +573,18 @@ fn prepare(items: &[ScheduleItem]) {
             }
         }
     }
+}
+
+/// What `prepare`'s threads share: the next kernel to plan, plans under way, planned kernels
+/// not yet in a batch (by device), batches ready to compile, and the kernels already taken.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Default)]
+struct Pipeline {
+    next: usize,
+    planning: usize,
+    pending: HashMap<Device, Vec<LinearKernel>>,
+    ready: Vec<(Device, Vec<LinearKernel>)>,
+    seen: HashSet<(Device, LinearKernel)>,
 }
 
 /// Run `job(i)` for every `i` below `n` on up to `threads` threads, each taking the next `i`

@@ -26,6 +26,40 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
+/// Compiles that a step waits for, under way (`foreground`); background builds (the CPU
+/// backend's optimized tier) wait until there are none.
+static FOREGROUND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Run `f`, a compile a step waits for, counted in `FOREGROUND`.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+pub(crate) fn foreground<R>(f: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::Ordering;
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            FOREGROUND.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    FOREGROUND.fetch_add(1, Ordering::AcqRel);
+    let _done = Done;
+    f()
+}
+
+/// Whether a compile a step waits for is under way.
+#[cfg_attr(not(feature = "cpu"), allow(dead_code))]
+pub(crate) fn foreground_busy() -> bool {
+    FOREGROUND.load(std::sync::atomic::Ordering::Acquire) > 0
+}
+
+/// Wait until every kernel compiled in a quick tier runs its fully optimized build (the CPU
+/// backend compiles a large batch of new kernels quickly first and the optimized build on a
+/// background thread: `TIERED`). Results do not depend on it; a benchmark calls it before
+/// timing steady steps.
+pub fn finish_compiles() {
+    #[cfg(feature = "cpu")]
+    cpu::finish_compiles();
+}
+
 impl Device {
     /// Whether this device can run here (e.g. a C compiler exists for `CPU`, `CUDA:1` needs a
     /// second GPU), with the reason when it cannot.
