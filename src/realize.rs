@@ -458,6 +458,8 @@ fn prepare(items: &[ScheduleItem]) {
         if todo.len() < 2 || threads < 2 {
             return;
         }
+        // The longest searches first (a stable sort: ties keep the schedule's order).
+        todo.sort_by_key(|(_, ast)| std::cmp::Reverse(codegen::opt::search_size(ast)));
         // Plan and lower every new kernel on every core, and compile what no cache holds in
         // batches (`Backend::compile_batch`), a few per core: a batch is compiled as soon as
         // enough of its kernels are planned, so compiling fills the cores planning's tail

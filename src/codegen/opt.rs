@@ -376,6 +376,18 @@ fn is_window(ast: &KernelAst) -> bool {
     reduce_of(ast).is_some_and(|(_, axes)| axes.iter().map(|a| a.1).product::<usize>() <= WINDOW)
 }
 
+/// How much searching the CPU optimizer's plan of `ast` takes, roughly (0: nothing to search,
+/// an elementwise kernel): the bases it starts from times the output axes it can upcast. A
+/// first step plans the largest first, so that a long search (a pooling gradient's: three bases,
+/// four axes, most of a second) does not start last.
+pub fn search_size(ast: &KernelAst) -> usize {
+    if reduce_of(ast).is_none() {
+        return 0;
+    }
+    let axes = ast.root.shape.iter().filter(|&&n| n > 1).count();
+    window_unrolls(ast, Opts::default()).len() * axes
+}
+
 /// Lower a kernel with the target's default actions.
 pub fn optimize(ast: &KernelAst, t: &Target) -> Lowered {
     lower(ast, &default_opts(ast, t))
@@ -854,6 +866,47 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
     cycles / stores.max(1.0) + LINE_CYCLES * lines_per_output(l)
 }
 
+/// Each of `cands` lowered and costed, in order: on every core where there are several (the
+/// search of one large kernel is often the last work of a first step, the other cores idle).
+fn lower_all(
+    ast: &KernelAst,
+    cands: &[Opts],
+    cost: &(dyn Fn(&Lowered) -> f64 + Sync),
+) -> Vec<(f64, Lowered)> {
+    let eval = |o: &Opts| {
+        let l = lower(ast, o);
+        (cost(&l), l)
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if threads > 1 && cands.len() >= 4 {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            let next = AtomicUsize::new(0);
+            let slots: Vec<std::sync::Mutex<Option<(f64, Lowered)>>> =
+                cands.iter().map(|_| Default::default()).collect();
+            std::thread::scope(|s| {
+                for _ in 0..threads.min(cands.len()) {
+                    s.spawn(|| loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(o) = cands.get(i) else { break };
+                        let r = eval(o);
+                        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                    });
+                }
+            });
+            let done: Option<Vec<_>> = slots
+                .into_iter()
+                .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+                .collect();
+            if let Some(done) = done {
+                return done;
+            }
+        }
+    }
+    cands.iter().map(eval).collect()
+}
+
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
 /// invocation, keeping at least `min_inv` invocations of `per_out` each) that cost least per
 /// output by `cost` (loads per output, or the CPU's cycle model). Only kernels with a reduce
@@ -864,7 +917,7 @@ fn best_upcast(
     max: usize,
     min_inv: usize,
     per_out: usize,
-    cost: &dyn Fn(&Lowered) -> f64,
+    cost: &(dyn Fn(&Lowered) -> f64 + Sync),
     beam: usize,
 ) -> (Opts, Lowered) {
     let plain = lower(ast, &base);
@@ -906,20 +959,21 @@ fn best_upcast(
     for _round in 0..3 {
         let mut next: Vec<(f64, Opts)> = vec![];
         let mut seen = crate::kernel::FastSet::default();
+        let mut cands = vec![];
         for f in &frontier {
             for cand in options(f) {
                 let mut key = cand.upcast.clone();
                 key.sort();
-                if !seen.insert(key) {
-                    continue;
+                if seen.insert(key) {
+                    cands.push(cand);
                 }
-                let l = lower(ast, &cand);
-                let c = cost(&l);
-                if c < best.0 * 0.95 {
-                    best = (c, l, cand.clone());
-                }
-                next.push((c, cand));
             }
+        }
+        for (cand, (c, l)) in cands.iter().zip(lower_all(ast, &cands, cost)) {
+            if c < best.0 * 0.95 {
+                best = (c, l, cand.clone());
+            }
+            next.push((c, cand.clone()));
         }
         if beam == 1 {
             // Greedy: go on from the best only, while it improves.
