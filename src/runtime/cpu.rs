@@ -430,9 +430,11 @@ fn upgrade_worker() {
                     }
                 }
                 if crate::context::debug() >= 2 {
+                    let n = u.entries.len();
                     crate::context::log(&format!(
-                        "cpu: {} kernels now run their -O3 build (compiled in {:.0} ms)",
-                        u.entries.len(),
+                        "cpu: {n} kernel{} now run{} their -O3 build (compiled in {:.0} ms)",
+                        if n == 1 { "" } else { "s" },
+                        if n == 1 { "s" } else { "" },
                         t.elapsed().as_secs_f64() * 1e3
                     ));
                 }
