@@ -2,7 +2,7 @@
 // the tutorial's CNN (random uint8 images and labels, batch sampled with randint, forward,
 // backward, an SGD update), timed not jitted and then jitted; each step is timed until
 // `await loss.item()`, so GPU work is timed to completion. Prints the adapter, median and min
-// ms/step and kernels per step, sets `window.benchResult` and logs "BENCH {json}" (or
+// ms/step and kernels per step and the first step's time (`firstStepMs`), sets `window.benchResult` and logs "BENCH {json}" (or
 // "BENCH_ERROR message"). Query knobs: bs (128), steps (5 timed, after 3 warm-up steps),
 // device ("webgpu" | "cpu"; default: WebGPU when present). `long=N` instead runs N jitted steps
 // with Adam, reading every loss, and checks that live tensors, buffers and bytes stay exactly flat
@@ -56,6 +56,8 @@ async function main() {
       loss.dispose();
       const ms = performance.now() - t0;
       if (i >= WARMUP) times.push(ms);
+      // The first step plans, compiles and runs every kernel: the wait before training starts.
+      if (i === 0 && name === "notJitted") result.firstStepMs = +ms.toFixed(1);
       log(`${name} step ${i}: loss ${v.toFixed(4)}, ${ms.toFixed(1)} ms, ${kernels} kernels`);
     }
     result[name] = { msPerStep: +median(times).toFixed(1), minMs: +Math.min(...times).toFixed(1), kernelsPerStep: kernels };
