@@ -282,6 +282,8 @@ fn compile_so_as(name: &str, src: &str, flags: &[&str], background: bool) -> Res
             format!("cpu: cannot create cache dir {}: {e}", dir.display()),
         )
     })?;
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(|| sweep_stale(&dir));
     let tmp = temp_name(&dir, &key);
     let c_path = tmp.with_extension("c");
     let tmp_so = tmp.with_extension("so.tmp");
@@ -317,6 +319,27 @@ fn compile_so_as(name: &str, src: &str, flags: &[&str], background: bool) -> Res
     }
     std::fs::rename(&tmp_so, &so)?;
     Ok(so)
+}
+
+/// Remove what compiles that never finished left in `dir`: a process that exits (or is killed)
+/// while a compiler runs, as one may during a background build, leaves its temporary source
+/// and object (`temp_name`'s names). Only files an hour old: no compile takes that long.
+fn sweep_stale(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(3600));
+        if name.contains(".ThreadId") && old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Records that kernel `key` is function `symbol` of batch object `so`, for later processes.
@@ -745,6 +768,30 @@ impl Backend for Cpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_temporaries_are_swept_and_fresh_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("wgrad-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (old, fresh, other) = (
+            dir.join("k.1.ThreadId2.so.tmp"),
+            dir.join("k.3.ThreadId4.c"),
+            dir.join("kernel.so"),
+        );
+        for f in [&old, &fresh, &other] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+        for f in [&old, &other] {
+            let file = std::fs::File::options().write(true).open(f).unwrap();
+            file.set_modified(two_hours_ago).unwrap();
+        }
+        sweep_stale(&dir);
+        assert!(!old.exists(), "an hour-old temporary is removed");
+        assert!(fresh.exists(), "a compile under way keeps its files");
+        assert!(other.exists(), "cached objects stay, however old");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A stand-in kernel: adds 1 to each `u32` of its range of buffer 0.
     unsafe extern "C" fn bump(bufs: *const *mut u8, lo: i32, hi: i32) {
