@@ -432,3 +432,27 @@ impl GlobalCounters {
         TIME_NS.with(|c| c.fetch_add(ns, Ordering::Relaxed));
     }
 }
+
+/// Run `job(i)` for every `i` below `n` on up to `threads` threads, each taking the next `i`
+/// as it finishes one; the stage times each thread spent.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn on_threads(threads: usize, n: usize, job: impl Fn(usize) + Sync) -> Vec<[u64; 4]> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(n))
+            .map(|_| {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break;
+                        }
+                        job(i);
+                    }
+                    Stage::ALL.map(GlobalCounters::stage_ns)
+                })
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
+    })
+}

@@ -471,19 +471,19 @@ fn prepare(items: &[ScheduleItem]) {
         let changed = std::sync::Condvar::new();
         let lock = || work.lock().unwrap_or_else(|e| e.into_inner());
         let spent = crate::runtime::foreground(|| {
-            on_threads(threads, threads, |_| loop {
+            crate::context::on_threads(threads, threads, |_| loop {
                 // The next job: a batch ready to compile, else a kernel to plan, else wait
                 // for the plans under way (their kernels may make a batch), else done.
                 let job = {
                     let mut w = lock();
                     loop {
-                        if let Some(b) = w.ready.pop() {
-                            break Some(Err(b));
+                        if let Some((dev, ks)) = w.ready.pop() {
+                            break Some(Job::Compile(dev, ks));
                         }
                         if w.next < todo.len() {
                             w.next += 1;
                             w.planning += 1;
-                            break Some(Ok(w.next - 1));
+                            break Some(Job::Plan(w.next - 1));
                         }
                         if w.planning == 0 {
                             break None;
@@ -493,7 +493,7 @@ fn prepare(items: &[ScheduleItem]) {
                 };
                 match job {
                     None => break,
-                    Some(Ok(i)) => {
+                    Some(Job::Plan(i)) => {
                         let ((dev, t, ..), ast) = &todo[i];
                         let c = compiled_for(*dev, ast, t, 0).ok();
                         let mut w = lock();
@@ -520,7 +520,7 @@ fn prepare(items: &[ScheduleItem]) {
                         *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
                         changed.notify_all();
                     }
-                    Some(Err((dev, ks))) => {
+                    Some(Job::Compile(dev, ks)) => {
                         let ps = timed(Stage::Compile, || dev.backend().compile_batch(&ks));
                         for (k, p) in ks.iter().zip(ps) {
                             if let Ok(p) = p {
@@ -577,6 +577,13 @@ fn prepare(items: &[ScheduleItem]) {
     }
 }
 
+/// A job of `prepare`'s threads: plan kernel `i` of its list, or compile a batch.
+#[cfg(not(target_arch = "wasm32"))]
+enum Job {
+    Plan(usize),
+    Compile(Device, Vec<LinearKernel>),
+}
+
 /// What `prepare`'s threads share: the next kernel to plan, plans under way, planned kernels
 /// not yet in a batch (by device), batches ready to compile, and the kernels already taken.
 #[cfg(not(target_arch = "wasm32"))]
@@ -587,30 +594,6 @@ struct Pipeline {
     pending: HashMap<Device, Vec<LinearKernel>>,
     ready: Vec<(Device, Vec<LinearKernel>)>,
     seen: HashSet<(Device, LinearKernel)>,
-}
-
-/// Run `job(i)` for every `i` below `n` on up to `threads` threads, each taking the next `i`
-/// as it finishes one; the stage times each thread spent.
-#[cfg(not(target_arch = "wasm32"))]
-fn on_threads(threads: usize, n: usize, job: impl Fn(usize) + Sync) -> Vec<[u64; 4]> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads.min(n))
-            .map(|_| {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= n {
-                            break;
-                        }
-                        job(i);
-                    }
-                    Stage::ALL.map(GlobalCounters::stage_ns)
-                })
-            })
-            .collect();
-        workers.into_iter().filter_map(|w| w.join().ok()).collect()
-    })
 }
 
 /// Every buffer a schedule will allocate fits its device, checked before any of them is: a

@@ -882,19 +882,11 @@ fn lower_all(
     {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         if threads > 1 && cands.len() >= 4 {
-            use std::sync::atomic::{AtomicUsize, Ordering};
-            let next = AtomicUsize::new(0);
             let slots: Vec<std::sync::Mutex<Option<(f64, Lowered)>>> =
                 cands.iter().map(|_| Default::default()).collect();
-            std::thread::scope(|s| {
-                for _ in 0..threads.min(cands.len()) {
-                    s.spawn(|| loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(o) = cands.get(i) else { break };
-                        let r = eval(o);
-                        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                    });
-                }
+            crate::context::on_threads(threads, cands.len(), |i| {
+                let r = eval(&cands[i]);
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             });
             let done: Option<Vec<_>> = slots
                 .into_iter()
