@@ -375,7 +375,9 @@ fn tile_pos(g: &mut KGraph, ext: &[usize], axis: usize, coord: &[Ref]) -> Ref {
 }
 
 struct Ctx {
-    values: FastMap<(usize, Vec<Ref>, Ref), Ref>,
+    /// What each AST node lowered to, by node, index and gate (the index inline: a search
+    /// looks these up for every node of every upcast copy).
+    values: FastMap<(usize, smallvec::SmallVec<[Ref; 8]>, Ref), Ref>,
     /// Reduce loops are shared by every copy of a reduce (upcasting), so one loop nest
     /// accumulates all of them; likewise the loop combining a group's partial results.
     ranges: FastMap<usize, Vec<Ref>>,
@@ -650,7 +652,11 @@ fn combine(g: &mut KGraph, op: ReduceOp, a: Ref, b: Ref) -> Ref {
 }
 
 fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx) -> Ref {
-    let key = (n as *const AstNode as usize, idx.to_vec(), gate);
+    let key = (
+        n as *const AstNode as usize,
+        smallvec::SmallVec::from_slice(idx),
+        gate,
+    );
     if let Some(&r) = ctx.values.get(&key) {
         return r;
     }

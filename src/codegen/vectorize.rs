@@ -213,7 +213,11 @@ struct Analysis {
 }
 
 /// A run of lanes packed as a value (`false`) or as a mask (`true`).
-type PackKey = (Vec<Reg>, bool);
+type PackKey = (Lanes, bool);
+
+/// The registers of a run of lanes, inline up to 16 (a memo key the search builds for every
+/// run of every candidate).
+type Lanes = smallvec::SmallVec<[Reg; 16]>;
 
 /// How deep a packed expression goes (a GELU's backward through its tanh is about 20 deep).
 const PACK_DEPTH: u32 = 32;
@@ -449,7 +453,7 @@ impl Analysis {
     /// one op over packable operands, or past the depth or node budget (values a scalar
     /// expression shares are packed again at each use: the budget keeps that linear).
     fn pack(&self, lanes: &[Reg], depth: u32) -> VExpr {
-        let key = (lanes.to_vec(), false);
+        let key = (Lanes::from_slice(lanes), false);
         if let Some(Some(e)) = self.memo.borrow().get(&key) {
             return e.clone();
         }
@@ -604,7 +608,7 @@ impl Analysis {
     /// The mask whose lane `j` is bool `lanes[j]`, where every lane is one comparison of f32
     /// operands that pack (not both gathered).
     fn pack_mask(&self, lanes: &[Reg], depth: u32) -> Option<VExpr> {
-        let key = (lanes.to_vec(), true);
+        let key = (Lanes::from_slice(lanes), true);
         if let Some(e) = self.memo.borrow().get(&key) {
             return e.clone();
         }
@@ -1026,7 +1030,7 @@ type Ctx<'a> = (
     &'a FastMap<Reg, Vec<usize>>,
     &'a FastMap<Reg, usize>,
     &'a [usize],
-    &'a RefCell<FastMap<Vec<Reg>, VExpr>>,
+    &'a RefCell<FastMap<Lanes, VExpr>>,
 );
 
 fn pack_run(
@@ -1070,7 +1074,7 @@ fn pack_run(
     if steps.iter().any(|&i| kind(i) != Some((op, fused))) {
         return None;
     }
-    let vals: Vec<Reg> = run.iter().map(|r| r.2).collect();
+    let vals: Lanes = run.iter().map(|r| r.2).collect();
     // The passes of `packs` try one run of values at several widths of gathers: packed once.
     let expr = memo
         .borrow_mut()

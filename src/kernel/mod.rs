@@ -223,8 +223,12 @@ pub struct Node {
     /// The dtype of its value.
     pub dtype: DType,
     /// Its operands, earlier nodes of the graph.
-    pub src: Vec<Ref>,
+    pub src: Srcs,
 }
+
+/// A node's operands, inline up to three (every op but a reduce's and a staging step's): the
+/// optimizer's search builds millions of nodes, and a heap allocation each was a third of it.
+pub type Srcs = smallvec::SmallVec<[Ref; 3]>;
 
 /// Equal op, dtype and operands. The operands are compared one by one: a derived comparison
 /// calls `memcmp` for these few words, and the optimizer's search, which interns every
@@ -319,8 +323,12 @@ impl KGraph {
     }
 
     /// Insert a node, first offering it to the rewrite rules.
-    pub fn make(&mut self, op: KOp, dtype: DType, src: Vec<Ref>) -> Ref {
-        let n = Node { op, dtype, src };
+    pub fn make(&mut self, op: KOp, dtype: DType, src: &[Ref]) -> Ref {
+        let n = Node {
+            op,
+            dtype,
+            src: Srcs::from_slice(src),
+        };
         if let Some(&r) = self.made.get(&n) {
             return r;
         }
@@ -366,7 +374,7 @@ impl KGraph {
         self.intern(Node {
             op: KOp::Const(v.to_bits()),
             dtype,
-            src: vec![],
+            src: Srcs::new(),
         })
     }
     /// The index constant `v` (i32).
@@ -382,7 +390,7 @@ impl KGraph {
         let r = self.intern(Node {
             op: KOp::Gidx,
             dtype: INDEX,
-            src: vec![],
+            src: Srcs::new(),
         });
         self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
         r
@@ -392,7 +400,7 @@ impl KGraph {
         let r = self.intern(Node {
             op: KOp::Lidx,
             dtype: INDEX,
-            src: vec![],
+            src: Srcs::new(),
         });
         self.bounds[r as usize] = (0.0, size.saturating_sub(1) as f64);
         r
@@ -402,26 +410,26 @@ impl KGraph {
         let r = self.intern(Node {
             op: KOp::Wgid,
             dtype: INDEX,
-            src: vec![],
+            src: Srcs::new(),
         });
         self.bounds[r as usize] = (0.0, count.saturating_sub(1) as f64);
         r
     }
     /// Element `idx` of workgroup array `id`.
     pub fn load_shared(&mut self, id: u32, dtype: DType, idx: Ref) -> Ref {
-        self.make(KOp::LoadShared(id), dtype, vec![idx])
+        self.make(KOp::LoadShared(id), dtype, &[idx])
     }
     /// Element `idx` of workgroup array `id` as the staging step `sync` left it.
     pub fn load_staged(&mut self, id: u32, dtype: DType, idx: Ref, sync: Ref) -> Ref {
-        self.make(KOp::LoadShared(id), dtype, vec![idx, sync])
+        self.make(KOp::LoadShared(id), dtype, &[idx, sync])
     }
     /// A staging step: `stores` are `(array id, idx, val)`, written between two barriers.
     pub fn sync(&mut self, stores: &[(u32, Ref, Ref)]) -> Ref {
         let src = stores
             .iter()
-            .map(|&(id, idx, val)| self.make(KOp::StoreShared(id), DType::Bool, vec![idx, val]))
-            .collect();
-        self.make(KOp::Sync, DType::Bool, src)
+            .map(|&(id, idx, val)| self.make(KOp::StoreShared(id), DType::Bool, &[idx, val]))
+            .collect::<Srcs>();
+        self.make(KOp::Sync, DType::Bool, &src)
     }
     /// A new reduce loop variable `0..size`.
     pub fn range(&mut self, size: usize) -> Ref {
@@ -437,7 +445,7 @@ impl KGraph {
                 size: size as u32,
             },
             dtype: INDEX,
-            src: vec![],
+            src: Srcs::new(),
         })
     }
     /// `a op b`, simplified by the rewrite rules.
@@ -447,12 +455,12 @@ impl KGraph {
         } else {
             self.node(a).dtype
         };
-        self.make(KOp::Binary(op), dt, vec![a, b])
+        self.make(KOp::Binary(op), dt, &[a, b])
     }
     /// `op a`, simplified by the rewrite rules.
     pub fn unary(&mut self, op: UnaryOp, a: Ref) -> Ref {
         let dt = self.node(a).dtype;
-        self.make(KOp::Unary(op), dt, vec![a])
+        self.make(KOp::Unary(op), dt, &[a])
     }
     /// `a + b`.
     pub fn add(&mut self, a: Ref, b: Ref) -> Ref {
@@ -487,22 +495,22 @@ impl KGraph {
     /// `c ? a : b`.
     pub fn where_(&mut self, c: Ref, a: Ref, b: Ref) -> Ref {
         let dt = self.node(a).dtype;
-        self.make(KOp::Where, dt, vec![c, a, b])
+        self.make(KOp::Where, dt, &[c, a, b])
     }
     /// `a` converted to `dtype`.
     pub fn cast(&mut self, a: Ref, dtype: DType) -> Ref {
-        self.make(KOp::Cast, dtype, vec![a])
+        self.make(KOp::Cast, dtype, &[a])
     }
     /// Element `idx` of buffer `slot`, or 0 where `gate` is false.
     pub fn load(&mut self, slot: u32, dtype: DType, idx: Ref, gate: Ref) -> Ref {
-        self.make(KOp::Load(slot), dtype, vec![idx, gate])
+        self.make(KOp::Load(slot), dtype, &[idx, gate])
     }
     /// Reduce `value` over the loops `ranges`.
     pub fn reduce(&mut self, op: ReduceOp, value: Ref, ranges: &[Ref]) -> Ref {
         let dt = self.node(value).dtype;
-        let mut src = vec![value];
+        let mut src = Srcs::from_slice(&[value]);
         src.extend_from_slice(ranges);
-        self.make(KOp::Reduce(op), dt, src)
+        self.make(KOp::Reduce(op), dt, &src)
     }
     /// Whether `r`'s value changes with loop variable `range` (inside a reduce over it).
     pub fn depends_on(&self, r: Ref, range: Ref) -> bool {
@@ -537,7 +545,7 @@ impl KGraph {
             return t;
         }
         let n = self.node(r).clone();
-        let src: Vec<Ref> = n
+        let src: Srcs = n
             .src
             .iter()
             .map(|&s| self.replace_rec(s, map, memo))
@@ -545,7 +553,7 @@ impl KGraph {
         let out = if src == n.src {
             r
         } else {
-            self.make(n.op, n.dtype, src)
+            self.make(n.op, n.dtype, &src)
         };
         memo.insert(r, out);
         out
@@ -566,12 +574,12 @@ impl KGraph {
             return m;
         }
         let n = self.node(r).clone();
-        let src: Vec<Ref> = n
+        let src: Srcs = n
             .src
             .iter()
             .map(|&s| self.subst_rec(s, from, to, memo))
             .collect();
-        let out = self.make(n.op, n.dtype, src);
+        let out = self.make(n.op, n.dtype, &src);
         memo.insert(r, out);
         out
     }

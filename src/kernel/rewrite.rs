@@ -3,7 +3,7 @@
 //! reduction into a direct load). A rule returns the node to use instead, or `None`. The
 //! lowering also asks for a guarded load's index under its guard (`simplify_given`).
 
-use super::{FastMap, KGraph, KOp, Node, Ref, GIVEN_IDS};
+use super::{FastMap, KGraph, KOp, Node, Ref, Srcs, GIVEN_IDS};
 use crate::dtype::DType;
 use crate::ops::{compute_dtype, exec_binary, exec_cast, exec_unary, BinaryOp, ReduceOp, UnaryOp};
 use crate::shape::INDEX;
@@ -467,7 +467,7 @@ pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
                 size: c as u32,
             },
             dtype: INDEX,
-            src: vec![],
+            src: Srcs::new(),
         });
         map.insert(x, t);
         temps.push((t, x));
@@ -579,7 +579,7 @@ fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
             g.intern(Node {
                 op: KOp::Binary(BinaryOp::Mul),
                 dtype: crate::shape::INDEX,
-                src: vec![r, cc],
+                src: Srcs::from_slice(&[r, cc]),
             })
         };
         acc = Some(match acc {
@@ -587,7 +587,7 @@ fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
             Some(a) => g.intern(Node {
                 op: KOp::Binary(BinaryOp::Add),
                 dtype: crate::shape::INDEX,
-                src: vec![a, t],
+                src: Srcs::from_slice(&[a, t]),
             }),
         });
     }
@@ -598,7 +598,7 @@ fn build_sum(g: &mut KGraph, ts: &[(Ref, i64)], k: i64) -> Ref {
         Some(a) => g.intern(Node {
             op: KOp::Binary(BinaryOp::Add),
             dtype: crate::shape::INDEX,
-            src: vec![a, kc],
+            src: Srcs::from_slice(&[a, kc]),
         }),
     }
 }
@@ -719,7 +719,7 @@ fn gate_loads(g: &mut KGraph, x: Ref, r: Ref, cond: Ref, memo: &mut HashMap<Ref,
         return m;
     }
     let n = g.node(x).clone();
-    let src: Vec<Ref> = n
+    let src: Srcs = n
         .src
         .iter()
         .map(|&s| gate_loads(g, s, r, cond, memo))
@@ -727,10 +727,10 @@ fn gate_loads(g: &mut KGraph, x: Ref, r: Ref, cond: Ref, memo: &mut HashMap<Ref,
     let out = match n.op {
         KOp::Load(_) => {
             let gate = g.and(src[1], cond);
-            g.make(n.op, n.dtype, vec![src[0], gate])
+            g.make(n.op, n.dtype, &[src[0], gate])
         }
         _ if src == n.src => x,
-        _ => g.make(n.op, n.dtype, src),
+        _ => g.make(n.op, n.dtype, &src),
     };
     memo.insert(x, out);
     out
