@@ -461,9 +461,10 @@ fn prepare(items: &[ScheduleItem]) {
         // The longest searches first (a stable sort: ties keep the schedule's order).
         todo.sort_by_key(|(_, ast)| std::cmp::Reverse(codegen::opt::search_size(ast)));
         // Plan and lower every new kernel on every core, and compile what no cache holds in
-        // batches (`Backend::compile_batch`), a few per core: a batch is compiled as soon as
-        // enough of its kernels are planned, so compiling fills the cores planning's tail
-        // leaves idle. `program` then finds them all.
+        // batches (`Backend::compile_batch`), a few per core: a thread with no kernel left to
+        // plan compiles a batch of those planned, so compiling fills the cores planning's
+        // tail (one long search) leaves idle; what is left when the last plan ends is split
+        // into even batches, two per core. `program` then finds them all.
         let lowered: Vec<Mutex<Option<codegen::Compiled>>> =
             todo.iter().map(|_| Mutex::new(None)).collect();
         let per_batch = todo.len().div_ceil(2 * threads);
@@ -472,18 +473,18 @@ fn prepare(items: &[ScheduleItem]) {
         let lock = || work.lock().unwrap_or_else(|e| e.into_inner());
         let spent = crate::runtime::foreground(|| {
             crate::context::on_threads(threads, threads, |_| loop {
-                // The next job: a batch ready to compile, else a kernel to plan, else wait
+                // The next job: a kernel to plan, else a batch ready to compile, else wait
                 // for the plans under way (their kernels may make a batch), else done.
                 let job = {
                     let mut w = lock();
                     loop {
-                        if let Some((dev, ks)) = w.ready.pop() {
-                            break Some(Job::Compile(dev, ks));
-                        }
                         if w.next < todo.len() {
                             w.next += 1;
                             w.planning += 1;
                             break Some(Job::Plan(w.next - 1));
+                        }
+                        if let Some((dev, ks)) = w.ready.pop() {
+                            break Some(Job::Compile(dev, ks));
                         }
                         if w.planning == 0 {
                             break None;
@@ -504,7 +505,8 @@ fn prepare(items: &[ScheduleItem]) {
                                 .unwrap_or_else(|e| e.into_inner())
                                 .contains_key(&key);
                             if !known && w.seen.insert(key) {
-                                let pending = w.pending.entry(*dev).or_default();
+                                let class = dev.backend().batch_class(&s.kernel);
+                                let pending = w.pending.entry((*dev, class)).or_default();
                                 pending.push(s.kernel.clone());
                                 if pending.len() >= per_batch {
                                     let b = std::mem::take(pending);
@@ -514,8 +516,27 @@ fn prepare(items: &[ScheduleItem]) {
                         }
                         w.planning -= 1;
                         if w.next == todo.len() && w.planning == 0 {
-                            let rest: Vec<_> = w.pending.drain().collect();
-                            w.ready.extend(rest.into_iter().filter(|b| !b.1.is_empty()));
+                            // The last batches: everything not yet compiling, split into
+                            // even batches, two per core (so none waits on another's long
+                            // batch), each of one class.
+                            let mut left: HashMap<(Device, u8), Vec<LinearKernel>> =
+                                w.pending.drain().collect();
+                            for (dev, ks) in std::mem::take(&mut w.ready) {
+                                for k in ks {
+                                    let class = dev.backend().batch_class(&k);
+                                    left.entry((dev, class)).or_default().push(k);
+                                }
+                            }
+                            let size = |ks: &[LinearKernel]| -> usize {
+                                ks.iter().map(|k| k.insts.len()).sum()
+                            };
+                            let total: usize = left.values().map(|ks| size(ks)).sum();
+                            for ((dev, _), ks) in left {
+                                let parts = (2 * threads * size(&ks)).div_ceil(total.max(1));
+                                w.ready.extend(
+                                    balanced(ks, parts, |k| k.insts.len()).map(|b| (dev, b)),
+                                );
+                            }
                         }
                         *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
                         changed.notify_all();
@@ -577,6 +598,25 @@ fn prepare(items: &[ScheduleItem]) {
     }
 }
 
+/// `items` in at most `parts` batches of about equal `weight` (the heaviest placed first, each
+/// on the lightest batch so far); no batch is empty.
+#[cfg(not(target_arch = "wasm32"))]
+fn balanced<T>(
+    mut items: Vec<T>,
+    parts: usize,
+    weight: impl Fn(&T) -> usize,
+) -> impl Iterator<Item = Vec<T>> {
+    items.sort_by_key(|k| std::cmp::Reverse(weight(k)));
+    let mut bins: Vec<(usize, Vec<T>)> = (0..parts.max(1)).map(|_| (0, vec![])).collect();
+    for k in items {
+        if let Some(b) = bins.iter_mut().min_by_key(|b| b.0) {
+            b.0 += weight(&k);
+            b.1.push(k);
+        }
+    }
+    bins.into_iter().map(|b| b.1).filter(|b| !b.is_empty())
+}
+
 /// A job of `prepare`'s threads: plan kernel `i` of its list, or compile a batch.
 #[cfg(not(target_arch = "wasm32"))]
 enum Job {
@@ -585,13 +625,13 @@ enum Job {
 }
 
 /// What `prepare`'s threads share: the next kernel to plan, plans under way, planned kernels
-/// not yet in a batch (by device), batches ready to compile, and the kernels already taken.
+/// not yet in a batch (by device and `Backend::batch_class`), batches ready to compile, and the kernels already taken.
 #[cfg(not(target_arch = "wasm32"))]
 #[derive(Default)]
 struct Pipeline {
     next: usize,
     planning: usize,
-    pending: HashMap<Device, Vec<LinearKernel>>,
+    pending: HashMap<(Device, u8), Vec<LinearKernel>>,
     ready: Vec<(Device, Vec<LinearKernel>)>,
     seen: HashSet<(Device, LinearKernel)>,
 }
@@ -802,5 +842,28 @@ fn ready_now<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
             ErrorKind::Device,
             "copy: moving data off WEBGPU needs an await in the browser; read it with `await t.data()` and build a new tensor",
         )),
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::balanced;
+
+    #[test]
+    fn batches_are_balanced_by_weight_and_keep_every_item() {
+        let items = vec![9, 1, 1, 1, 4, 4, 2, 2, 3, 3];
+        let bins: Vec<Vec<usize>> = balanced(items.clone(), 3, |&w| w).collect();
+        assert_eq!(bins.len(), 3);
+        let sums: Vec<usize> = bins.iter().map(|b| b.iter().sum()).collect();
+        assert_eq!(sums.iter().sum::<usize>(), 30);
+        assert!(sums.iter().all(|&s| s == 10), "{sums:?}");
+        let mut all: Vec<usize> = bins.concat();
+        all.sort();
+        let mut want = items;
+        want.sort();
+        assert_eq!(all, want);
+        // Fewer items than parts: no empty batch.
+        assert_eq!(balanced(vec![5, 7], 4, |&w| w).count(), 2);
+        assert_eq!(balanced(Vec::<usize>::new(), 4, |&w| w).count(), 0);
     }
 }

@@ -197,12 +197,16 @@ const NO_LOOP_VECTORIZER: &[&str] = &["-fno-tree-loop-vectorize"];
 /// they are and stay under it.
 const LONG_BODY_LINES: usize = 2000;
 
+/// Whether `k` sums floats (it compiles without the loop vectorizer, `NO_LOOP_VECTORIZER`).
+fn sums_floats(k: &LinearKernel) -> bool {
+    k.insts
+        .iter()
+        .any(|i| matches!(i, Inst::Acc { op: ReduceOp::Sum, dtype, .. } if dtype.is_float()))
+}
+
 /// The compiler flags for a kernel rendered as `source`.
 fn flags(k: &LinearKernel, source: &str) -> Vec<&'static str> {
-    let float_sum = k
-        .insts
-        .iter()
-        .any(|i| matches!(i, Inst::Acc { op: ReduceOp::Sum, dtype, .. } if dtype.is_float()));
+    let float_sum = sums_floats(k);
     let body = source
         .strip_prefix(crate::codegen::c::PRELUDE)
         .unwrap_or(source);
@@ -455,9 +459,10 @@ fn upgrade_worker() {
                 if crate::context::debug() >= 2 {
                     let n = u.entries.len();
                     crate::context::log(&format!(
-                        "cpu: {n} kernel{} now run{} their -O3 build (compiled in {:.0} ms)",
+                        "cpu: {n} kernel{} now run{} -O3 build{} (compiled in {:.0} ms)",
                         if n == 1 { "" } else { "s" },
-                        if n == 1 { "s" } else { "" },
+                        if n == 1 { "s its" } else { " their" },
+                        if n == 1 { "" } else { "s" },
                         t.elapsed().as_secs_f64() * 1e3
                     ));
                 }
@@ -714,6 +719,11 @@ impl Backend for Cpu {
     }
     fn compile_batch(&self, ks: &[LinearKernel]) -> Vec<Result<Program>> {
         super::foreground(|| self.compile_together(ks))
+    }
+    /// Float sums and the rest: their flags differ (`flags`; a kernel over `LONG_BODY_LINES`
+    /// of C, rare, is one more compiler run in its batch).
+    fn batch_class(&self, k: &LinearKernel) -> u8 {
+        u8::from(sums_floats(k))
     }
     fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
         let ProgramImpl::Cpu(cp) = &p.imp else {

@@ -465,6 +465,11 @@ pub trait Backend: Send + Sync {
     fn compile_batch(&self, ks: &[LinearKernel]) -> Vec<Result<Program>> {
         ks.iter().map(|k| self.compile(k)).collect()
     }
+    /// Which kernels `compile_batch` compiles best together: a batch of one class costs it one
+    /// compiler run (the C backend compiles kernels with different flags in separate runs).
+    fn batch_class(&self, _k: &LinearKernel) -> u8 {
+        0
+    }
     /// Whether this backend's `compile` may run on several threads at once, for a schedule's
     /// kernels compiled before it runs (`realize::prepare`): worth it where compiling is slow
     /// and independent per kernel (a C compiler process each).
