@@ -9,7 +9,7 @@
 //!
 //! Also: stepping outside training mode and without gradients are errors with helpful messages,
 //! the parameter list is filtered and deduplicated, the state stays in realized buffers, the
-//! learning rate can change between steps, f16 parameters stay f16, steps replayed by TinyJit
+//! learning rate can change between steps (by one kernel for every value), f16 parameters stay f16, steps replayed by TinyJit
 //! equal eager steps, and the update takes few kernels (Adam: 2 per parameter; an MLP training
 //! step with SGD fuses each update into its gradient kernel).
 //!
@@ -319,6 +319,19 @@ fn learning_rate_can_change_between_steps() {
         assert_eq!(opt.state()[0].to_vec::<f32>().unwrap(), vec![0.25]);
         opt.step().unwrap();
         assert_eq!(p.to_vec::<f32>().unwrap(), vec![0.25, 1.25]);
+        // Each new rate is copied in, not a constant in a kernel's source: one compiled kernel
+        // writes every rate (a new one each would cost a compiler run per change).
+        let writes: Vec<_> = [0.125, 0.0625]
+            .iter()
+            .map(|&lr| {
+                wgrad::realize::record_kernels(true);
+                opt.set_lr(lr).unwrap();
+                wgrad::realize::record_kernels(false)
+            })
+            .collect();
+        assert!(!writes[0].is_empty());
+        assert_eq!(writes[0], writes[1]);
+        assert_eq!(opt.state()[0].to_vec::<f32>().unwrap(), vec![0.0625]);
     });
 }
 

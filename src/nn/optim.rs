@@ -133,6 +133,15 @@ fn filled(like: &Tensor, shape: &[usize], v: f64) -> Result<Tensor> {
         .realize()
 }
 
+/// A realized `(1,)` f32 tensor holding `v`, placed like `like`: copied in, not computed (a
+/// constant in a kernel's source makes a new kernel, a compiler run, for every value).
+fn value_in(like: &Tensor, v: f64) -> Result<Tensor> {
+    let t = crate::context::Context::new()
+        .dev(like.device())
+        .run(|| Tensor::from_slice(&[v as f32], &[1]))?;
+    placed_like(t, like)?.contiguous().realize()
+}
+
 /// Euclidean (Frobenius) norm of all elements, as a 0-d tensor.
 fn norm(t: &Tensor) -> Result<Tensor> {
     t.square()?.sum((), false)?.sqrt()
@@ -209,7 +218,7 @@ impl Common {
                 );
             }
         }
-        let lr_t = filled(first, &[1], lr)?;
+        let lr_t = value_in(first, lr)?;
         Ok(Common {
             name,
             params: kept,
@@ -223,7 +232,7 @@ impl Common {
     /// Write `lr` into the learning-rate buffer if it changed (realized now, not in the step).
     fn sync_lr(&mut self) -> Result<()> {
         if self.lr_written.to_bits() != self.lr.to_bits() {
-            let v = self.lr_t.const_like(self.lr);
+            let v = value_in(&self.lr_t, self.lr)?;
             self.lr_t.assign(&v)?.realize()?;
             self.lr_written = self.lr;
         }

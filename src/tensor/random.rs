@@ -11,12 +11,17 @@ use std::cell::RefCell;
 struct Rng {
     seed: u64,
     counters: Vec<(Device, Tensor)>,
+    /// Realized `(1,)` u32 tensors holding a draw's length, by device: what advances the
+    /// counter (one buffer per length, so a captured step binds the same one every call).
+    lengths: Vec<(Device, u32, Tensor)>,
 }
 
 // Per thread, like the rest of the engine's mutable state: a tensor graph is built and
 // realized by one thread.
 thread_local! {
-    static RNG: RefCell<Rng> = const { RefCell::new(Rng { seed: 0, counters: Vec::new() }) };
+    static RNG: RefCell<Rng> = const {
+        RefCell::new(Rng { seed: 0, counters: Vec::new(), lengths: Vec::new() })
+    };
 }
 
 fn rotl(x: &Tensor, r: u32) -> Result<Tensor> {
@@ -61,6 +66,7 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
             let mut st = r.borrow_mut();
             st.counters.retain(|(d, _)| *d != device);
             st.counters.push((device, c.clone()));
+            st.lengths.retain(|(d, ..)| *d != device);
         });
         Ok(c)
     };
@@ -76,11 +82,35 @@ fn random_bits(n: usize, device: Device) -> Result<Tensor> {
             (c.clone(), c.contiguous().realize()?)
         }
     };
-    counter.assign(&counter.add(n as i64)?)?.realize()?;
+    // The draw's length comes from a buffer, not a constant in the kernel: one compiled
+    // update serves draws of every length (a constant made a new kernel, a compiler run on
+    // the CPU, for each new length: a training step's batch and dropout sizes).
+    counter
+        .assign(&counter.add(&length(n as u32, device)?)?)?
+        .realize()?;
     let ctr = Tensor::iota(n, device).cast(DType::U32)?.add(&base)?;
     let hi = ctr.zeros_like();
     let (a, _) = threefry(&ctr, &hi, (seed as u32, (seed >> 32) as u32))?;
     Ok(a)
+}
+
+/// The realized `(1,)` u32 tensor holding `n` on `device` (made once per length and device).
+fn length(n: u32, device: Device) -> Result<Tensor> {
+    let known = RNG.with(|r| {
+        let st = r.borrow();
+        st.lengths
+            .iter()
+            .find(|(d, m, _)| *d == device && *m == n)
+            .map(|(.., t)| t.clone())
+    });
+    if let Some(t) = known {
+        return Ok(t);
+    }
+    let t = crate::context::Context::new()
+        .dev(device)
+        .run(|| Tensor::from_slice(&[n], &[1]))?;
+    RNG.with(|r| r.borrow_mut().lengths.push((device, n, t.clone())));
+    Ok(t)
 }
 
 impl Tensor {
@@ -165,5 +195,36 @@ impl Tensor {
             );
         }
         Tensor::randn(shape)?.mul(std)?.add(mean)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::realize::record_kernels;
+
+    #[test]
+    fn draws_of_any_length_advance_the_counter_with_the_same_kernels() {
+        crate::context::Context::new()
+            .dev(Device::Interp)
+            .run(|| -> Result<()> {
+                Tensor::manual_seed(1);
+                // The counter's kernels: one invocation each (the draws' own are longer).
+                let counter_kernels = |n: usize| -> Result<Vec<_>> {
+                    record_kernels(true);
+                    Tensor::rand(&[n])?.realize()?;
+                    let ks = record_kernels(false);
+                    Ok(ks.into_iter().filter(|k| k.global_size == 1).collect())
+                };
+                let five = counter_kernels(5)?;
+                let seven = counter_kernels(7)?;
+                assert!(!five.is_empty());
+                assert_eq!(five, seven);
+                // And the counter advanced by both lengths.
+                let c = RNG.with(|r| r.borrow().counters[0].1.clone());
+                assert_eq!(c.to_vec::<u32>()?, vec![12]);
+                Ok(())
+            })
+            .unwrap();
     }
 }
