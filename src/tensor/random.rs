@@ -198,7 +198,8 @@ impl Tensor {
     }
 }
 
-#[cfg(test)]
+// Native only: reading a tensor back is asynchronous in the browser.
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
     use crate::realize::record_kernels;
