@@ -387,6 +387,10 @@ thread_local! {
     static STAGE_NS: [AtomicU64; 4] = const { [const { AtomicU64::new(0) }; 4] };
 }
 
+/// `GlobalCounters::background_compile_ns`: process-wide (one background thread serves every
+/// thread's kernels).
+static BACKGROUND_NS: AtomicU64 = AtomicU64::new(0);
+
 impl GlobalCounters {
     /// Set every counter of this thread to zero.
     pub fn reset() {
@@ -403,6 +407,17 @@ impl GlobalCounters {
     }
     pub(crate) fn add_stage(stage: Stage, ns: u64) {
         STAGE_NS.with(|s| s[stage as usize].fetch_add(ns, Ordering::Relaxed));
+    }
+    /// Host time the CPU backend's background thread has spent building optimized (`-O3`)
+    /// code for kernels that started on a quick build (tiered compilation), in nanoseconds,
+    /// for the whole process since it started (`reset` leaves it). No step waits for it, so it
+    /// is in no `Stage`.
+    pub fn background_compile_ns() -> u64 {
+        BACKGROUND_NS.load(Ordering::Relaxed)
+    }
+    #[cfg_attr(not(feature = "cpu"), allow(dead_code))]
+    pub(crate) fn add_background_compile(ns: u64) {
+        BACKGROUND_NS.fetch_add(ns, Ordering::Relaxed);
     }
     /// Kernels launched.
     pub fn kernel_count() -> u64 {

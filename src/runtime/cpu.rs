@@ -448,6 +448,7 @@ fn upgrade_worker() {
         let t = Instant::now();
         let built = compile_so_as("a batch of kernels", &u.unit, &u.flags, true)
             .and_then(|so| load(&so).map(|lib| (so, lib)));
+        crate::context::GlobalCounters::add_background_compile(t.elapsed().as_nanos() as u64);
         match built {
             Ok((so, lib)) => {
                 for ((key, symbol), entry) in u.keys.iter().zip(&u.symbols).zip(&u.entries) {
