@@ -483,7 +483,7 @@ fn prepare(items: &[ScheduleItem]) {
                             w.planning += 1;
                             break Some(Job::Plan(w.next - 1));
                         }
-                        if let Some((dev, ks)) = w.ready.pop() {
+                        if let Some(((dev, _), ks)) = w.ready.pop() {
                             break Some(Job::Compile(dev, ks));
                         }
                         if w.planning == 0 {
@@ -505,12 +505,12 @@ fn prepare(items: &[ScheduleItem]) {
                                 .unwrap_or_else(|e| e.into_inner())
                                 .contains_key(&key);
                             if !known && w.seen.insert(key) {
-                                let class = dev.backend().batch_class(&s.kernel);
-                                let pending = w.pending.entry((*dev, class)).or_default();
+                                let class = (*dev, dev.backend().batch_class(&s.kernel));
+                                let pending = w.pending.entry(class).or_default();
                                 pending.push(s.kernel.clone());
                                 if pending.len() >= per_batch {
                                     let b = std::mem::take(pending);
-                                    w.ready.push((*dev, b));
+                                    w.ready.push((class, b));
                                 }
                             }
                         }
@@ -521,21 +521,16 @@ fn prepare(items: &[ScheduleItem]) {
                             // batch), each of one class.
                             let mut left: HashMap<(Device, u8), Vec<LinearKernel>> =
                                 w.pending.drain().collect();
-                            for (dev, ks) in std::mem::take(&mut w.ready) {
-                                for k in ks {
-                                    let class = dev.backend().batch_class(&k);
-                                    left.entry((dev, class)).or_default().push(k);
-                                }
+                            for (class, ks) in std::mem::take(&mut w.ready) {
+                                left.entry(class).or_default().extend(ks);
                             }
-                            let size = |ks: &[LinearKernel]| -> usize {
-                                ks.iter().map(|k| k.insts.len()).sum()
-                            };
+                            let weight = |k: &LinearKernel| k.insts.len();
+                            let size = |ks: &[LinearKernel]| ks.iter().map(weight).sum::<usize>();
                             let total: usize = left.values().map(|ks| size(ks)).sum();
-                            for ((dev, _), ks) in left {
+                            for (class, ks) in left {
                                 let parts = (2 * threads * size(&ks)).div_ceil(total.max(1));
-                                w.ready.extend(
-                                    balanced(ks, parts, |k| k.insts.len()).map(|b| (dev, b)),
-                                );
+                                w.ready
+                                    .extend(balanced(ks, parts, weight).map(|b| (class, b)));
                             }
                         }
                         *lowered[i].lock().unwrap_or_else(|e| e.into_inner()) = c;
@@ -625,14 +620,15 @@ enum Job {
 }
 
 /// What `prepare`'s threads share: the next kernel to plan, plans under way, planned kernels
-/// not yet in a batch (by device and `Backend::batch_class`), batches ready to compile, and the kernels already taken.
+/// not yet in a batch and batches ready to compile (by device and `Backend::batch_class`), and
+/// the kernels already taken.
 #[cfg(not(target_arch = "wasm32"))]
 #[derive(Default)]
 struct Pipeline {
     next: usize,
     planning: usize,
     pending: HashMap<(Device, u8), Vec<LinearKernel>>,
-    ready: Vec<(Device, Vec<LinearKernel>)>,
+    ready: Vec<((Device, u8), Vec<LinearKernel>)>,
     seen: HashSet<(Device, LinearKernel)>,
 }
 
