@@ -2,7 +2,8 @@
 // with --enable-unsafe-webgpu; it never downloads a browser). The package must be built first
 // (bash scripts/build_web.sh).
 //
-//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--bench-jaxjs] [--long=N] [--no-package] [--bs=N] [--steps=N]
+//   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--bench-jaxjs] [--bench-gpt] [--bench-gpt-jaxjs] [--long=N]
+//                              [--no-package] [--bs=N] [--steps=N] [--size=small|medium]
 //                              [--device=webgpu|wasm|cpu] [--backend=webgpu|wasm] [--no-webgpu]
 //                              [--timeout=SECONDS] [--verbose]
 //
@@ -21,6 +22,10 @@
 //     its WebGPU backend; needs the tfjs devDependencies from `npm install`), and --bench-jaxjs
 //     for www/bench_jaxjs.html (the step in jax-js, jitted whole, on its WebGPU device, or on its
 //     Wasm one with --backend=wasm). --no-webgpu starts Chromium with WebGPU switched off.
+// (b'''') --bench-gpt: www/bench_gpt.html, the GPT's jitted training step (js/gpt.js) in wgrad
+//     on --device; --bench-gpt-jaxjs: www/bench_gpt_jaxjs.html, the same step in jax-js on
+//     --backend. --size=medium: 4 layers, width 128, context 128, batch 32 (default small: 2
+//     layers, width 64, context 64, batch 16; --bs overrides the batch).
 // (b''') --bench-matmul: www/bench_matmul.html?sizes=..&chain=..&steps=.. (defaults 64,128 / 2 / 1):
 //     GFLOP/s of square matmuls and the tutorial's conv2 forward in wgrad, jax-js and tfjs; fails
 //     unless every library gives a positive figure for every row (the page's own smoke test).
@@ -49,7 +54,7 @@ const flags = new Map(
 const ARGS = flags.has("no-webgpu")
   ? ["--no-sandbox", "--disable-features=WebGPU", "--disable-gpu-sandbox"]
   : ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -548,7 +553,7 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (["bench", "bench-tfjs", "bench-jaxjs", "bench-matmul", "long"].some((f) => flags.has(f))) {
+    if (["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "bench-matmul", "long"].some((f) => flags.has(f))) {
       const srv = await serve({ port: 0, root: ROOT });
       try {
         const device = flags.get("device");
@@ -578,6 +583,20 @@ async function main() {
           const { result, seconds } = await repoPage(browser, srv, "bench_tfjs.html", q, "benchResult");
           console.log(`BENCH ${JSON.stringify(result)}`);
           console.log(`tfjs bench page took ${seconds.toFixed(0)} s`);
+        }
+        for (const [flag, page, lib] of [["bench-gpt", "bench_gpt.html", "wgrad"], ["bench-gpt-jaxjs", "bench_gpt_jaxjs.html", "jax-js"]]) {
+          if (!flags.has(flag)) continue;
+          if (lib === "jax-js" && !existsSync(join(ROOT, "node_modules/@jax-js/jax/dist/index.js"))) fail("node_modules/@jax-js/jax is missing: run `npm install`");
+          const size = flags.get("size") ?? "small";
+          const sizes = { small: { nLayer: 2, nHead: 4, nEmbd: 64, block: 64, bs: 16 }, medium: { nLayer: 4, nHead: 4, nEmbd: 128, block: 128, bs: 32 } };
+          if (!sizes[size]) fail(`--size must be small or medium, got ${size}`);
+          const q = { ...sizes[size], steps: flags.get("steps") ?? 5 };
+          if (flags.has("bs")) q.bs = flags.get("bs");
+          if (lib === "wgrad" && flags.has("device")) q.device = flags.get("device");
+          if (lib === "jax-js") q.backend = flags.get("backend") ?? "webgpu";
+          const { result, seconds } = await repoPage(browser, srv, page, q, "benchResult");
+          console.log(`BENCH ${JSON.stringify(result)}`);
+          console.log(`${lib} GPT bench page took ${seconds.toFixed(0)} s`);
         }
         if (flags.has("bench-matmul")) {
           const q = { sizes: flags.get("sizes") ?? "64,128", chain: flags.get("chain") ?? 2, steps: flags.get("steps") ?? 1 };
