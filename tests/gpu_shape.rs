@@ -614,3 +614,71 @@ fn staged_matmuls_equal_unoptimized_ones() {
         assert_close(&format!("{dev} staged"), &got, &plain);
     }
 }
+
+/// On the CPU a weight gradient whose inputs L2 cannot keep (`dW = dYᵀ X` over 4,096 rows of
+/// the medium GPT's MLP: 10 MiB) is split along the rows into parts that read at most 512 KiB,
+/// so the tiles of a part share their inputs from L2 (read whole per tile row, `X` streamed from
+/// L3 made it 3x slower); the forward matmul and the input gradient, which read their large
+/// operand once, stay one kernel. The split kernels compute what the unoptimized ones compute.
+#[test]
+fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
+    let grads = || -> wgrad::Result<Vec<Tensor>> {
+        Tensor::manual_seed(5);
+        let x = Tensor::randn(&[32, 128, 128])?.realize()?;
+        let w = Tensor::randn(&[512, 128])?.mul(0.05)?.realize()?;
+        x.set_requires_grad(true);
+        w.set_requires_grad(true);
+        x.linear(&w.t()?, None)?
+            .square()?
+            .mean((), false)?
+            .backward()?;
+        Ok(vec![x.grad().expect("x.grad"), w.grad().expect("w.grad")])
+    };
+    Context::new().dev(Device::Interp).run(|| {
+        let g = grads().unwrap();
+        let items = Tensor::schedule_all(&g.iter().collect::<Vec<_>>()).unwrap();
+        let target = Target::new(OptTarget::Cpu);
+        let (mut split, mut one) = (vec![], 0);
+        for item in &items {
+            let ScheduleItem::Kernel { ast, .. } = item else {
+                continue;
+            };
+            let has_reduce = ast
+                .root
+                .find(
+                    &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
+                    &|_| false,
+                )
+                .is_some();
+            let out: usize = ast.root.shape.iter().product();
+            match default_plan(ast, &target) {
+                Plan::Split { parts, .. } => split.push((out, parts)),
+                Plan::One(_) if has_reduce && out >= 128 * 128 => one += 1,
+                Plan::One(_) => {}
+            }
+        }
+        // (32·128·512 + 32·128·128) floats = 10 MiB: at least 20 parts of 512 KiB.
+        assert_eq!(split.len(), 1, "splits (outputs, parts): {split:?}");
+        assert!(split[0].0 == 512 * 128 && split[0].1 >= 20, "{split:?}");
+        assert!(
+            one >= 2,
+            "the forward and the input gradient stay one kernel each: {one}"
+        );
+    });
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "cpu weight gradient split", "no C compiler");
+    }
+    let run = |dev: Device| -> Vec<Vec<f32>> {
+        Context::new()
+            .dev(dev)
+            .run(|| -> wgrad::Result<Vec<Vec<f32>>> {
+                grads()?.iter().map(|t| t.to_vec_f32()).collect()
+            })
+            .unwrap_or_else(|e| panic!("{dev}: {e}"))
+    };
+    assert_close(
+        "weight gradient split on the CPU",
+        &run(Device::Cpu),
+        &run(Device::Interp),
+    );
+}

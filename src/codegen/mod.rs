@@ -154,7 +154,7 @@ pub fn default_plan(ast: &KernelAst, target: &Target) -> Plan {
 
 fn plan_at(ast: &KernelAst, target: &Target, depth: u32) -> Plan {
     if depth < 2 {
-        if let Some((axis, parts)) = opt::split_for(ast, target) {
+        if let Some((axis, parts)) = opt::split_for(ast, target, depth > 0) {
             if let Some(s) = split::split(ast, axis, parts) {
                 return Plan::Split {
                     axis,

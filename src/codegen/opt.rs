@@ -98,6 +98,16 @@ const LAUNCH: f64 = 256.0;
 const CPU_LONG: usize = 8192;
 /// The longest loop each part of a split CPU reduce keeps.
 const CPU_PART: usize = 2048;
+/// Bytes of a CPU reduce's operand read again for every tile of an outer output axis, above
+/// which those reads come from L3 or memory rather than L2 (`restream_split`).
+const CPU_RESTREAM: usize = 1 << 20;
+/// The input bytes each part of a reduce split by `restream_split` reads at most. On the medium
+/// GPT's weight gradients (inputs 10 MiB; 2-vCPU Xeon, 2 MiB L2), parts reading 320 KiB ran
+/// 3.0x faster than the unsplit kernel, parts reading 2.5 MiB 1.9x.
+const CPU_PART_BYTES: usize = 512 << 10;
+/// The shortest loop a part of `restream_split` keeps (shorter, the partial sums written and
+/// read again would cost more than the reads they save).
+const CPU_MIN_PART: usize = 64;
 /// The longest reduce loop `fold_indices` unrolls whole.
 const FOLD_UNROLL: usize = 4;
 /// The share of the divisions per output an unroll must leave at most to be taken.
@@ -185,7 +195,9 @@ fn gpu_group(
 }
 
 /// Whether (and how) to split this kernel's reduce into two kernels: (reduce axis, parts).
-pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
+/// `nested`: `ast` is a kernel of a split already (on the CPU only a reduce still too long is
+/// split again: its parts were sized for L2).
+pub fn split_for(ast: &KernelAst, t: &Target, nested: bool) -> Option<(usize, usize)> {
     let (out, axes) = reduce_of(ast)?;
     let rlen: usize = axes.iter().map(|a| a.1).product();
     match t.kind {
@@ -204,7 +216,12 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
         // split as the CPU's are (a weight gradient's few invocations leave cores idle).
         OptTarget::Cpu | OptTarget::SoftGpu => {
             if rlen < CPU_LONG {
-                return None;
+                // (Software adapters keep their plans: measured on the C backend only.)
+                return if nested || t.kind != OptTarget::Cpu {
+                    None
+                } else {
+                    restream_split(ast, &axes)
+                };
             }
             // The fewest parts that bring each part's loop under `CPU_PART` and give every
             // core several of them.
@@ -273,6 +290,51 @@ pub fn split_for(ast: &KernelAst, t: &Target) -> Option<(usize, usize)> {
             (time < t0 || loop0 > GPU_MAX_LOOP).then_some(choice)
         }
     }
+}
+
+/// A CPU split for a reduce that reads an operand again for every tile of an outer output axis
+/// it does not depend on, when that operand is larger than L2 keeps: a weight gradient
+/// `dW[o, c] = sum over rows of dY[row, o] * X[row, c]` sweeps the tiles of `c` inside those of
+/// `o`, reading all of `X` once per tile row of `o` (the forward `X @ W` reads its own large
+/// operand once: its rows belong to the outer axis). Split into parts whose inputs fit in
+/// `CPU_PART_BYTES`, the tiles of one part share them from L2; the second kernel adds the
+/// partial sums. `None` when no operand is read again, or it fits (`CPU_RESTREAM`).
+fn restream_split(ast: &KernelAst, axes: &[(usize, usize)]) -> Option<(usize, usize)> {
+    let ops = stageable_operands(ast);
+    let full = &ops.first()?.node.shape;
+    let reduce: Vec<usize> = axes.iter().map(|a| a.0).collect();
+    let outs: Vec<usize> = (0..full.len())
+        .filter(|a| !reduce.contains(a) && full[*a] > 1)
+        .collect();
+    // Its bytes over the axes it depends on that pass `from` (the reduce's and those inside).
+    let bytes = |o: &Operand, from: usize| -> usize {
+        let n: usize = (0..full.len())
+            .filter(|&a| o.deps[a] && (a >= from || reduce.contains(&a)))
+            .map(|a| full[a])
+            .product();
+        n * o.node.dtype.size()
+    };
+    // Read again for every step of the outermost output axis it skips while depending on one
+    // inside it; between two reads of an element the sweep reads the operand's part inside.
+    let again = |o: &Operand| {
+        outs.iter()
+            .find(|&&n| !o.deps[n] && outs.iter().any(|&d| d > n && o.deps[d]))
+            .map(|&n| bytes(o, n))
+    };
+    let restreamed: usize = ops.iter().filter_map(again).sum();
+    if restreamed <= CPU_RESTREAM {
+        return None;
+    }
+    let total: usize = ops.iter().map(|o| bytes(o, 0)).sum();
+    let cands: Vec<(usize, usize)> = candidates(axes)
+        .filter(|&(a, p)| part_len(axes, a, p) >= CPU_MIN_PART)
+        .collect();
+    cands
+        .iter()
+        .copied()
+        .filter(|&(_, p)| total.div_ceil(p) <= CPU_PART_BYTES)
+        .min_by_key(|&(_, p)| p)
+        .or_else(|| cands.iter().copied().max_by_key(|&(_, p)| p))
 }
 
 /// Parts splits try to make a reduce stageable (`split_to_stage`).

@@ -666,7 +666,7 @@ impl<'a> Emitter<'a> {
         };
         s.local_set(x);
         s.local_get(x);
-        k(s, EXP2_MIN);
+        k(s, 0.0);
         s.local_get(x);
         k(s, EXP2_MIN);
         s.f32x4_gt().v128_bitselect().local_set(c);
@@ -700,11 +700,15 @@ impl<'a> Emitter<'a> {
             .i32x4_splat()
             .i32x4_add();
         s.i32_const(23).i32x4_shl().f32x4_mul();
+        k(s, 0.0);
         s.local_get(x)
             .local_get(x)
             .local_get(x)
             .f32x4_eq()
             .v128_bitselect();
+        s.local_get(x);
+        k(s, EXP2_MIN);
+        s.f32x4_gt().v128_bitselect();
     }
 
     fn unary(&self, s: &mut InstructionSink, op: UnaryOp, dt: DType, a: Reg) {
@@ -892,10 +896,12 @@ impl<'a> Emitter<'a> {
 }
 
 // 2^x as the C dialect computes it (its `EXP2_FN`), shared by the scalar helper and the vector
-// step: x clamped to [EXP2_MIN, EXP2_MAX], n = x rounded by adding and subtracting ROUND,
-// 2^(x - n) by Cephes exp2f's polynomial (highest degree first; the C dialect's digits, so that
-// both parse to the same f32 coefficients), then 2^n as two exact powers of two.
-const EXP2_MIN: f32 = -151.0;
+// step: x at most EXP2_MAX, n = x rounded by adding and subtracting ROUND, 2^(x - n) by Cephes
+// exp2f's polynomial (highest degree first; the C dialect's digits, so that both parse to the
+// same f32 coefficients), then 2^n as two exact powers of two. At or below EXP2_MIN (2^x rounds
+// to 0) and for a NaN the polynomial runs on 0 and the result is selected: a product that
+// underflows is slow on x86 cores (a microcode assist).
+const EXP2_MIN: f32 = -150.0;
 const EXP2_MAX: f32 = 129.0;
 const ROUND: f32 = 12582912.0;
 #[allow(clippy::excessive_precision)]
@@ -918,9 +924,9 @@ fn exp2_fn() -> Function {
     let c = |s: &mut InstructionSink, v: f32| {
         s.f32_const(v.into());
     };
-    // c = clamp(x, -151, 129); a NaN becomes -151 and comes back at the end.
+    // c = x > -150 ? min(x, 129) : 0; a NaN or a result that rounds to 0 is selected at the end.
     s.local_get(0);
-    c(&mut s, EXP2_MIN);
+    c(&mut s, 0.0);
     s.local_get(0);
     c(&mut s, EXP2_MIN);
     s.f32_gt().select().local_set(1);
@@ -961,8 +967,12 @@ fn exp2_fn() -> Function {
         .i32_const(127)
         .i32_add();
     s.i32_const(23).i32_shl().f32_reinterpret_i32().f32_mul();
-    // x == x ? result : x.
+    // x > -150 ? result : (x == x ? 0 : x).
+    c(&mut s, 0.0);
     s.local_get(0).local_get(0).local_get(0).f32_eq().select();
+    s.local_get(0);
+    c(&mut s, EXP2_MIN);
+    s.f32_gt().select();
     s.end();
     func
 }
