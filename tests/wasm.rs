@@ -169,3 +169,37 @@ fn a_tensor_past_the_32_bit_memory_is_an_error() {
         "{e}"
     );
 }
+
+/// Elementwise kernels are upcast into rows of 16 outputs for WebAssembly (V8 vectorizes no
+/// loop by itself), which the dialect computes and stores as f32x4 vectors: a tanh-GELU
+/// (exponentials, selects, a division) gives the C backend's bits.
+#[test]
+fn elementwise_rows_are_vectors_with_the_c_backends_bits() {
+    use wgrad::codegen::{default_plan, OptTarget, Plan, Target};
+    use wgrad::schedule::ScheduleItem;
+    let x: Vec<f32> = (0..64 * 256)
+        .map(|i| ((i * 37 % 1001) as f32 - 500.0) / 97.0)
+        .collect();
+    let gelu = || Tensor::from_slice(&x, &[64, 256])?.gelu();
+    let target = Target {
+        loop_vectorizer: false,
+        ..Target::new(OptTarget::Cpu)
+    };
+    let rows: Vec<Vec<(usize, usize)>> = Context::new().dev(Device::Interp).run(|| {
+        let y = gelu().unwrap();
+        Tensor::schedule_all(&[&y])
+            .unwrap()
+            .iter()
+            .filter_map(|item| match item {
+                ScheduleItem::Kernel { ast, .. } => match default_plan(ast, &target) {
+                    Plan::One(o) => Some(o.upcast),
+                    Plan::Split { .. } => None,
+                },
+                _ => None,
+            })
+            .collect()
+    });
+    assert!(rows.contains(&vec![(1, 16)]), "the GELU's plans: {rows:?}");
+    #[cfg(feature = "cpu")]
+    same_as(Device::Cpu, "tanh-GELU in rows", || bits(&gelu()?));
+}

@@ -67,6 +67,10 @@ pub struct Target {
     /// Whether kernels may stage operand tiles in workgroup memory (`lower::Opts::stage`:
     /// barriers inside a loop, which GPUs and the interpreter run and the C dialect does not).
     pub tiles: bool,
+    /// Whether the compiler behind the target vectorizes a plain loop over outputs itself (GCC
+    /// and Clang at `-O3`); where nothing does (WebAssembly), the optimizer upcasts elementwise
+    /// kernels into rows the dialect writes as vector code (`opt.rs`).
+    pub loop_vectorizer: bool,
 }
 
 impl Target {
@@ -79,6 +83,7 @@ impl Target {
             registers: 16,
             parallel: 65536,
             tiles: true,
+            loop_vectorizer: true,
         }
     }
 }

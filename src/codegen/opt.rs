@@ -399,6 +399,11 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                 } else {
                     MAX_UPCAST * t.registers / 16
                 };
+                if !t.loop_vectorizer && reduce_of(ast).is_none() {
+                    if let Some(o) = elementwise_rows(ast, max, 4 * cores) {
+                        return o;
+                    }
+                }
                 let o = window_unrolls(ast, base)
                     .into_iter()
                     .map(|b| best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM))
@@ -411,6 +416,24 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
         }
         OptTarget::Gpu => gpu_opts(ast, t),
     }
+}
+
+/// An elementwise kernel's upcast for a target whose compiler vectorizes no loop by itself
+/// (WebAssembly): a row of 16, 8 or 4 outputs of its last axis (the largest that divides it and
+/// leaves every core a few invocations), which the dialect computes as SIMD vectors, its index
+/// arithmetic done once per row (V8's scalar loop over a GELU took 14 ns an element). `None`
+/// where no such row divides the axis (the other heuristics then apply: `fold_indices`).
+fn elementwise_rows(ast: &KernelAst, max: usize, min_inv: usize) -> Option<Opts> {
+    let out: usize = ast.root.shape.iter().product();
+    let (axis, &size) = ast.root.shape.iter().enumerate().rev().find(|a| *a.1 > 1)?;
+    [16, 8, 4]
+        .into_iter()
+        .filter(|&n| size % n == 0 && n <= max && out / n >= min_inv)
+        .map(|n| Opts {
+            upcast: vec![(axis, n)],
+            ..Opts::default()
+        })
+        .find(|o| check(ast, o).is_ok())
 }
 
 /// The bases a CPU upcast search starts from: none, and for a window's reduce (at most

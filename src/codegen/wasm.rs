@@ -16,12 +16,12 @@
 //! (`Target::max_local` 1).
 
 use super::linearize::{Inst, LinearKernel, Reg};
-use super::vectorize::{self, Pack, VExpr};
+use super::vectorize::{self, Pack, StorePack, VExpr};
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::kernel::FastSet;
 use crate::ops::{BinaryOp, UnaryOp};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use wasm_encoder::{
     BlockType, CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection,
@@ -126,10 +126,18 @@ struct Emitter<'a> {
     consts: HashMap<Reg, f64>,
     /// Runs of four accumulators stepped as one f32x4 (`vectorize::packs`).
     packs: Vec<Pack>,
-    /// Instructions not emitted: the scalar steps a pack replaces, and values nothing reads.
+    /// Runs of four f32 stores to consecutive elements, stored as one f32x4
+    /// (`vectorize::store_packs`: an elementwise kernel's row of outputs).
+    store_packs: Vec<StorePack>,
+    /// Instructions not emitted: the scalar steps and stores packs replace, and values nothing
+    /// reads.
     skip: FastSet<usize>,
     /// The next free v128 scratch local (each vector exp2 or max takes fresh ones).
     scratch: Cell<u32>,
+    /// While a store pack's value is emitted: the local holding each subexpression already
+    /// computed (by its spelling). An epilogue's expression tree repeats its shared values (a
+    /// GELU's backward reads its input a dozen times), which emitted as a tree ran 10x slower.
+    memo: RefCell<Option<HashMap<String, u32>>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -170,14 +178,23 @@ impl<'a> Emitter<'a> {
             .into_iter()
             .filter(|p| p.width == 4 && p.accs.len() == 4)
             .collect();
+        let store_packs: Vec<StorePack> = vectorize::store_packs(k, 4)
+            .into_iter()
+            .filter(|p| p.width == 4)
+            .collect();
         let mut skip: FastSet<usize> = packs.iter().flat_map(|p| p.steps.clone()).collect();
+        skip.extend(store_packs.iter().flat_map(|p| p.insts.iter().copied()));
         // What nothing reads is not emitted: a load stays in the code V8 compiles (it may
         // trap), so the scalar loads a vector load replaced would still run.
         let mut readers = vectorize::readers(k, &skip);
-        for p in &packs {
-            for r in p.expr.regs() {
+        let exprs = packs.iter().map(|p| &p.expr);
+        for e in exprs.chain(store_packs.iter().map(|p| &p.expr)) {
+            for r in e.regs() {
                 *readers.entry(r).or_default() += 1;
             }
+        }
+        for p in &store_packs {
+            *readers.entry(p.base).or_default() += 1;
         }
         skip.extend(vectorize::unread(k, &mut readers));
         Emitter {
@@ -185,8 +202,10 @@ impl<'a> Emitter<'a> {
             dtypes,
             consts,
             packs,
+            store_packs,
             skip,
             scratch: Cell::new(0),
+            memo: RefCell::new(None),
         }
     }
 
@@ -212,7 +231,25 @@ impl<'a> Emitter<'a> {
             };
             own + e.children().into_iter().map(count).sum::<u32>()
         }
-        self.packs.iter().map(|p| count(&p.expr) + 2).sum()
+        // A store pack's value also keeps each distinct subexpression in a local (`memo`).
+        fn distinct(e: &VExpr, seen: &mut std::collections::HashSet<String>) {
+            if !matches!(e, VExpr::Splat(_) | VExpr::Const(_)) {
+                seen.insert(format!("{e:?}"));
+            }
+            for c in e.children() {
+                distinct(c, seen);
+            }
+        }
+        let stores: u32 = self
+            .store_packs
+            .iter()
+            .map(|p| {
+                let mut seen = std::collections::HashSet::new();
+                distinct(&p.expr, &mut seen);
+                count(&p.expr) + seen.len() as u32
+            })
+            .sum();
+        self.packs.iter().map(|p| count(&p.expr) + 2).sum::<u32>() + stores
     }
 
     fn nbufs(&self) -> u32 {
@@ -243,6 +280,20 @@ impl<'a> Emitter<'a> {
         for (i, inst) in self.k.insts.iter().enumerate() {
             if let Some(pi) = self.packs.iter().position(|p| p.at == i) {
                 self.vector_step(&mut s, pi);
+            }
+            if let Some(p) = self.store_packs.iter().find(|p| p.at == i) {
+                // The address of lane 0, then the vector, stored in place of the last store.
+                s.local_get(p.slot);
+                self.get(&mut s, p.base);
+                s.i32_const(p.offset as i32)
+                    .i32_add()
+                    .i32_const(2)
+                    .i32_shl()
+                    .i32_add();
+                *self.memo.borrow_mut() = Some(HashMap::new());
+                self.vexpr(&mut s, &p.expr);
+                *self.memo.borrow_mut() = None;
+                s.v128_store(mem(0, 0));
             }
             if !self.skip.contains(&i) {
                 self.inst(&mut s, inst, &mut loops)?;
@@ -547,8 +598,32 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// Push `e` as a v128 (f32 lanes, or a mask of all-ones and zero lanes).
+    /// Push `e` as a v128 (f32 lanes, or a mask of all-ones and zero lanes); while `memo` is
+    /// on, each distinct subexpression is computed once and kept in a local.
     fn vexpr(&self, s: &mut InstructionSink, e: &VExpr) {
+        let key = match (&*self.memo.borrow(), e) {
+            (None, _) | (_, VExpr::Splat(_) | VExpr::Const(_)) => None,
+            (Some(m), _) => {
+                let k = format!("{e:?}");
+                if let Some(&l) = m.get(&k) {
+                    s.local_get(l);
+                    return;
+                }
+                Some(k)
+            }
+        };
+        self.vexpr_tree(s, e);
+        if let Some(k) = key {
+            let l = self.fresh();
+            s.local_tee(l);
+            if let Some(m) = self.memo.borrow_mut().as_mut() {
+                m.insert(k, l);
+            }
+        }
+    }
+
+    /// `vexpr` without the memo at this node (its operands go through `vexpr`).
+    fn vexpr_tree(&self, s: &mut InstructionSink, e: &VExpr) {
         match e {
             VExpr::Splat(r) => {
                 self.get(s, *r);

@@ -19,8 +19,10 @@ pub const MAX_MEMORY: u64 = 1 << 32;
 const MAX_BUFFERS: usize = 900;
 
 /// What kernels for WebAssembly are shaped for: the CPU's optimizer (upcasts, unrolls, splits
-/// for the cores), with no workgroups (the dialect has none) and 16 registers (x86-64's; in
-/// V8 the tutorial's step took 373 ms with 16, 456 ms with 8 and 390-433 ms with 32, 2026-12-04).
+/// for the cores), with no workgroups (the dialect has none), 16 registers (x86-64's; in V8
+/// the tutorial's step took 373 ms with 16, 456 ms with 8 and 390-433 ms with 32, 2026-12-04)
+/// and no loop vectorizer (V8 compiles what the module says: elementwise kernels are upcast
+/// into SIMD rows).
 fn target() -> Target {
     Target {
         kind: OptTarget::Cpu,
@@ -28,6 +30,7 @@ fn target() -> Target {
         max_shared: 0,
         registers: 16,
         tiles: false,
+        loop_vectorizer: false,
         ..Target::new(OptTarget::Cpu)
     }
 }
