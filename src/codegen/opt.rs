@@ -216,7 +216,8 @@ pub fn split_for(ast: &KernelAst, t: &Target, nested: bool) -> Option<(usize, us
         // split as the CPU's are (a weight gradient's few invocations leave cores idle).
         OptTarget::Cpu | OptTarget::SoftGpu => {
             if rlen < CPU_LONG {
-                // (Software adapters keep their plans: measured on the C backend only.)
+                // (Software adapters keep their plans: measured on the CPU kind only, whose
+                // kernels the C and WebAssembly backends both run.)
                 return if nested || t.kind != OptTarget::Cpu {
                     None
                 } else {
