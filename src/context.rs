@@ -231,6 +231,14 @@ pub fn tiles() -> bool {
     *ENV.get_or_init(|| env_u32("TILES").is_none_or(|v| v != 0))
 }
 
+/// Whether WebAssembly kernels may use relaxed SIMD where the engine has it (`RELAXED_SIMD=0`
+/// keeps fused vector steps a multiply then an add, to compare or to get the same bits on
+/// every machine).
+pub fn relaxed_simd() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("RELAXED_SIMD").is_none_or(|v| v != 0))
+}
+
 /// The optimizer target asked for, if any: a `Context`'s, else `OPT_TARGET`, else `None` for
 /// `NOOPT=1`.
 pub fn opt_target() -> Option<OptTarget> {

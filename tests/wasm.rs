@@ -1,6 +1,7 @@
-//! The WebAssembly dialect's own arithmetic against the interpreter, bit for bit: its reduce
-//! steps of products (a multiply and an add, each rounded: WebAssembly has no fused
-//! multiply-add), the f16/bf16 conversions and the exp2 polynomial it carries, and the integer
+//! The WebAssembly dialect's own arithmetic against the interpreter, bit for bit: its scalar
+//! reduce steps of products (a multiply and an add, each rounded: WebAssembly has no scalar
+//! fused multiply-add), its vector steps (fused with relaxed SIMD, which wasmi has), the
+//! f16/bf16 conversions and the exp2 polynomial it carries, and the integer
 //! edge cases WebAssembly traps on. Run natively by
 //! wasmi; the browser and Node.js run the same modules (tests/web.rs, scripts/node_test.mjs).
 
@@ -112,6 +113,127 @@ fn sums_of_products_round_each_product() {
         f32::from_bits(got[0]),
         1.0 + 2f32.powi(-22),
         "the midpoint case"
+    );
+}
+
+/// A matmul's vector steps are relaxed fused multiply-adds (wasmi fuses them, as V8 does on
+/// CPUs with FMA): the interpreter's bits, which rounding each product would not give.
+#[test]
+fn vector_steps_of_a_matmul_are_fused() {
+    if !wgrad::context::relaxed_simd() {
+        return; // RELAXED_SIMD=0: the steps are a multiply and an add by request.
+    }
+    let (m, k, n) = (4, 96, 64);
+    let draw = |seed: u32, len: usize| -> Vec<f32> {
+        let mut x = seed;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                // Full 24-bit mantissas, so most products are inexact.
+                (x >> 8) as f32 / (1 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (a, b) = (draw(0x9e37_79b9, m * k), draw(0x85eb_ca6b, k * n));
+    let f = || {
+        let ta = Tensor::from_slice(&a, &[m, k])?;
+        let tb = Tensor::from_slice(&b, &[k, n])?;
+        bits(&ta.matmul(&tb)?)
+    };
+    same("matmul", f);
+    // Rounding each product (in the same order) gives other bits for most outputs: the
+    // comparison above tells fused steps from unfused ones.
+    let fused = on(Device::Interp, f);
+    let differ = (0..m * n)
+        .filter(|&o| {
+            let (i, j) = (o / n, o % n);
+            let s = (0..k).fold(0f32, |s, t| s + a[i * k + t] * b[t * n + j]);
+            s.to_bits() != fused[o]
+        })
+        .count();
+    assert!(differ > m * n / 4, "only {differ} outputs differ");
+}
+
+/// The operators of `bytes`' innermost loop bodies (the last function: the kernel), by name.
+fn inner_loop_ops(bytes: &[u8]) -> Vec<String> {
+    let mut bodies = vec![];
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        if let Ok(wasmparser::Payload::CodeSectionEntry(body)) = payload {
+            bodies.push(body);
+        }
+    }
+    let body = bodies.pop().expect("a kernel function");
+    // Per open block: whether it is a loop, and its operators so far.
+    let mut stack: Vec<(bool, Vec<String>, bool)> = vec![(false, vec![], false)];
+    let mut inner = vec![];
+    let mut ops = body.get_operators_reader().expect("operators");
+    while !ops.eof() {
+        let op = ops.read().expect("an operator");
+        let name = format!("{op:?}");
+        let name = name.split([' ', '{', '(']).next().unwrap_or("").to_string();
+        match name.as_str() {
+            "Loop" | "Block" | "If" => stack.push((name == "Loop", vec![], false)),
+            "End" => {
+                let Some((is_loop, body, has_inner)) = stack.pop() else {
+                    break;
+                };
+                if is_loop && !has_inner {
+                    inner.extend(body);
+                }
+                if let Some(outer) = stack.last_mut() {
+                    outer.2 |= is_loop || has_inner;
+                }
+            }
+            _ => stack.last_mut().expect("a block").1.push(name),
+        }
+    }
+    inner
+}
+
+/// A matmul's inner loop steps a block of accumulators from operands each loaded once: per
+/// fused vector step at most half a load (vector loads of one operand plus splats of the
+/// other's elements; a 4x4 block of f32x4 needs 8 for 16 steps), and no scalar load a vector
+/// load replaced is left in the code (the engine would still run it: a load may trap).
+#[test]
+fn a_matmuls_steps_share_their_operand_loads() {
+    use wgrad::codegen::{linear_kernel, wasm};
+    use wgrad::schedule::ScheduleItem;
+    let target = Device::Wasm.backend().target();
+    let modules: Vec<Vec<u8>> = Context::new().dev(Device::Interp).run(|| {
+        let a = Tensor::from_slice(&vec![0.5f32; 256 * 128], &[256, 128]).unwrap();
+        let b = Tensor::from_slice(&vec![0.25f32; 128 * 256], &[128, 256]).unwrap();
+        let y = a.matmul(&b).unwrap();
+        Tensor::schedule_all(&[&y])
+            .unwrap()
+            .iter()
+            .filter_map(|item| match item {
+                ScheduleItem::Kernel { ast, .. } => {
+                    let k = linear_kernel(ast, &target);
+                    Some(wasm::module(&k, wasm::Features { relaxed_simd: true }).unwrap())
+                }
+                _ => None,
+            })
+            .collect()
+    });
+    assert_eq!(modules.len(), 1);
+    let ops = inner_loop_ops(&modules[0]);
+    let count = |name: &str| ops.iter().filter(|o| o.as_str() == name).count();
+    let (madds, vloads, splats) = (
+        count("F32x4RelaxedMadd"),
+        count("V128Load"),
+        count("F32x4Splat"),
+    );
+    assert!(madds >= 8, "{madds} fused steps per iteration: {ops:?}");
+    assert!(
+        2 * (vloads + splats) <= madds,
+        "{vloads} vector loads and {splats} splats for {madds} fused steps"
+    );
+    assert!(
+        count("F32Load") <= splats,
+        "{} scalar loads for {splats} splats: {ops:?}",
+        count("F32Load")
     );
 }
 

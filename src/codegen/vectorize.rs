@@ -769,6 +769,17 @@ pub(crate) fn unread(k: &LinearKernel, readers: &mut FastMap<Reg, i64>) -> FastS
                 }
             }
         }
+        // A run of loads none of whose values is read (a vector load replaced them): in
+        // WebAssembly a load may trap, so the engine would still run it.
+        if let Inst::LoadVec { dsts, idx, .. } = inst {
+            if dsts
+                .iter()
+                .all(|d| readers.get(d).copied().unwrap_or(0) <= 0)
+            {
+                dead.insert(i);
+                *readers.entry(*idx).or_default() -= 1;
+            }
+        }
     }
     dead
 }

@@ -6,13 +6,16 @@
 //! them), and exports `kernel(buf0, .., bufN, gstart, gend)`: the body for `gidx` in
 //! `[gstart, gend)`, each buffer a byte address in that memory. Registers are locals; the
 //! module carries its own `exp2` (the C dialect's polynomial, so both compute the same values)
-//! and the f16/bf16 conversions. A reduce step the IR fuses (`Inst::Acc::fused`) is a multiply
-//! then an add here, each rounded: WebAssembly has no fused multiply-add, and emulating one
-//! exactly (the f64 sum of the exact product, rounded to odd) put ten dependent operations on
-//! every accumulator's chain: the tutorial's step ran 7x slower in V8 (Node.js 20, 2026-12-04).
-//! Runs of four accumulators that the C dialect would keep in a vector (`vectorize::packs`)
-//! step as one f32x4 (SIMD128), lane by lane the scalar operations, and the scalar code they
-//! replace is not emitted. Workgroups are not rendered: the backend's target never asks for them
+//! and the f16/bf16 conversions. A scalar reduce step the IR fuses (`Inst::Acc::fused`) is a
+//! multiply then an add here, each rounded: WebAssembly has no scalar fused multiply-add, and
+//! emulating one exactly (the f64 sum of the exact product, rounded to odd) put ten dependent
+//! operations on every accumulator's chain: the tutorial's step ran 7x slower in V8 (Node.js
+//! 20, 2026-12-04). Runs of four accumulators that the C dialect would keep in a vector
+//! (`vectorize::packs`) step as one f32x4 (SIMD128), lane by lane the scalar operations, and
+//! the scalar code they replace is not emitted; where the engine has relaxed SIMD
+//! (`Features::relaxed_simd`) a fused vector step is one `f32x4.relaxed_madd`, which engines
+//! compile to the CPU's fused multiply-add where it has one (x86-64 with FMA3, ARM64): the C
+//! dialect's bits there, and one instruction instead of two on the accumulator's chain. Workgroups are not rendered: the backend's target never asks for them
 //! (`Target::max_local` 1).
 
 use super::linearize::{Inst, LinearKernel, Reg};
@@ -58,8 +61,38 @@ fn mem(offset: u64, align: u32) -> MemArg {
     }
 }
 
-/// Render `k` as a WebAssembly module; errors for what the dialect does not run (workgroups).
-pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
+/// What the engine that runs the modules supports beyond WebAssembly 2.0's SIMD128.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// The relaxed-SIMD proposal (in V8 by default since Chrome 114, so Node.js 22 and later
+    /// but not Node.js 20; in wasmi): fused vector steps become `f32x4.relaxed_madd`.
+    pub relaxed_simd: bool,
+}
+
+/// A module that validates only where the engine has relaxed SIMD (one function computing an
+/// `f32x4.relaxed_madd`): engines are probed with it (`WebAssembly.validate`).
+pub fn relaxed_simd_probe() -> Vec<u8> {
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::V128; 3], [ValType::V128]);
+    let mut funcs = FunctionSection::new();
+    funcs.function(0);
+    let mut f = Function::new([]);
+    f.instructions()
+        .local_get(0)
+        .local_get(1)
+        .local_get(2)
+        .f32x4_relaxed_madd()
+        .end();
+    let mut code = CodeSection::new();
+    code.function(&f);
+    let mut m = Module::new();
+    m.section(&types).section(&funcs).section(&code);
+    m.finish()
+}
+
+/// Render `k` as a WebAssembly module for an engine with `features`; errors for what the
+/// dialect does not run (workgroups).
+pub fn module(k: &LinearKernel, features: Features) -> Result<Vec<u8>> {
     if k.local_size > 1 || !k.shared.is_empty() {
         bail!(
             Backend,
@@ -105,7 +138,7 @@ pub fn module(k: &LinearKernel) -> Result<Vec<u8>> {
     code.function(&h2f_fn());
     code.function(&f2h_fn());
     code.function(&f2b_fn());
-    code.function(&Emitter::new(k).kernel()?);
+    code.function(&Emitter::new(k, features).kernel()?);
 
     let mut m = Module::new();
     m.section(&types)
@@ -138,10 +171,17 @@ struct Emitter<'a> {
     /// computed (by its spelling). An epilogue's expression tree repeats its shared values (a
     /// GELU's backward reads its input a dozen times), which emitted as a tree ran 10x slower.
     memo: RefCell<Option<HashMap<String, u32>>>,
+    /// The same for the packs' steps of one loop body: a matmul's block of accumulators reads
+    /// each operand vector for several packs (a 4x4 block: four loads and four splats for 16
+    /// steps, where each step loading its own ran 16 of each). Emptied where memory or a value
+    /// read may change (loops, stores, a scalar accumulator's step).
+    pack_memo: RefCell<HashMap<String, u32>>,
+    /// What the engine supports (a fused vector step's instruction).
+    features: Features,
 }
 
 impl<'a> Emitter<'a> {
-    fn new(k: &'a LinearKernel) -> Self {
+    fn new(k: &'a LinearKernel, features: Features) -> Self {
         let mut dtypes = vec![DType::I32; k.nregs];
         let mut consts = HashMap::new();
         let mut set = |r: Reg, dt: DType| {
@@ -206,6 +246,8 @@ impl<'a> Emitter<'a> {
             skip,
             scratch: Cell::new(0),
             memo: RefCell::new(None),
+            pack_memo: RefCell::new(HashMap::new()),
+            features,
         }
     }
 
@@ -233,7 +275,7 @@ impl<'a> Emitter<'a> {
         }
         // A store pack's value also keeps each distinct subexpression in a local (`memo`).
         fn distinct(e: &VExpr, seen: &mut std::collections::HashSet<String>) {
-            if !matches!(e, VExpr::Splat(_) | VExpr::Const(_)) {
+            if !matches!(e, VExpr::Const(_)) {
                 seen.insert(format!("{e:?}"));
             }
             for c in e.children() {
@@ -249,7 +291,17 @@ impl<'a> Emitter<'a> {
                 count(&p.expr) + seen.len() as u32
             })
             .sum();
-        self.packs.iter().map(|p| count(&p.expr) + 2).sum::<u32>() + stores
+        // A pack's step keeps its distinct subexpressions too (`pack_memo`).
+        let packs: u32 = self
+            .packs
+            .iter()
+            .map(|p| {
+                let mut seen = std::collections::HashSet::new();
+                distinct(&p.expr, &mut seen);
+                count(&p.expr) + 2 + seen.len() as u32
+            })
+            .sum();
+        packs + stores
     }
 
     fn nbufs(&self) -> u32 {
@@ -278,8 +330,23 @@ impl<'a> Emitter<'a> {
         s.loop_(BlockType::Empty);
         let mut loops: Vec<(Reg, u32)> = vec![];
         for (i, inst) in self.k.insts.iter().enumerate() {
+            let pure = match inst {
+                Inst::Acc { .. } => self.skip.contains(&i),
+                Inst::Loop { .. }
+                | Inst::EndLoop
+                | Inst::Store { .. }
+                | Inst::StoreVec { .. }
+                | Inst::StoreShared { .. }
+                | Inst::Barrier => false,
+                _ => true,
+            };
+            if !pure {
+                self.pack_memo.borrow_mut().clear();
+            }
             if let Some(pi) = self.packs.iter().position(|p| p.at == i) {
+                *self.memo.borrow_mut() = Some(self.pack_memo.take());
                 self.vector_step(&mut s, pi);
+                *self.pack_memo.borrow_mut() = self.memo.take().unwrap_or_default();
             }
             if let Some(p) = self.store_packs.iter().find(|p| p.at == i) {
                 // The address of lane 0, then the vector, stored in place of the last store.
@@ -547,7 +614,8 @@ impl<'a> Emitter<'a> {
     }
 
     /// Pack `pi`'s step: its vector accumulator combined with the expression, lane by lane as
-    /// the scalar steps (a product is multiplied, then added).
+    /// the scalar steps (a product is multiplied, then added), or one relaxed fused
+    /// multiply-add where the engine has it.
     fn vector_step(&self, s: &mut InstructionSink, pi: usize) {
         let p = &self.packs[pi];
         let v = self.vacc(pi);
@@ -559,11 +627,18 @@ impl<'a> Emitter<'a> {
                 s.local_set(b);
                 self.vmax(s, a, b);
             }
-            crate::ops::ReduceOp::Sum => {
-                s.local_get(v);
-                self.vexpr(s, &p.expr);
-                s.f32x4_add();
-            }
+            crate::ops::ReduceOp::Sum => match &p.expr {
+                VExpr::Binary(BinaryOp::Mul, a, b) if p.fused && self.features.relaxed_simd => {
+                    self.vexpr(s, a);
+                    self.vexpr(s, b);
+                    s.local_get(v).f32x4_relaxed_madd();
+                }
+                _ => {
+                    s.local_get(v);
+                    self.vexpr(s, &p.expr);
+                    s.f32x4_add();
+                }
+            },
             crate::ops::ReduceOp::Prod => {
                 s.local_get(v);
                 self.vexpr(s, &p.expr);
@@ -602,7 +677,7 @@ impl<'a> Emitter<'a> {
     /// on, each distinct subexpression is computed once and kept in a local.
     fn vexpr(&self, s: &mut InstructionSink, e: &VExpr) {
         let key = match (&*self.memo.borrow(), e) {
-            (None, _) | (_, VExpr::Splat(_) | VExpr::Const(_)) => None,
+            (None, _) | (_, VExpr::Const(_)) => None,
             (Some(m), _) => {
                 let k = format!("{e:?}");
                 if let Some(&l) = m.get(&k) {
@@ -1234,7 +1309,7 @@ mod tests {
 
     #[test]
     fn a_reduce_kernel_is_a_valid_module_exporting_the_kernel() {
-        let bytes = module(&f16_row_sums(1)).expect("renders");
+        let bytes = module(&f16_row_sums(1), Features::default()).expect("renders");
         assert_eq!(&bytes[..4], b"\0asm");
         let engine = wasmi::Engine::default();
         let m = wasmi::Module::new(&engine, &bytes[..]).expect("validates");
@@ -1246,8 +1321,19 @@ mod tests {
     }
 
     #[test]
+    fn the_relaxed_simd_probe_validates_only_with_relaxed_simd() {
+        let probe = relaxed_simd_probe();
+        let with = wasmi::Engine::default();
+        assert!(wasmi::Module::new(&with, &probe[..]).is_ok());
+        let mut config = wasmi::Config::default();
+        config.wasm_relaxed_simd(false);
+        let without = wasmi::Engine::new(&config);
+        assert!(wasmi::Module::new(&without, &probe[..]).is_err());
+    }
+
+    #[test]
     fn workgroups_are_an_error_naming_the_kernel() {
-        let e = module(&f16_row_sums(2)).expect_err("no workgroups");
+        let e = module(&f16_row_sums(2), Features::default()).expect_err("no workgroups");
         assert!(
             e.to_string().contains("r_3") && e.to_string().contains("workgroups"),
             "{e}"

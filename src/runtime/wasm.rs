@@ -7,6 +7,7 @@
 //! `WebAssembly.Instance` and cached by its bytes.
 
 use super::{Backend, BoxFuture, Buffer, Mem, Program, ProgramImpl};
+use crate::codegen::wasm::Features;
 use crate::codegen::{LinearKernel, OptTarget, Target};
 use crate::device::Device;
 use crate::error::{bail, Error, ErrorKind, Result};
@@ -288,7 +289,11 @@ mod native {
             })
         }
         fn compile(&self, k: &LinearKernel) -> Result<Program> {
-            let bytes = crate::codegen::wasm::module(k)?;
+            // wasmi has relaxed SIMD (a fused multiply-add per lane).
+            let features = Features {
+                relaxed_simd: crate::context::relaxed_simd(),
+            };
+            let bytes = crate::codegen::wasm::module(k, features)?;
             let backend = |what: &str, e: &dyn std::fmt::Display| {
                 Error::new(ErrorKind::Backend, format!("wasm: {what} {}: {e}", k.name))
             };
@@ -404,6 +409,19 @@ mod web {
         Ok(all)
     }
 
+    /// What the JS engine supports, probed once (`WebAssembly.validate`).
+    fn features() -> Features {
+        thread_local! {
+            static RELAXED: bool = WebAssembly::validate(
+                &Uint8Array::from(&crate::codegen::wasm::relaxed_simd_probe()[..]).into(),
+            )
+            .unwrap_or(false);
+        }
+        Features {
+            relaxed_simd: crate::context::relaxed_simd() && RELAXED.with(|r| *r),
+        }
+    }
+
     fn instantiate(bytes: &[u8]) -> std::result::Result<Function, JsValue> {
         let module = WebAssembly::Module::new(&Uint8Array::from(bytes).into())?;
         let instance = WebAssembly::Instance::new(&module, &imports()?)?;
@@ -439,7 +457,7 @@ mod web {
             Box::pin(async move { super::super::host_copy_out(buf) })
         }
         fn compile(&self, k: &LinearKernel) -> Result<Program> {
-            let bytes = crate::codegen::wasm::module(k)?;
+            let bytes = crate::codegen::wasm::module(k, features())?;
             let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
             let func = match modules.get(&bytes) {
                 Some(f) => f.clone(),
