@@ -85,8 +85,22 @@ export {
   KernelProfile,
 } from "../pkg/web/wgrad.js";
 
-/** Load the engine and pick its device (WebGPU, else WebAssembly kernels: "wasm"). */
-export function init(options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module }): Promise<InitInfo>;
+/**
+ * Load the engine and pick its device (WebGPU, else WebAssembly kernels: "wasm"). `wasm`: where
+ * the engine's .wasm comes from (default: beside the package's files). `planCache` (default
+ * true): keep the kernel plans this page makes in IndexedDB and use those of earlier visits, so
+ * a page loaded again skips the optimizer's search (`plansFromCache` in the result says how
+ * many it found).
+ */
+export function init(
+  options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module; planCache?: boolean },
+): Promise<InitInfo & { plansFromCache: number }>;
+
+/**
+ * Save the kernel plans this page knows to IndexedDB now (`init` saves them a moment after they
+ * change anyway); resolves to how many were saved (0 without IndexedDB or with `planCache: false`).
+ */
+export function savePlanCache(): Promise<number>;
 
 /**
  * Options of `optim.SGD`, `optim.LARS` and `optim.Muon`. Defaults: SGD `lr` 0.001, `momentum` 0,

@@ -134,7 +134,10 @@ export async function init(options = {}) {
   if (options === null || typeof options !== "object") {
     throw new Error(`init: options must be an object, got ${describe(options)}`);
   }
-  const { wasm, ...engine } = options;
+  const { wasm, planCache = true, ...engine } = options;
+  if (typeof planCache !== "boolean") {
+    throw new Error(`init: planCache must be a boolean, got ${describe(planCache)}`);
+  }
   if (!ready) {
     ready = loadEngine(wasm);
   }
@@ -145,6 +148,7 @@ export async function init(options = {}) {
     throw new Error(`init: cannot load the engine's WebAssembly (${e && e.message ? e.message : e})`);
   }
   const info = await raw.initEngine(engine);
+  info.plansFromCache = planCache ? await loadPlanCache() : 0;
   // wgpu reports only the adapter's description, which browsers often leave empty: name it from
   // GPUAdapterInfo's vendor and architecture instead.
   if (info.adapter && !info.adapter.name && typeof navigator !== "undefined" && navigator.gpu) {
@@ -157,6 +161,81 @@ export async function init(options = {}) {
     }
   }
   return info;
+}
+
+// ------------------------------------------------------------------------------ plan cache
+
+// The kernel plans a page makes (the optimizer's choices: most of a first step's time, on the
+// CPU's WebAssembly kernels above all) are kept in IndexedDB, database "wgrad", store "plans",
+// one record per engine build (`planCacheFingerprint`: another build's plans never apply), so a
+// page loaded again plans nothing it planned before. Saved a moment after the count of known
+// plans grows, and by `savePlanCache()`.
+
+const PLAN_DB = "wgrad", PLAN_STORE = "plans", PLAN_SAVE_MS = 1000;
+let planDb = null, savedPlans = -1, planSaving = null, planTimer = null;
+
+function planStore(mode, f) {
+  if (!planDb) {
+    planDb = new Promise((ok, fail) => {
+      const req = indexedDB.open(PLAN_DB, 1);
+      req.onupgradeneeded = () => req.result.createObjectStore(PLAN_STORE);
+      req.onsuccess = () => ok(req.result);
+      req.onerror = () => fail(req.error);
+    });
+    planDb.catch(() => (planDb = null));
+  }
+  return planDb.then((db) => new Promise((ok, fail) => {
+    const tx = db.transaction(PLAN_STORE, mode);
+    const req = f(tx.objectStore(PLAN_STORE));
+    tx.oncomplete = () => ok(req.result);
+    tx.onerror = () => fail(tx.error);
+    tx.onabort = () => fail(tx.error);
+  }));
+}
+
+async function loadPlanCache() {
+  if (typeof indexedDB === "undefined") return 0;
+  const key = raw.planCacheFingerprint();
+  let n = 0;
+  try {
+    const json = await planStore("readonly", (s) => s.get(key));
+    if (typeof json === "string") n = raw.beamCacheImport(json);
+    // Records of other builds: their plans never match again.
+    await planStore("readwrite", (s) => {
+      const req = s.getAllKeys();
+      req.onsuccess = () => req.result.filter((k) => k !== key).forEach((k) => s.delete(k));
+      return req;
+    });
+  } catch (e) {
+    console.warn(`wgrad: the plan cache in IndexedDB is not readable (${e && e.message ? e.message : e}); planning afresh`);
+  }
+  savedPlans = raw.planCacheSize();
+  if (!planTimer) {
+    planTimer = setInterval(() => {
+      if (!planSaving && raw.planCacheSize() !== savedPlans) savePlanCache().catch(() => {});
+    }, PLAN_SAVE_MS);
+    if (planTimer.unref) planTimer.unref();
+  }
+  return n;
+}
+
+/**
+ * Save the kernel plans this page knows to IndexedDB now (`init` saves them a moment after
+ * they change anyway); resolves to how many were saved (0 where there is no IndexedDB, as in
+ * Node.js, or with `init({ planCache: false })`).
+ */
+export async function savePlanCache() {
+  if (typeof indexedDB === "undefined" || savedPlans < 0) return 0;
+  while (planSaving) await planSaving;
+  const n = raw.planCacheSize(), json = raw.beamCacheExport(), key = raw.planCacheFingerprint();
+  planSaving = planStore("readwrite", (s) => s.put(json, key));
+  try {
+    await planSaving;
+    savedPlans = n;
+  } finally {
+    planSaving = null;
+  }
+  return n;
 }
 
 /** Layers. Each has `forward(x)`, `parameters()` and its tensors as properties. */

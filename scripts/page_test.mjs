@@ -15,7 +15,9 @@
 //     occurred; then an error page: the calls that once trapped the wasm instance throw Errors
 //     naming their op, and every exported function and method called with wrong arguments throws
 //     Errors, never a trap (nor a panic on the console); on WebGPU (`init()`) and on the
-//     interpreter (`init({ device: "cpu" })`).
+//     interpreter (`init({ device: "cpu" })`); the WebGPU page is loaded a second time in the same
+//     browser context, where `init` finds the first load's kernel plans in IndexedDB and the
+//     training gives the same losses.
 // (b) --bench: opens www/bench.html?bs=..&steps=..&device=.. from the repository and prints its
 //     BENCH line (defaults bs 128, steps 5).
 // (b') --bench-tfjs: the same for www/bench_tfjs.html?bs=..&steps=.. (the step in TensorFlow.js on
@@ -25,7 +27,8 @@
 // (b'''') --bench-gpt: www/bench_gpt.html, the GPT's jitted training step (js/gpt.js) in wgrad
 //     on --device; --bench-gpt-jaxjs: www/bench_gpt_jaxjs.html, the same step in jax-js on
 //     --backend. --size=medium: 4 layers, width 128, context 128, batch 32 (default small: 2
-//     layers, width 64, context 64, batch 16; --bs overrides the batch).
+//     layers, width 64, context 64, batch 16; --bs overrides the batch). --reload loads the page
+//     twice in one browser context: the second load starts with the first's plans (IndexedDB).
 // (b''') --bench-matmul: www/bench_matmul.html?sizes=..&chain=..&steps=.. (defaults 64,128 / 2 / 1):
 //     GFLOP/s of square matmuls and the tutorial's conv2 forward in wgrad, jax-js and tfjs; fails
 //     unless every library gives a positive figure for every row (the page's own smoke test).
@@ -54,7 +57,7 @@ const flags = new Map(
 const ARGS = flags.has("no-webgpu")
   ? ["--no-sandbox", "--disable-features=WebGPU", "--disable-gpu-sandbox"]
   : ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "reload", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -69,7 +72,7 @@ const PACKAGE_PAGE = `<!doctype html>
 <meta charset="utf-8"><title>wgrad package test</title><link rel="icon" href="data:,">
 <script type="module">
 import { init, Tensor, nn, optim, jit, withContext, getParameters, tidy, globalCounters,
-  getStateDict, loadStateDict, safeSave, safeLoad } from "./package/js/wgrad.js";
+  getStateDict, loadStateDict, safeSave, safeLoad, savePlanCache } from "./package/js/wgrad.js";
 try {
   const device = new URLSearchParams(location.search).get("device");
   const info = await init(device ? { device } : {});
@@ -135,6 +138,7 @@ try {
   }
   const debugMs = debugLines.filter((l) => / ms$/.test(l)).map((l) => Number(l.trim().split(/\\s+/).at(-2)));
   window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
+    plansFromCache: info.plansFromCache, plansSaved: await savePlanCache(),
     losses, live, launches: step.launches, tensorDevice: X.device, reloaded, debugMs,
     stages: (({ scheduleMs, planMs, lowerMs, compileMs }) => ({ scheduleMs, planMs, lowerMs, compileMs }))(globalCounters()),
     stateNames: Object.keys(getStateDict({ l1, l2 })).join(","), savedBytes: bytes.length,
@@ -412,8 +416,9 @@ async function launch() {
  * Open `url`, wait until `window[key]` is set, and return it with the problems seen: page errors,
  * console errors and failed requests. `echo` prints the page's console lines as they come.
  */
-async function runPage(browser, url, key, { timeoutMs, echo }) {
-  const page = await browser.newPage();
+async function runPage(browser, url, key, { timeoutMs, echo, context }) {
+  // A page of its own context (fresh storage), or of `context` (its IndexedDB kept between pages).
+  const page = await (context ?? browser).newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
@@ -473,9 +478,13 @@ async function packageTest(browser) {
     writeFileSync(join(dir, "errors.html"), ERRORS_PAGE);
     const srv = await serve({ port: 0, root: dir });
     try {
-      for (const device of ["webgpu", "cpu"]) {
+      // One browser context: the second load of the WebGPU page finds the first one's plans in
+      // IndexedDB (init's plan cache) and must train to the same losses with them.
+      const context = await browser.newContext();
+      let first = null;
+      for (const device of ["webgpu", "webgpu", "cpu"]) {
         const url = `${srv.url}index.html${device === "cpu" ? "?device=cpu" : ""}`;
-        const { result: r, problems, seconds } = await runPage(browser, url, "testResult", { timeoutMs: Math.min(TIMEOUT_MS, 600_000) });
+        const { result: r, problems, seconds } = await runPage(browser, url, "testResult", { timeoutMs: Math.min(TIMEOUT_MS, 600_000), context });
         const what = `package test on ${device === "cpu" ? 'init({ device: "cpu" })' : "init()"}`;
         if (r?.error) problems.push(`the page threw: ${r.error}`);
         if (r && !r.error) {
@@ -483,6 +492,13 @@ async function packageTest(browser) {
             problems.push(`init gave device ${r.device} (tensors on ${r.tensorDevice}), expected ${device}`);
           }
           if (!(r.launches > 0)) problems.push(`the jit replays no kernels (launches ${r.launches})`);
+          if (!(r.plansSaved > 0)) problems.push(`savePlanCache() saved ${r.plansSaved} plans`);
+          if (device === "webgpu" && first) {
+            if (!(r.plansFromCache >= first.plansSaved)) {
+              problems.push(`the reloaded page found ${r.plansFromCache} plans in IndexedDB; the first saved ${first.plansSaved}`);
+            }
+            if (r.losses.join() !== first.losses.join()) problems.push(`with remembered plans the losses differ: ${r.losses} vs ${first.losses}`);
+          }
           if (!(r.after < r.before * 0.5)) problems.push(`loss did not fall enough: ${r.before} -> ${r.after}`);
           if (r.reloaded !== r.after) problems.push(`weights saved and loaded give loss ${r.reloaded}, not ${r.after}`);
           if (r.stateNames !== "l1.weight,l1.bias,l2.weight,l2.bias") problems.push(`state dict names: ${r.stateNames}`);
@@ -517,8 +533,14 @@ async function packageTest(browser) {
             `after ${r.losses.length} jitted steps (${r.launches} kernels per replay; live tensors/buffers ` +
             `${r.live.at(-1)[0]}/${r.live.at(-1)[1]}); ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}; DEBUG=2 timed ${r.debugMs.length} kernels: ${r.debugMs.map((v) => v.toFixed(3)).join(", ")} ms; ${seconds.toFixed(1)} s`,
         );
+        if (device === "webgpu" && first) {
+          console.log(`ok: the page loaded again found ${r.plansFromCache} kernel plans in IndexedDB and trained to the same losses`);
+          continue;
+        }
+        if (device === "webgpu") first = r;
         await errorsTest(browser, `${srv.url}errors.html${device === "cpu" ? "?device=cpu" : ""}`, device);
       }
+      await context.close();
     } finally {
       await srv.close();
     }
@@ -539,10 +561,10 @@ async function errorsTest(browser, url, device) {
     `arguments (${r.randomCalls} of them random), ${r.threw} errors, no wasm trap; the engine still computes, ${seconds.toFixed(1)} s`);
 }
 
-async function repoPage(browser, srv, page, query, key, timeoutMs = TIMEOUT_MS) {
+async function repoPage(browser, srv, page, query, key, timeoutMs = TIMEOUT_MS, context = undefined) {
   const url = `${srv.url}www/${page}?${new URLSearchParams(query)}`;
   console.log(`opening ${url}`);
-  const { result, problems, seconds } = await runPage(browser, url, key, { timeoutMs, echo: true });
+  const { result, problems, seconds } = await runPage(browser, url, key, { timeoutMs, echo: true, context });
   if (result?.error) problems.push(`the page failed: ${result.error}`);
   if (problems.length) fail(`${page}:\n  ${problems.join("\n  ")}`);
   return { result, seconds };
@@ -594,9 +616,15 @@ async function main() {
           if (flags.has("bs")) q.bs = flags.get("bs");
           if (lib === "wgrad" && flags.has("device")) q.device = flags.get("device");
           if (lib === "jax-js") q.backend = flags.get("backend") ?? "webgpu";
-          const { result, seconds } = await repoPage(browser, srv, page, q, "benchResult");
-          console.log(`BENCH ${JSON.stringify(result)}`);
-          console.log(`${lib} GPT bench page took ${seconds.toFixed(0)} s`);
+          // --reload: the page twice in one browser context (the second load has the first's
+          // IndexedDB: wgrad's plan cache), both BENCH lines printed.
+          const context = flags.has("reload") ? await browser.newContext() : undefined;
+          for (let load = 0; load < (context ? 2 : 1); load++) {
+            const { result, seconds } = await repoPage(browser, srv, page, q, "benchResult", TIMEOUT_MS, context);
+            console.log(`BENCH ${JSON.stringify(result)}`);
+            console.log(`${lib} GPT bench page took ${seconds.toFixed(0)} s`);
+          }
+          await context?.close();
         }
         if (flags.has("bench-matmul")) {
           const q = { sizes: flags.get("sizes") ?? "64,128", chain: flags.get("chain") ?? 2, steps: flags.get("steps") ?? 1 };

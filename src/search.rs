@@ -169,6 +169,18 @@ pub fn import_cache(json: &str) -> usize {
     cache::import(json)
 }
 
+/// How many plans this process knows (searched, planned, read or imported): what
+/// `export_cache` would write.
+pub fn cache_len() -> usize {
+    cache::len()
+}
+
+/// The fingerprint of the optimizer's code in this build: heuristic plans of another build are
+/// never used (their keys differ), so a store of exported plans is kept per fingerprint.
+pub fn plans_fingerprint() -> &'static str {
+    env!("WGRAD_PLANS_FINGERPRINT")
+}
+
 /// Kernels a browser run met that the cache could not answer.
 mod pending {
     use super::*;
@@ -661,6 +673,10 @@ mod cache {
                 }
             }
         }
+    }
+
+    pub fn len() -> usize {
+        mem().len()
     }
 
     /// Every plan known in this process, as JSON (`[{"key", "plan"}, ...]`).

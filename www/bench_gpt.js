@@ -25,7 +25,7 @@ async function main() {
   const step = jit(() => gpt.trainStep(opt, data, k.bs));
 
   const times = [];
-  const result = { engine: "wgrad", device: info.device, adapter, ...k };
+  const result = { engine: "wgrad", device: info.device, adapter, plansFromCache: info.plansFromCache, ...k };
   for (let i = 0; i < k.steps + k.warmup; i++) {
     const t0 = performance.now();
     const k0 = globalCounters().kernelCount;

@@ -504,6 +504,20 @@ pub fn beam_cache_export() -> String {
     crate::search::export_cache()
 }
 
+/// How many kernel plans this page knows (planned, tuned or imported): `beamCacheExport`
+/// writes them all. js/wgrad.js saves them to IndexedDB when this grows.
+#[wasm_bindgen(js_name = planCacheSize)]
+pub fn plan_cache_size() -> u32 {
+    crate::search::cache_len() as u32
+}
+
+/// The engine build's plan fingerprint: plans exported by another build are never used, so
+/// js/wgrad.js keeps one IndexedDB record per fingerprint.
+#[wasm_bindgen(js_name = planCacheFingerprint)]
+pub fn plan_cache_fingerprint() -> String {
+    crate::search::plans_fingerprint().to_string()
+}
+
 /// Take plans exported before (from IndexedDB); returns how many applied.
 #[wasm_bindgen(js_name = beamCacheImport)]
 pub fn beam_cache_import(json: JsValue) -> JsResult<u32> {
