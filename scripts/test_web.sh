@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The browser tests: the wasm-bindgen tests of tests/web.rs in headless Chromium (Debian's
 # chromium through chromium-driver; WebGPU on, a software adapter without a GPU; flags in
-# webdriver.json), then the npm package built, packed and loaded in Node.js (scripts/node_test.mjs:
-# WebAssembly kernels where there is no WebGPU; the tutorial's CNN trained 60 steps there by
+# webdriver.json), then the npm package built, packed and loaded in Node.js and in Deno
+# (scripts/node_test.mjs: WebAssembly kernels where there is no WebGPU; the tutorial's CNN trained 60 steps there by
 # examples/mnist_node.mjs) and by a plain page that trains a model
 # (scripts/page_test.mjs), the TypeScript declarations type-check, and the demo page is
 # driven end to end (scripts/demo_test.mjs: training in its worker, charts, predictions, save and
@@ -26,6 +26,8 @@ echo "== TypeScript declarations (tsc --strict tests/types/check.ts)"
 npm run -s typecheck
 echo "== the packed package in Node.js (scripts/node_test.mjs)"
 node scripts/node_test.mjs
+echo "== the packed package in Deno (the same script; Deno's WebGPU, then WebAssembly kernels)"
+XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" target/tools/deno/node_modules/.bin/deno run -A scripts/node_test.mjs
 bash scripts/data.sh
 echo "== the tutorial in Node.js on WebAssembly kernels, 60 steps (examples/mnist_node.mjs)"
 STEPS=60 MIN_ACC=88 node examples/mnist_node.mjs

@@ -33,7 +33,11 @@ async function main() {
     const v = await loss.item();
     loss.dispose();
     const ms = performance.now() - t0;
-    if (i === 0) result.firstStepMs = +ms.toFixed(1);
+    if (i === 0) {
+      result.firstStepMs = +ms.toFixed(1);
+      const c = globalCounters();
+      result.firstStepStagesMs = Object.fromEntries(["scheduleMs", "planMs", "lowerMs", "compileMs"].map((s) => [s, +c[s].toFixed(1)]));
+    }
     if (i >= k.warmup) times.push(ms);
     log(`step ${i}: loss ${v.toFixed(4)}, ${ms.toFixed(1)} ms, ${globalCounters().kernelCount - k0} kernels`);
     if (!Number.isFinite(v)) throw new Error(`the loss is ${v} at step ${i}`);
