@@ -90,11 +90,17 @@ export {
  * the engine's .wasm comes from (default: beside the package's files). `planCache` (default
  * true): keep the kernel plans this page makes in IndexedDB and use those of earlier visits, so
  * a page loaded again skips the optimizer's search (`plansFromCache` in the result says how
- * many it found).
+ * many it found). `threads`: how many threads WebAssembly kernels run on where shared memory
+ * exists (a cross-origin isolated page or its workers, Node.js, Deno); default the cores, at
+ * most 8; 1 keeps them on the calling thread. The result's `threads` says how many run.
  */
 export function init(
-  options?: InitOptions & { wasm?: string | URL | Request | BufferSource | WebAssembly.Module; planCache?: boolean },
-): Promise<InitInfo & { plansFromCache: number }>;
+  options?: InitOptions & {
+    wasm?: string | URL | Request | BufferSource | WebAssembly.Module;
+    planCache?: boolean;
+    threads?: number;
+  },
+): Promise<InitInfo & { plansFromCache: number; threads: number }>;
 
 /**
  * Save the kernel plans this page knows to IndexedDB now (`init` saves them a moment after they

@@ -134,9 +134,12 @@ export async function init(options = {}) {
   if (options === null || typeof options !== "object") {
     throw new Error(`init: options must be an object, got ${describe(options)}`);
   }
-  const { wasm, planCache = true, ...engine } = options;
+  const { wasm, planCache = true, threads, ...engine } = options;
   if (typeof planCache !== "boolean") {
     throw new Error(`init: planCache must be a boolean, got ${describe(planCache)}`);
+  }
+  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
+    throw new Error(`init: threads must be an integer from 1 to 64, got ${describe(threads)}`);
   }
   if (!ready) {
     ready = loadEngine(wasm);
@@ -148,6 +151,7 @@ export async function init(options = {}) {
     throw new Error(`init: cannot load the engine's WebAssembly (${e && e.message ? e.message : e})`);
   }
   const info = await raw.initEngine(engine);
+  info.threads = info.device === "wasm" ? await startThreads(threads) : 1;
   info.plansFromCache = planCache ? await loadPlanCache() : 0;
   // wgpu reports only the adapter's description, which browsers often leave empty: name it from
   // GPUAdapterInfo's vendor and architecture instead.
@@ -161,6 +165,165 @@ export async function init(options = {}) {
     }
   }
   return info;
+}
+
+// ------------------------------------------------------------------------------ threads
+
+// WebAssembly kernels on several threads: where shared memory exists (a cross-origin isolated
+// page, a worker of one, Node.js, Deno) tensors live in a shared WebAssembly.Memory of their own,
+// every kernel module is instantiated on each of `threads - 1` workers too, and a launch's
+// range of invocations is split into chunks that the threads claim in turn (Atomics on a small
+// shared control block). Workers wait with Atomics.waitAsync, so they still take the modules
+// posted to them between launches; a worker that has not got a launch's module yet claims no
+// chunk and the others run them all.
+
+// The control block's words.
+const GEN = 0, ID = 1, TOTAL = 2, CHUNKS = 3, NEXT = 4, DONE = 5, ERR = 6, NARGS = 7, ARGS = 8, MAX_ARGS = 1024;
+
+const WORKER_SRC = `
+const port = typeof require === "function" ? require("node:worker_threads").parentPort : self;
+const on = (f) => (port.on ? port.on("message", f) : port.addEventListener("message", (e) => f(e.data)));
+const [GEN, ID, TOTAL, CHUNKS, NEXT, DONE, ERR, NARGS, ARGS] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+let ctl = null, env = null;
+const kernels = [];
+function work() {
+  const f = kernels[ctl[ID]];
+  if (f) {
+    const total = ctl[TOTAL], chunks = ctl[CHUNKS], args = Array.from(ctl.subarray(ARGS, ARGS + ctl[NARGS]));
+    try {
+      for (let c; (c = Atomics.add(ctl, NEXT, 1)) < chunks;) {
+        f(...args, Math.floor((c * total) / chunks), Math.floor(((c + 1) * total) / chunks));
+      }
+    } catch (e) {
+      Atomics.store(ctl, ERR, 1);
+    }
+  }
+  Atomics.add(ctl, DONE, 1);
+  Atomics.notify(ctl, DONE);
+}
+async function loop() {
+  for (let gen = 0; ;) {
+    const w = Atomics.waitAsync(ctl, GEN, gen);
+    if (w.async) await w.value;
+    gen = Atomics.load(ctl, GEN);
+    work();
+  }
+}
+on((m) => {
+  if (m.type === "init") {
+    ctl = new Int32Array(m.ctl);
+    env = { env: { memory: m.memory, log2: Math.log2, sin: Math.sin, fmod: (a, b) => a % b } };
+    port.postMessage("ready");
+    loop();
+  } else {
+    kernels[m.id] = new WebAssembly.Instance(m.module, env).exports.kernel;
+  }
+});
+`;
+
+/** Whether this thread may block in Atomics.wait (not a page's main thread). */
+const canBlock = () => typeof window === "undefined" || typeof document === "undefined";
+
+class WasmPool {
+  constructor(memory, workers) {
+    this.memory = memory;
+    this.workers = workers;
+    this.ctl = new Int32Array(new SharedArrayBuffer(4 * (ARGS + MAX_ARGS)));
+    this.kernels = [];
+    this.imports = { env: { memory, log2: Math.log2, sin: Math.sin, fmod: (a, b) => a % b } };
+  }
+
+  /** Instantiate `module` here and on every worker; its number for `run`. */
+  addModule(module) {
+    const id = this.kernels.length;
+    this.kernels.push(new WebAssembly.Instance(module, this.imports).exports.kernel);
+    for (const w of this.workers) w.postMessage({ type: "module", id, module });
+    return id;
+  }
+
+  /** Run kernel `id` over invocations [0, total) in `chunks` chunks on every thread; throws on a trap. */
+  run(id, args, total, chunks) {
+    const f = this.kernels[id];
+    if (chunks <= 1 || this.workers.length === 0) {
+      f(...args, 0, total);
+      return;
+    }
+    if (args.length > MAX_ARGS) throw new Error(`a kernel with ${args.length} buffers`);
+    const ctl = this.ctl;
+    ctl[ID] = id;
+    ctl[TOTAL] = total;
+    ctl[CHUNKS] = chunks;
+    ctl[NARGS] = args.length;
+    ctl.set(args, ARGS);
+    Atomics.store(ctl, NEXT, 0);
+    Atomics.store(ctl, DONE, 0);
+    Atomics.store(ctl, ERR, 0);
+    Atomics.add(ctl, GEN, 1);
+    Atomics.notify(ctl, GEN);
+    let trapped = null;
+    try {
+      for (let c; (c = Atomics.add(ctl, NEXT, 1)) < chunks;) {
+        f(...args, Math.floor((c * total) / chunks), Math.floor(((c + 1) * total) / chunks));
+      }
+    } catch (e) {
+      trapped = e;
+    }
+    // Every worker checks in before the control block is written again.
+    const n = this.workers.length, block = canBlock();
+    for (let d; (d = Atomics.load(ctl, DONE)) < n;) if (block) Atomics.wait(ctl, DONE, d, 1);
+    if (trapped) throw trapped;
+    if (ctl[ERR]) throw new Error("a WebAssembly kernel trapped on a worker thread");
+  }
+}
+
+let threadCount = 1;
+
+/** Start the worker pool (once) where shared memory and Atomics.waitAsync exist; the threads in use. */
+async function startThreads(want) {
+  if (threadCount > 1 || want === 1) return threadCount;
+  const node = isNode();
+  const shared = typeof SharedArrayBuffer !== "undefined" && typeof Atomics.waitAsync === "function" &&
+    (node || globalThis.crossOriginIsolated === true);
+  if (!shared) return 1;
+  let cores = 1;
+  if (typeof navigator !== "undefined" && navigator.hardwareConcurrency) cores = navigator.hardwareConcurrency;
+  else if (node) cores = (await import(/* @vite-ignore */ /* webpackIgnore: true */ "node:os")).availableParallelism();
+  const count = want ?? Math.min(cores, 8);
+  if (count <= 1) return 1;
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
+  const workers = [];
+  const ready = [];
+  let url = null;
+  try {
+    for (let i = 1; i < count; i++) {
+      let w;
+      // Node.js's (and Deno's, whose web Workers would keep the process alive) worker_threads.
+      if (node) {
+        const { Worker: NodeWorker } = await import(/* @vite-ignore */ /* webpackIgnore: true */ "node:worker_threads");
+        w = new NodeWorker(WORKER_SRC, { eval: true });
+        w.unref();
+      } else {
+        url ??= URL.createObjectURL(new Blob([WORKER_SRC], { type: "text/javascript" }));
+        w = new Worker(url, { type: "module" });
+      }
+      workers.push(w);
+      ready.push(new Promise((ok, fail) => {
+        const onMsg = (m) => ((m && m.data !== undefined ? m.data : m) === "ready" ? ok() : null);
+        if (w.on) w.once("message", onMsg), w.once("error", fail);
+        else w.addEventListener("message", onMsg, { once: true }), w.addEventListener("error", fail, { once: true });
+      }));
+    }
+    const pool = new WasmPool(memory, workers);
+    for (const w of workers) w.postMessage({ type: "init", ctl: pool.ctl.buffer, memory });
+    await Promise.all(ready);
+    if (!raw.useWasmThreads(memory, pool, count)) throw new Error("WASM tensors exist already");
+    threadCount = count;
+  } catch (e) {
+    workers.forEach((w) => w.terminate());
+    console.warn(`wgrad: WebAssembly kernels stay on one thread (${e && e.message ? e.message : e})`);
+  }
+  if (url) URL.revokeObjectURL(url);
+  return threadCount;
 }
 
 // ------------------------------------------------------------------------------ plan cache

@@ -2,15 +2,16 @@
 // sampled from 1024 random uint8 images) in Node.js, on WebAssembly kernels by default: prints
 // ms per jitted step (median of the timed steps, after 3 warm-up steps) and a BENCH line. Needs
 // the package built (bash scripts/build_web.sh). Knobs: BS (128), STEPS (5), DEVICE ("wasm"; "cpu"
-// is the interpreter), DEBUG=2 (the last step's kernels with their times).
+// is the interpreter), THREADS (init's `threads`: default the cores, at most 8), DEBUG=2 (the
+// last step's kernels with their times).
 //
 //   node scripts/bench_node.mjs
 
 import { init, Tensor, nn, optim, jit, tidy, withContext, getParameters, setDebug } from "../js/wgrad.js";
 
 const BS = Number(process.env.BS ?? 128), STEPS = Number(process.env.STEPS ?? 5), WARMUP = 3;
-const info = await init({ device: process.env.DEVICE ?? "wasm" });
-console.log(`Node.js ${process.version}, device ${info.device}, batch ${BS}, ${STEPS} timed steps`);
+const info = await init({ device: process.env.DEVICE ?? "wasm", ...(process.env.THREADS ? { threads: Number(process.env.THREADS) } : {}) });
+console.log(`Node.js ${process.version}, device ${info.device}, ${info.threads} thread(s), batch ${BS}, ${STEPS} timed steps`);
 
 Tensor.manualSeed(42);
 const l1 = new nn.Conv2d(1, 32, 3), l2 = new nn.Conv2d(32, 64, 3), l3 = new nn.Linear(1600, 10);

@@ -4,6 +4,7 @@
 //     URLs) and, Node having no WebGPU, falls back to WebAssembly kernels ("wasm") with one
 //     console warning;
 //   - `init({ device: "webgpu" })` throws an Error naming `init` and why, never a trap;
+//   - WebAssembly kernels run on every core (at most 8: shared memory and worker threads);
 //   - a small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) trains there: the
 //     loss falls below half its start;
 //   - the package's GPT (js/gpt.js) trains as PyTorch does: 10 jitted AdamW steps from the
@@ -78,6 +79,11 @@ try {
     }
     console.log(`init({ device: "webgpu" }) throws: ${err.message}`);
   }
+
+  // Shared memory exists here: WebAssembly kernels run on every core (at most 8).
+  const cores = Math.min((await import("node:os")).availableParallelism(), 8);
+  if (info.threads !== cores) fail(`init() runs WebAssembly kernels on ${info.threads} thread(s); this machine has ${cores} cores`);
+  console.log(`WebAssembly kernels on ${info.threads} thread(s)`);
 
   Tensor.manualSeed(1);
   let seed = 7;

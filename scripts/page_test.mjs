@@ -29,6 +29,10 @@
 //     --backend. --size=medium: 4 layers, width 128, context 128, batch 32 (default small: 2
 //     layers, width 64, context 64, batch 16; --bs overrides the batch). --reload loads the page
 //     twice in one browser context: the second load starts with the first's plans (IndexedDB).
+//     --isolated serves the pages cross-origin isolated (COOP/COEP): wgrad's WebAssembly kernels
+//     then run on every core (and jax-js's Wasm backend may use threads too). --threads-test: the
+//     small GPT's WebAssembly step on a page that is not isolated (one thread) and on one that is
+//     (every core) must give the same losses.
 // (b''') --bench-matmul: www/bench_matmul.html?sizes=..&chain=..&steps=.. (defaults 64,128 / 2 / 1):
 //     GFLOP/s of square matmuls and the tutorial's conv2 forward in wgrad, jax-js and tfjs; fails
 //     unless every library gives a positive figure for every row (the page's own smoke test).
@@ -57,7 +61,7 @@ const flags = new Map(
 const ARGS = flags.has("no-webgpu")
   ? ["--no-sandbox", "--disable-features=WebGPU", "--disable-gpu-sandbox"]
   : ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "reload", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "reload", "isolated", "threads-test", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -575,8 +579,8 @@ async function main() {
   try {
     console.log(`browser: ${CHROMIUM} ${browser.version()} (${ARGS.join(" ")})`);
     if (!flags.has("no-package")) await packageTest(browser);
-    if (["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "bench-matmul", "long"].some((f) => flags.has(f))) {
-      const srv = await serve({ port: 0, root: ROOT });
+    if (["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "bench-matmul", "long", "threads-test"].some((f) => flags.has(f))) {
+      const srv = await serve({ port: 0, root: ROOT, isolated: flags.has("isolated") });
       try {
         const device = flags.get("device");
         const dev = device ? { device } : {};
@@ -625,6 +629,22 @@ async function main() {
             console.log(`${lib} GPT bench page took ${seconds.toFixed(0)} s`);
           }
           await context?.close();
+        }
+        if (flags.has("threads-test")) {
+          // WebAssembly kernels on one thread (this page is not cross-origin isolated) and on
+          // every core (a second server sends COOP/COEP): the same GPT losses, bit for bit.
+          const q = { nLayer: 2, nHead: 4, nEmbd: 64, block: 64, bs: 16, steps: 2, device: "wasm" };
+          const iso = await serve({ port: 0, root: ROOT, isolated: true });
+          try {
+            const { result: one } = await repoPage(browser, srv, "bench_gpt.html", q, "benchResult");
+            const { result: many } = await repoPage(browser, iso, "bench_gpt.html", q, "benchResult");
+            if (one.threads !== 1) fail(`threads-test: a page that is not isolated ran ${one.threads} threads`);
+            if (!(many.threads >= 2)) fail(`threads-test: the isolated page ran ${many.threads} thread(s)`);
+            if (one.losses.join() !== many.losses.join()) fail(`threads-test: losses ${one.losses} on 1 thread, ${many.losses} on ${many.threads}`);
+            console.log(`ok: threads: the GPT's losses on ${many.threads} threads equal one thread's (${one.msPerStep} -> ${many.msPerStep} ms/step)`);
+          } finally {
+            await iso.close();
+          }
         }
         if (flags.has("bench-matmul")) {
           const q = { sizes: flags.get("sizes") ?? "64,128", chain: flags.get("chain") ?? 2, steps: flags.get("steps") ?? 1 };

@@ -29,9 +29,14 @@ const MIME = {
 
 /**
  * Start serving `root` on `port` (0 picks a free one) on 127.0.0.1. Resolves to
- * `{ server, port, url, close() }` once listening.
+ * `{ server, port, url, close() }` once listening. `isolated`: every response carries the
+ * COOP/COEP headers that make a page cross-origin isolated (SharedArrayBuffer, so wgrad's
+ * WebAssembly kernels run on several threads).
  */
-export function serve({ port = 8123, root = process.cwd(), quiet = true } = {}) {
+export function serve({ port = 8123, root = process.cwd(), quiet = true, isolated = false } = {}) {
+  const isolation = isolated
+    ? { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" }
+    : {};
   const base = resolve(root);
   const server = createServer(async (req, res) => {
     try {
@@ -55,6 +60,7 @@ export function serve({ port = 8123, root = process.cwd(), quiet = true } = {}) 
         "Content-Type": MIME[extname(file).toLowerCase()] ?? "application/octet-stream",
         "Content-Length": st.size,
         "Cache-Control": "no-store",
+        ...isolation,
       });
       if (req.method === "HEAD") return res.end();
       createReadStream(file).pipe(res);

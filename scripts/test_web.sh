@@ -33,6 +33,8 @@ echo "== the tutorial in Node.js on WebAssembly kernels, 60 steps (examples/mnis
 STEPS=60 MIN_ACC=88 node examples/mnist_node.mjs
 echo "== the packed package in a plain page"
 node scripts/page_test.mjs
+echo "== WebAssembly kernels on every core in a cross-origin isolated page: the same losses as one thread"
+node scripts/page_test.mjs --no-package --no-webgpu --threads-test
 echo "== the matmul benchmark page runs wgrad, jax-js and tfjs (small sizes: a smoke test)"
 node scripts/page_test.mjs --no-package --bench-matmul
 echo "== the demo page end to end (scripts/demo_test.mjs)"

@@ -211,7 +211,16 @@ fn a_matmuls_steps_share_their_operand_loads() {
             .filter_map(|item| match item {
                 ScheduleItem::Kernel { ast, .. } => {
                     let k = linear_kernel(ast, &target);
-                    Some(wasm::module(&k, wasm::Features { relaxed_simd: true }).unwrap())
+                    Some(
+                        wasm::module(
+                            &k,
+                            wasm::Features {
+                                relaxed_simd: true,
+                                shared_memory: false,
+                            },
+                        )
+                        .unwrap(),
+                    )
                 }
                 _ => None,
             })

@@ -43,7 +43,7 @@ async function main() {
   const jitted = jit(step);
   if (LONG > 0) return longRun(jitted, info, adapter);
 
-  const result = { device: info.device, adapter, bs: BS, steps: STEPS };
+  const result = { device: info.device, threads: info.threads, adapter, bs: BS, steps: STEPS };
   for (const [name, fn] of [["notJitted", step], ["jitted", jitted]]) {
     const times = [];
     let kernels = 0;

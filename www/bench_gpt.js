@@ -25,7 +25,7 @@ async function main() {
   const step = jit(() => gpt.trainStep(opt, data, k.bs));
 
   const times = [];
-  const result = { engine: "wgrad", device: info.device, adapter, plansFromCache: info.plansFromCache, ...k };
+  const result = { engine: "wgrad", device: info.device, threads: info.threads, adapter, plansFromCache: info.plansFromCache, ...k };
   for (let i = 0; i < k.steps + k.warmup; i++) {
     const t0 = performance.now();
     const k0 = globalCounters().kernelCount;
@@ -39,6 +39,7 @@ async function main() {
       result.firstStepStagesMs = Object.fromEntries(["scheduleMs", "planMs", "lowerMs", "compileMs"].map((s) => [s, +c[s].toFixed(1)]));
     }
     if (i >= k.warmup) times.push(ms);
+    (result.losses ??= []).push(v);
     log(`step ${i}: loss ${v.toFixed(4)}, ${ms.toFixed(1)} ms, ${globalCounters().kernelCount - k0} kernels`);
     if (!Number.isFinite(v)) throw new Error(`the loss is ${v} at step ${i}`);
   }

@@ -67,6 +67,9 @@ pub struct Features {
     /// The relaxed-SIMD proposal (in V8 by default since Chrome 114, so Node.js 22 and later
     /// but not Node.js 20; in wasmi): fused vector steps become `f32x4.relaxed_madd`.
     pub relaxed_simd: bool,
+    /// The memory the module imports is shared (`shared`, with the 4 GiB maximum): the
+    /// tensors' memory when kernels run on several threads.
+    pub shared_memory: bool,
 }
 
 /// A module that validates only where the engine has relaxed SIMD (one function computing an
@@ -114,11 +117,12 @@ pub fn module(k: &LinearKernel, features: Features) -> Result<Vec<u8>> {
     types.ty().function(params, []); // 4: the kernel
 
     let mut imports = ImportSection::new();
+    // A shared memory must declare its maximum (and the one given must be at most this).
     let memory = MemoryType {
         minimum: 0,
-        maximum: None,
+        maximum: features.shared_memory.then_some(65536),
         memory64: false,
-        shared: false,
+        shared: features.shared_memory,
         page_size_log2: None,
     };
     imports.import("env", "memory", EntityType::Memory(memory));

@@ -277,7 +277,7 @@ pub(crate) enum Mem {
     Wgpu(wgpu::GpuMem),
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaMem),
-    #[cfg(all(feature = "wasm", not(target_arch = "wasm32")))]
+    #[cfg(feature = "wasm")]
     Wasm(wasm::WasmMem),
 }
 

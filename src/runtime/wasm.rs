@@ -2,9 +2,12 @@
 //! write the tensors in place in a linear memory they import. Natively the modules run in
 //! `wasmi` (a WebAssembly interpreter: the op suite, the JIT tests and the fuzzer check the
 //! dialect without a browser), over one memory the backend owns and carves buffers from. In a
-//! browser or Node.js the engine is itself WebAssembly: buffers are its own heap allocations
-//! and each module imports the engine's memory, instantiated with `WebAssembly.Module` and
-//! `WebAssembly.Instance` and cached by its bytes.
+//! browser, Node.js or Deno the engine is itself WebAssembly: on one thread buffers are its own
+//! heap allocations and each module imports the engine's memory, instantiated with
+//! `WebAssembly.Module` and `WebAssembly.Instance` and cached by its bytes; where shared memory
+//! exists js/wgrad.js hands over a worker pool (`use_threads`), buffers are carved from a shared
+//! memory of their own, every module is instantiated on each worker too and a launch's range is
+//! split into chunks the threads claim (small launches stay on the calling thread).
 
 use super::{Backend, BoxFuture, Buffer, Mem, Program, ProgramImpl};
 use crate::codegen::wasm::Features;
@@ -57,13 +60,74 @@ fn program(k: &LinearKernel, bytes: &[u8], imp: ProgramImpl) -> Program {
     }
 }
 
+/// Buffers start at multiples of this (the dialect's widest access is 16 bytes).
+const ALIGN: u64 = 16;
+/// A WebAssembly memory page.
+const PAGE: u64 = 65536;
+
+/// A linear memory carved into buffers: free ranges (start -> length, adjacent ones merged)
+/// below the end of what was handed out.
+#[derive(Default)]
+struct Carve {
+    free: std::collections::BTreeMap<u64, u64>,
+    top: u64,
+}
+
+impl Carve {
+    /// A range of `len` bytes (rounded up to `ALIGN`): the first free range that fits, else the
+    /// end of the memory in use (which the caller grows the memory to cover). Its bytes may
+    /// hold an earlier buffer's: the caller zeroes them.
+    fn take(&mut self, len: u64) -> Result<u64> {
+        let len = len.div_ceil(ALIGN) * ALIGN;
+        if let Some((&at, &n)) = self.free.iter().find(|(_, &n)| n >= len) {
+            self.free.remove(&at);
+            if n > len {
+                self.free.insert(at + len, n - len);
+            }
+            return Ok(at);
+        }
+        let at = self.top;
+        if at + len > MAX_MEMORY {
+            bail!(
+                Device,
+                "wasm: out of memory: {len} more bytes would take the buffers past the 4 GiB \
+                 a 32-bit WebAssembly memory addresses ({at} bytes in use or free)"
+            );
+        }
+        self.top = at + len;
+        Ok(at)
+    }
+
+    /// Give back the range `take` returned for `len` bytes.
+    fn give(&mut self, addr: u64, len: u64) {
+        let len = len.div_ceil(ALIGN) * ALIGN;
+        let (mut at, mut n) = (addr, len);
+        // Merge with the free range just before and just after.
+        if let Some((&p, &pn)) = self.free.range(..at).next_back() {
+            if p + pn == at {
+                self.free.remove(&p);
+                at = p;
+                n += pn;
+            }
+        }
+        if let Some(&nn) = self.free.get(&(addr + len)) {
+            self.free.remove(&(addr + len));
+            n += nn;
+        }
+        if at + n == self.top {
+            self.top = at;
+        } else {
+            self.free.insert(at, n);
+        }
+    }
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::*;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use super::*;
-    use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
 
     /// The backend: a wasmi store with the memory every buffer lives in.
@@ -77,10 +141,8 @@ mod native {
         store: wasmi::Store<()>,
         memory: wasmi::Memory,
         linker: wasmi::Linker<()>,
-        /// Free ranges of the memory: start -> length (adjacent ones merged).
-        free: BTreeMap<u64, u64>,
-        /// The end of the memory handed out so far.
-        top: u64,
+        /// The memory's buffers.
+        carve: Carve,
     }
 
     /// A buffer: a range of the backend's memory, given back when dropped.
@@ -106,11 +168,6 @@ mod native {
     fn lock(vm: &Mutex<Vm>) -> std::sync::MutexGuard<'_, Vm> {
         vm.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// Buffers start at multiples of this (the dialect's widest access is 4 bytes; 16 keeps
-    /// room for 128-bit vectors).
-    const ALIGN: u64 = 16;
-    const PAGE: u64 = 65536;
 
     impl Vm {
         fn new() -> Result<Vm> {
@@ -138,67 +195,29 @@ mod native {
                 store,
                 memory,
                 linker,
-                free: BTreeMap::new(),
-                top: 0,
+                carve: Carve::default(),
             })
         }
 
-        /// A zeroed range of `len` bytes: the first free range that fits, else the end of the
-        /// memory, grown as needed.
+        /// A zeroed range of `len` bytes (`Carve::take`), the memory grown as needed.
         fn reserve(&mut self, len: u64) -> Result<u64> {
-            let len = len.div_ceil(ALIGN) * ALIGN;
-            if let Some((&at, &n)) = self.free.iter().find(|(_, &n)| n >= len) {
-                self.free.remove(&at);
-                if n > len {
-                    self.free.insert(at + len, n - len);
-                }
-                let data = self.memory.data_mut(&mut self.store);
-                data[at as usize..(at + len) as usize].fill(0);
-                return Ok(at);
-            }
-            let at = self.top;
-            let end = at + len;
-            if end > MAX_MEMORY {
-                bail!(
-                    Device,
-                    "wasm: out of memory: {len} more bytes would take the buffers past the 4 GiB \
-                     a 32-bit WebAssembly memory addresses ({at} bytes in use or free)"
-                );
-            }
+            let at = self.carve.take(len)?;
+            let end = at + len.div_ceil(ALIGN) * ALIGN;
             let have = self.memory.size(&self.store) * PAGE;
             if end > have {
                 let pages = (end - have).div_ceil(PAGE);
-                self.memory.grow(&mut self.store, pages).map_err(|e| {
-                    Error::new(
-                        ErrorKind::Device,
-                        format!("wasm: cannot grow the memory to {end} bytes: {e}"),
-                    )
-                })?;
+                if let Err(e) = self.memory.grow(&mut self.store, pages) {
+                    self.carve.give(at, len);
+                    bail!(Device, "wasm: cannot grow the memory to {end} bytes: {e}");
+                }
             }
-            self.top = end;
+            let data = self.memory.data_mut(&mut self.store);
+            data[at as usize..end as usize].fill(0);
             Ok(at)
         }
 
         fn release(&mut self, addr: u64, len: u64) {
-            let len = len.div_ceil(ALIGN) * ALIGN;
-            let (mut at, mut n) = (addr, len);
-            // Merge with the free range just before and just after.
-            if let Some((&p, &pn)) = self.free.range(..at).next_back() {
-                if p + pn == at {
-                    self.free.remove(&p);
-                    at = p;
-                    n += pn;
-                }
-            }
-            if let Some(&nn) = self.free.get(&(addr + len)) {
-                self.free.remove(&(addr + len));
-                n += nn;
-            }
-            if at + n == self.top {
-                self.top = at;
-            } else {
-                self.free.insert(at, n);
-            }
+            self.carve.give(addr, len);
         }
     }
 
@@ -292,6 +311,7 @@ mod native {
             // wasmi has relaxed SIMD (a fused multiply-add per lane).
             let features = Features {
                 relaxed_simd: crate::context::relaxed_simd(),
+                shared_memory: false,
             };
             let bytes = crate::codegen::wasm::module(k, features)?;
             let backend = |what: &str, e: &dyn std::fmt::Display| {
@@ -337,17 +357,20 @@ pub use web::*;
 mod web {
     use super::*;
     use crate::runtime::HostMem;
-    use js_sys::{Array, Function, Object, Reflect, Uint8Array, WebAssembly};
+    use js_sys::{Array, Function, Int32Array, Object, Reflect, Uint8Array, WebAssembly};
     use std::collections::HashMap;
     use std::sync::Mutex;
     use wasm_bindgen::{JsCast, JsValue};
 
-    /// The backend: kernels instantiated over the engine's own memory, their buffers the
-    /// engine's heap allocations (a buffer's address is its pointer).
+    /// The backend. Single-threaded, kernels are instantiated over the engine's own memory and
+    /// buffers are the engine's heap allocations (a buffer's address is its pointer). Given
+    /// threads (`use_threads`: js/wgrad.js does so where shared memory exists), buffers live in
+    /// a shared memory of their own that every worker's instances import too, and a launch is
+    /// split among the threads (`Threads`).
     pub struct Wasm {
         device: Device,
-        /// Instances by module bytes: identical kernels compile once.
-        modules: Mutex<HashMap<Vec<u8>, Js<Function>>>,
+        /// Kernels by module bytes: identical kernels compile once.
+        modules: Mutex<HashMap<Vec<u8>, Js<JsValue>>>,
     }
 
     /// A JS object held by the backend.
@@ -365,9 +388,64 @@ mod web {
         }
     }
 
-    /// A compiled kernel: the module's exported function.
+    /// A compiled kernel: the module's exported function, or its number in the thread pool.
     pub struct WasmProgram {
-        func: Js<Function>,
+        kernel: Js<JsValue>,
+    }
+
+    /// The thread pool of js/wgrad.js and the shared memory it runs kernels over.
+    struct Threads {
+        /// The pool: `addModule(module) -> id` and `run(id, args, total, chunks)`.
+        pool: Js<JsValue>,
+        /// The shared `WebAssembly.Memory` buffers live in.
+        memory: Js<WebAssembly::Memory>,
+        carve: Carve,
+        /// Threads in all (the calling one included).
+        count: u32,
+    }
+
+    static THREADS: Mutex<Option<Threads>> = Mutex::new(None);
+    /// Whether a buffer was made in the engine's heap: threads cannot be turned on after.
+    static HEAP_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    fn threads() -> std::sync::MutexGuard<'static, Option<Threads>> {
+        THREADS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run WASM kernels on `count` threads of `pool` (js/wgrad.js's) over `memory` (shared,
+    /// 4 GiB maximum) from now on. Refused (false) once a WASM buffer was made in the engine's
+    /// heap, or with threads already set.
+    pub fn use_threads(memory: WebAssembly::Memory, pool: JsValue, count: u32) -> bool {
+        let mut t = threads();
+        if t.is_some() || HEAP_USED.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        *t = Some(Threads {
+            pool: Js(pool),
+            memory: Js(memory),
+            carve: Carve::default(),
+            count: count.max(1),
+        });
+        true
+    }
+
+    /// Threads kernels run on (1 without a pool).
+    pub fn thread_count() -> u32 {
+        threads().as_ref().map_or(1, |t| t.count)
+    }
+
+    /// A buffer in the shared memory, given back when dropped.
+    pub struct WasmMem {
+        pub(crate) addr: u64,
+        len: u64,
+    }
+
+    impl Drop for WasmMem {
+        fn drop(&mut self) {
+            if let Some(t) = threads().as_mut() {
+                t.carve.give(self.addr, self.len);
+            }
+        }
     }
 
     /// Whether the JS engine runs WebAssembly (it runs this engine, so it does).
@@ -410,7 +488,7 @@ mod web {
     }
 
     /// What the JS engine supports, probed once (`WebAssembly.validate`).
-    fn features() -> Features {
+    fn features(shared_memory: bool) -> Features {
         thread_local! {
             static RELAXED: bool = WebAssembly::validate(
                 &Uint8Array::from(&crate::codegen::wasm::relaxed_simd_probe()[..]).into(),
@@ -419,14 +497,37 @@ mod web {
         }
         Features {
             relaxed_simd: crate::context::relaxed_simd() && RELAXED.with(|r| *r),
+            shared_memory,
         }
     }
 
-    fn instantiate(bytes: &[u8]) -> std::result::Result<Function, JsValue> {
+    fn instantiate(bytes: &[u8]) -> std::result::Result<JsValue, JsValue> {
         let module = WebAssembly::Module::new(&Uint8Array::from(bytes).into())?;
         let instance = WebAssembly::Instance::new(&module, &imports()?)?;
-        let f = Reflect::get(&instance.exports(), &crate::codegen::wasm::EXPORT.into())?;
-        f.dyn_into::<Function>()
+        Reflect::get(&instance.exports(), &crate::codegen::wasm::EXPORT.into())
+    }
+
+    /// `obj.name(args...)`.
+    fn call(obj: &JsValue, name: &str, args: &Array) -> std::result::Result<JsValue, JsValue> {
+        let f: Function = Reflect::get(obj, &name.into())?.dyn_into()?;
+        f.apply(obj, args)
+    }
+
+    /// A view of `len` bytes at `addr` of the shared memory (its buffer fetched now: a grown
+    /// memory has a new one).
+    fn view(t: &Threads, addr: u64, len: usize) -> Uint8Array {
+        Uint8Array::new_with_byte_offset_and_length(&t.memory.0.buffer(), addr as u32, len as u32)
+    }
+
+    fn shared(buf: &Buffer) -> Result<u64> {
+        match &buf.mem {
+            Mem::Wasm(m) => Ok(m.addr),
+            _ => bail!(
+                Device,
+                "a {} buffer is not in the shared memory",
+                buf.device
+            ),
+        }
     }
 
     impl Backend for Wasm {
@@ -440,51 +541,136 @@ mod web {
             MAX_BUFFERS
         }
         fn max_buffer_bytes(&self) -> usize {
-            // The engine's memory is 32-bit: its whole address space, less what it uses itself.
+            // The memory is 32-bit: its whole address space, less what the engine uses itself.
             i32::MAX as usize
         }
         fn alloc(&self, bytes: usize) -> Result<Buffer> {
+            let mut t = threads();
+            let Some(t) = t.as_mut() else {
+                HEAP_USED.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Ok(Buffer::new(
+                    self.device,
+                    bytes,
+                    Mem::Host(HostMem::new(bytes)?),
+                ));
+            };
+            let len = bytes as u64;
+            let at = t.carve.take(len)?;
+            let end = at + len.div_ceil(ALIGN) * ALIGN;
+            let have = t
+                .memory
+                .0
+                .buffer()
+                .unchecked_into::<js_sys::SharedArrayBuffer>()
+                .byte_length() as u64;
+            if end > have {
+                let pages = (end - have).div_ceil(PAGE) as u32;
+                // WebAssembly.Memory.grow throws where the engine cannot give the pages.
+                let grown = Reflect::get(&t.memory.0, &"grow".into())
+                    .and_then(|g| g.dyn_into::<Function>())
+                    .and_then(|g| g.call1(&t.memory.0, &pages.into()));
+                if let Err(e) = grown {
+                    t.carve.give(at, len);
+                    return Err(js_err(&format!("growing the memory to {end} bytes"), e));
+                }
+            }
+            view(t, at, (end - at) as usize).fill(0, 0, (end - at) as u32);
             Ok(Buffer::new(
                 self.device,
                 bytes,
-                Mem::Host(HostMem::new(bytes)?),
+                Mem::Wasm(WasmMem { addr: at, len }),
             ))
         }
         fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
-            super::super::host_copy_in(buf, data)
+            let t = threads();
+            match (&buf.mem, t.as_ref()) {
+                (Mem::Wasm(m), Some(t)) => {
+                    if data.len() > buf.size {
+                        bail!(
+                            Device,
+                            "copy_in: {} bytes into a buffer of {}",
+                            data.len(),
+                            buf.size
+                        );
+                    }
+                    view(t, m.addr, data.len()).copy_from(data);
+                    Ok(())
+                }
+                _ => super::super::host_copy_in(buf, data),
+            }
         }
         fn copy_out<'a>(&'a self, buf: &'a Buffer) -> BoxFuture<'a, Result<Vec<u8>>> {
-            Box::pin(async move { super::super::host_copy_out(buf) })
+            Box::pin(async move {
+                let t = threads();
+                match (&buf.mem, t.as_ref()) {
+                    (Mem::Wasm(m), Some(t)) => Ok(view(t, m.addr, buf.size).to_vec()),
+                    _ => super::super::host_copy_out(buf),
+                }
+            })
         }
         fn compile(&self, k: &LinearKernel) -> Result<Program> {
-            let bytes = crate::codegen::wasm::module(k, features())?;
+            let t = threads();
+            let bytes = crate::codegen::wasm::module(k, features(t.is_some()))?;
             let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-            let func = match modules.get(&bytes) {
+            let kernel = match modules.get(&bytes) {
                 Some(f) => f.clone(),
                 None => {
-                    let f = Js(instantiate(&bytes)
-                        .map_err(|e| js_err(&format!("compiling {}", k.name), e))?);
+                    let made = match t.as_ref() {
+                        // The pool instantiates the module on every thread: its number.
+                        Some(t) => WebAssembly::Module::new(&Uint8Array::from(&bytes[..]).into())
+                            .and_then(|m| call(&t.pool.0, "addModule", &Array::of1(&m))),
+                        None => instantiate(&bytes),
+                    };
+                    let f = Js(made.map_err(|e| js_err(&format!("compiling {}", k.name), e))?);
                     modules.insert(bytes.clone(), f.clone());
                     f
                 }
             };
-            Ok(program(k, &bytes, ProgramImpl::Wasm(WasmProgram { func })))
+            Ok(program(
+                k,
+                &bytes,
+                ProgramImpl::Wasm(WasmProgram { kernel }),
+            ))
         }
         fn launch(&self, p: &Program, bufs: &[&Buffer]) -> Result<()> {
             let ProgramImpl::Wasm(wp) = &p.imp else {
                 bail!(Backend, "wasm: {} was not compiled for WebAssembly", p.name);
             };
+            let t = threads();
+            let trapped = |e| js_err(&format!("{} trapped", p.name), e);
+            if let Some(t) = t.as_ref() {
+                let args = Int32Array::new_with_length(bufs.len() as u32);
+                for (i, b) in bufs.iter().enumerate() {
+                    args.set_index(i as u32, shared(b)? as u32 as i32);
+                }
+                // Small launches stay on this thread: waking the others costs more (as the C
+                // backend's pool does).
+                let n = p.global_size;
+                let chunks = if p.ops < 200_000 || t.count <= 1 {
+                    1
+                } else {
+                    n.min(t.count as usize * 4)
+                };
+                let a = Array::of4(
+                    &wp.kernel.0,
+                    &args,
+                    &(n as u32).into(),
+                    &(chunks as u32).into(),
+                );
+                return call(&t.pool.0, "run", &a).map(|_| ()).map_err(trapped);
+            }
             let args = Array::new();
             for b in bufs {
                 args.push(&JsValue::from(b.host()?.ptr() as usize as u32));
             }
             args.push(&JsValue::from(0));
             args.push(&JsValue::from(p.global_size as u32));
-            wp.func
+            wp.kernel
                 .0
+                .unchecked_ref::<Function>()
                 .apply(&JsValue::NULL, &args)
                 .map(|_| ())
-                .map_err(|e| js_err(&format!("{} trapped", p.name), e))
+                .map_err(trapped)
         }
         fn synchronize(&self) -> Result<()> {
             Ok(())

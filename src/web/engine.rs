@@ -504,6 +504,15 @@ pub fn beam_cache_export() -> String {
     crate::search::export_cache()
 }
 
+/// Run WASM kernels on `count` threads: `pool` is js/wgrad.js's worker pool (`addModule`,
+/// `run`), `memory` the shared `WebAssembly.Memory` (4 GiB maximum) tensors then live in.
+/// False where refused (WASM tensors exist already, or threads are set).
+#[cfg(feature = "wasm")]
+#[wasm_bindgen(js_name = useWasmThreads)]
+pub fn use_wasm_threads(memory: js_sys::WebAssembly::Memory, pool: JsValue, count: u32) -> bool {
+    crate::runtime::wasm::use_threads(memory, pool, count)
+}
+
 /// How many kernel plans this page knows (planned, tuned or imported): `beamCacheExport`
 /// writes them all. js/wgrad.js saves them to IndexedDB when this grows.
 #[wasm_bindgen(js_name = planCacheSize)]
