@@ -340,7 +340,7 @@ fn no_browser_gpu() -> Option<String> {
     };
     if has(&global, "Window").is_none() && has(&global, "WorkerGlobalScope").is_none() {
         return Some(
-            "not a browser window or worker (Node.js, Deno or another runtime without WebGPU for wgpu)"
+            "not a browser window or worker (Node.js or another runtime without WebGPU for wgpu)"
                 .into(),
         );
     }
