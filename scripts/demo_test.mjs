@@ -62,7 +62,8 @@ for (const f of ["pkg/web/wgrad_bg.wasm", "node_modules/uplot/dist/uPlot.iife.mi
 
 const { chromium } = await import("playwright-core");
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
-const srv = await serve({ port: 0, root: ROOT });
+// Cross-origin isolated, as scripts/run_web.sh serves the demo (WebAssembly kernels on every core).
+const srv = await serve({ port: 0, root: ROOT, isolated: true });
 const context = await browser.newContext({ viewport: { width: 1280, height: 1180 }, acceptDownloads: true });
 const problems = [];
 
@@ -309,6 +310,17 @@ async function endToEnd() {
   check(page.wasReady === false, "the demo was ready at page load: start() before ready was not exercised");
   await waitFor(page, () => window.wgradDemo.step >= 3 && !window.wgradDemo.running, 300, "a start() called before ready to train");
   console.log("ok: start() called before the engine was ready trained 3 steps once it was");
+  await page.close();
+
+  // 9. WebAssembly kernels (the device picker's "wasm"): the page is cross-origin isolated, so
+  // the worker runs them on every core, says so, and trains.
+  page = await openPage(trainQuery({ fresh: 1, device: "wasm", steps: 20, evalEvery: 0, ckptEvery: 0 }));
+  await train(page, { until: 20, stopOnError: true });
+  const w = await page.evaluate(() => ({ device: window.wgradDemo.device, losses: window.wgradDemo.losses, notice: document.getElementById("notice").textContent }));
+  check(w.device === "wasm", `device ${w.device}, expected wasm`);
+  check(/WebAssembly kernels on [2-9] CPU threads/.test(w.notice), `the notice on WebAssembly: ${w.notice}`);
+  check(w.losses.length > 0 && w.losses.at(-1) < w.losses[0], `losses on WebAssembly: ${w.losses}`);
+  console.log(`ok: device wasm: "${w.notice}"; loss ${w.losses[0].toFixed(3)} -> ${w.losses.at(-1).toFixed(3)}`);
   await page.close();
 }
 

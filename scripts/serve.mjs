@@ -1,5 +1,6 @@
 // A tiny dependency-free static file server for the browser pages (Node 20):
-//   node scripts/serve.mjs [port] [root]     (defaults: 8123, the repository root)
+//   node scripts/serve.mjs [port] [root]     (defaults: 8123, the repository root; the pages are
+//                                            served cross-origin isolated unless ISOLATED=0)
 // Serves files with their MIME types (.wasm as application/wasm so streaming compilation works)
 // and .gz files as raw bytes (application/gzip, no Content-Encoding), so the page's
 // DecompressionStream sees gzip. Also `import { serve } from "./serve.mjs"` for scripts.
@@ -80,8 +81,10 @@ export function serve({ port = 8123, root = process.cwd(), quiet = true, isolate
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const port = Number(process.argv[2] ?? 8123);
   const root = process.argv[3] ?? join(fileURLToPath(new URL(".", import.meta.url)), "..");
-  const { url } = await serve({ port, root, quiet: false });
-  console.log(`serving ${resolve(root)} at ${url}`);
+  // Cross-origin isolated unless ISOLATED=0: the demo's WebAssembly kernels then use every core.
+  const isolated = process.env.ISOLATED !== "0";
+  const { url } = await serve({ port, root, quiet: false, isolated });
+  console.log(`serving ${resolve(root)} at ${url}${isolated ? " (cross-origin isolated: COOP/COEP)" : ""}`);
   console.log(`  demo:  ${url}www/index.html?steps=100&bs=128`);
   console.log(`  bench: ${url}www/bench.html?bs=128&steps=5`);
 }

@@ -237,9 +237,10 @@ async function setup(config, resume, recovered = null) {
   if (info.device === "cpu") {
     notice = `Running on the CPU interpreter (chosen). It is slow: ${task.small}.`;
   } else if (info.device === "wasm") {
+    const on = `WebAssembly kernels on ${info.threads > 1 ? `${info.threads} CPU threads` : "the CPU (one thread: the page is not cross-origin isolated)"}`;
     notice = config.device === "wasm"
-      ? "Running on WebAssembly kernels on the CPU (chosen)."
-      : "WebGPU is not available in this browser: running on WebAssembly kernels on the CPU.";
+      ? `Running on ${on} (chosen).`
+      : `WebGPU is not available in this browser: running on ${on}.`;
   }
   if (config.beam > 0) {
     const cached = await store.get("beam").catch(() => null);
