@@ -290,11 +290,13 @@ async function startThreads(want) {
   else if (node) cores = (await import(/* @vite-ignore */ /* webpackIgnore: true */ "node:os")).availableParallelism();
   const count = want ?? Math.min(cores, 8);
   if (count <= 1) return 1;
-  const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
   const workers = [];
   const ready = [];
   let url = null;
   try {
+    // A shared memory reserves its whole 4 GiB maximum of address space up front: where the
+    // engine cannot (a 32-bit or memory-starved device) kernels stay on one thread.
+    const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
     for (let i = 1; i < count; i++) {
       let w;
       // Node.js's (and Deno's, whose web Workers would keep the process alive) worker_threads.
@@ -315,7 +317,14 @@ async function startThreads(want) {
     }
     const pool = new WasmPool(memory, workers);
     for (const w of workers) w.postMessage({ type: "init", ctl: pool.ctl.buffer, memory });
-    await Promise.all(ready);
+    // A worker that never starts (a policy that blocks blob: workers, say) must not hang init.
+    let timer;
+    const late = new Promise((_, fail) => (timer = setTimeout(() => fail(new Error("the workers did not start in 10 s")), 10_000)));
+    try {
+      await Promise.race([Promise.all(ready), late]);
+    } finally {
+      clearTimeout(timer);
+    }
     if (!raw.useWasmThreads(memory, pool, count)) throw new Error("WASM tensors exist already");
     threadCount = count;
   } catch (e) {

@@ -15,8 +15,8 @@
 pub mod nvrtc;
 
 use super::{
-    Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem, Program,
-    ProgramImpl,
+    check_copy_in, Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem,
+    Program, ProgramImpl,
 };
 use crate::codegen::cuda::{launch_dims, render_cuda};
 use crate::codegen::linearize::LinearKernel;
@@ -496,14 +496,7 @@ impl Backend for Cuda {
 
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         let gpu = self.gpu()?;
-        if data.len() > buf.size {
-            bail!(
-                Device,
-                "copy_in: {} bytes into a buffer of {}",
-                data.len(),
-                buf.size
-            );
-        }
+        check_copy_in(buf, data)?;
         self.own(&[buf])?;
         if data.is_empty() {
             return Ok(());

@@ -579,7 +579,8 @@ pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
+/// That `data` fits in `buf` (every backend's `copy_in` checks it first).
+pub(crate) fn check_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
     if data.len() > buf.size {
         bail!(
             Device,
@@ -588,6 +589,11 @@ pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
             buf.size
         );
     }
+    Ok(())
+}
+
+pub(crate) fn host_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
+    check_copy_in(buf, data)?;
     // SAFETY: host backends run kernels synchronously; nothing else holds this memory now.
     unsafe { buf.host()?.as_mut_slice()[..data.len()].copy_from_slice(data) };
     Ok(())

@@ -585,14 +585,7 @@ mod web {
             let t = threads();
             match (&buf.mem, t.as_ref()) {
                 (Mem::Wasm(m), Some(t)) => {
-                    if data.len() > buf.size {
-                        bail!(
-                            Device,
-                            "copy_in: {} bytes into a buffer of {}",
-                            data.len(),
-                            buf.size
-                        );
-                    }
+                    super::super::check_copy_in(buf, data)?;
                     view(t, m.addr, data.len()).copy_from(data);
                     Ok(())
                 }

@@ -13,8 +13,8 @@
 //! with one submit.
 
 use super::{
-    Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem, Program,
-    ProgramImpl,
+    check_copy_in, Backend, BoxFuture, Buffer, Device, DeviceKind, Graph, Instances, Launch, Mem,
+    Program, ProgramImpl,
 };
 use crate::codegen::linearize::LinearKernel;
 use crate::codegen::wgsl::{dispatch_size, render_wgsl, workgroup_size, MAX_WORKGROUPS_PER_DIM};
@@ -862,14 +862,7 @@ impl Backend for Wgpu {
 
     fn copy_in(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
         let gpu = self.gpu()?;
-        if data.len() > buf.size {
-            bail!(
-                Device,
-                "copy_in: {} bytes into a buffer of {}",
-                data.len(),
-                buf.size
-            );
-        }
+        check_copy_in(buf, data)?;
         self.own(&[buf])?;
         let b = gpu.mem(buf)?;
         // Commands encoded so far must see the old contents: submit them first (a queue write
