@@ -15,8 +15,9 @@
 //! the scalar code they replace is not emitted; where the engine has relaxed SIMD
 //! (`Features::relaxed_simd`) a fused vector step is one `f32x4.relaxed_madd`, which engines
 //! compile to the CPU's fused multiply-add where it has one (x86-64 with FMA3, ARM64): the C
-//! dialect's bits there, and one instruction instead of two on the accumulator's chain. Workgroups are not rendered: the backend's target never asks for them
-//! (`Target::max_local` 1).
+//! dialect's bits there, and one instruction instead of two on the accumulator's chain.
+//! Workgroups are not rendered: the backend's target never asks for them (`Target::max_local`
+//! 1).
 
 use super::linearize::{Inst, LinearKernel, Reg};
 use super::vectorize::{self, Pack, StorePack, VExpr};
@@ -171,15 +172,13 @@ struct Emitter<'a> {
     skip: FastSet<usize>,
     /// The next free v128 scratch local (each vector exp2 or max takes fresh ones).
     scratch: Cell<u32>,
-    /// While a store pack's value is emitted: the local holding each subexpression already
-    /// computed (by its spelling). An epilogue's expression tree repeats its shared values (a
-    /// GELU's backward reads its input a dozen times), which emitted as a tree ran 10x slower.
-    memo: RefCell<Option<HashMap<String, u32>>>,
-    /// The same for the packs' steps of one loop body: a matmul's block of accumulators reads
-    /// each operand vector for several packs (a 4x4 block: four loads and four splats for 16
-    /// steps, where each step loading its own ran 16 of each). Emptied where memory or a value
-    /// read may change (loops, stores, a scalar accumulator's step).
-    pack_memo: RefCell<HashMap<String, u32>>,
+    /// The local holding each vector subexpression already computed (by its spelling), since
+    /// the last point where memory or a value read may have changed (a loop's start or end, a
+    /// store, a scalar accumulator's step). An epilogue's expression tree repeats its shared
+    /// values (a GELU's backward reads its input a dozen times), which emitted as a tree ran
+    /// 10x slower; a matmul's block of packs reads each operand vector for several packs (a
+    /// 4x4 block: four loads and four splats for 16 steps, not 16 of each).
+    memo: RefCell<HashMap<String, u32>>,
     /// What the engine supports (a fused vector step's instruction).
     features: Features,
 }
@@ -249,8 +248,7 @@ impl<'a> Emitter<'a> {
             store_packs,
             skip,
             scratch: Cell::new(0),
-            memo: RefCell::new(None),
-            pack_memo: RefCell::new(HashMap::new()),
+            memo: RefCell::new(HashMap::new()),
             features,
         }
     }
@@ -277,7 +275,7 @@ impl<'a> Emitter<'a> {
             };
             own + e.children().into_iter().map(count).sum::<u32>()
         }
-        // A store pack's value also keeps each distinct subexpression in a local (`memo`).
+        // Each distinct subexpression may also take a local (`memo`).
         fn distinct(e: &VExpr, seen: &mut std::collections::HashSet<String>) {
             if !matches!(e, VExpr::Const(_)) {
                 seen.insert(format!("{e:?}"));
@@ -286,26 +284,18 @@ impl<'a> Emitter<'a> {
                 distinct(c, seen);
             }
         }
-        let stores: u32 = self
-            .store_packs
-            .iter()
-            .map(|p| {
-                let mut seen = std::collections::HashSet::new();
-                distinct(&p.expr, &mut seen);
-                count(&p.expr) + seen.len() as u32
-            })
-            .sum();
-        // A pack's step keeps its distinct subexpressions too (`pack_memo`).
-        let packs: u32 = self
-            .packs
-            .iter()
-            .map(|p| {
-                let mut seen = std::collections::HashSet::new();
-                distinct(&p.expr, &mut seen);
-                count(&p.expr) + 2 + seen.len() as u32
-            })
-            .sum();
-        packs + stores
+        let locals = |e: &VExpr| {
+            let mut seen = std::collections::HashSet::new();
+            distinct(e, &mut seen);
+            count(e) + seen.len() as u32
+        };
+        let packs: u32 = self.packs.iter().map(|p| locals(&p.expr) + 2).sum();
+        packs
+            + self
+                .store_packs
+                .iter()
+                .map(|p| locals(&p.expr))
+                .sum::<u32>()
     }
 
     fn nbufs(&self) -> u32 {
@@ -345,12 +335,10 @@ impl<'a> Emitter<'a> {
                 _ => true,
             };
             if !pure {
-                self.pack_memo.borrow_mut().clear();
+                self.memo.borrow_mut().clear();
             }
             if let Some(pi) = self.packs.iter().position(|p| p.at == i) {
-                *self.memo.borrow_mut() = Some(self.pack_memo.take());
                 self.vector_step(&mut s, pi);
-                *self.pack_memo.borrow_mut() = self.memo.take().unwrap_or_default();
             }
             if let Some(p) = self.store_packs.iter().find(|p| p.at == i) {
                 // The address of lane 0, then the vector, stored in place of the last store.
@@ -361,10 +349,10 @@ impl<'a> Emitter<'a> {
                     .i32_const(2)
                     .i32_shl()
                     .i32_add();
-                *self.memo.borrow_mut() = Some(HashMap::new());
                 self.vexpr(&mut s, &p.expr);
-                *self.memo.borrow_mut() = None;
                 s.v128_store(mem(0, 0));
+                // The store may change what a memoized load read.
+                self.memo.borrow_mut().clear();
             }
             if !self.skip.contains(&i) {
                 self.inst(&mut s, inst, &mut loops)?;
@@ -677,28 +665,21 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// Push `e` as a v128 (f32 lanes, or a mask of all-ones and zero lanes); while `memo` is
-    /// on, each distinct subexpression is computed once and kept in a local.
+    /// Push `e` as a v128 (f32 lanes, or a mask of all-ones and zero lanes): each distinct
+    /// subexpression is computed once and kept in a local (`memo`).
     fn vexpr(&self, s: &mut InstructionSink, e: &VExpr) {
-        let key = match (&*self.memo.borrow(), e) {
-            (None, _) | (_, VExpr::Const(_)) => None,
-            (Some(m), _) => {
-                let k = format!("{e:?}");
-                if let Some(&l) = m.get(&k) {
-                    s.local_get(l);
-                    return;
-                }
-                Some(k)
-            }
-        };
-        self.vexpr_tree(s, e);
-        if let Some(k) = key {
-            let l = self.fresh();
-            s.local_tee(l);
-            if let Some(m) = self.memo.borrow_mut().as_mut() {
-                m.insert(k, l);
-            }
+        if matches!(e, VExpr::Const(_)) {
+            return self.vexpr_tree(s, e);
         }
+        let key = format!("{e:?}");
+        if let Some(&l) = self.memo.borrow().get(&key) {
+            s.local_get(l);
+            return;
+        }
+        self.vexpr_tree(s, e);
+        let l = self.fresh();
+        s.local_tee(l);
+        self.memo.borrow_mut().insert(key, l);
     }
 
     /// `vexpr` without the memo at this node (its operands go through `vexpr`).

@@ -750,7 +750,7 @@ impl Backend for Cpu {
                 p.name
             );
         }
-        let threads = if p.ops < 200_000 {
+        let threads = if p.ops < super::PARALLEL_MIN_OPS {
             1
         } else {
             self.threads.min(n)

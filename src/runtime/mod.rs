@@ -579,6 +579,10 @@ pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Launches of fewer operations run on the calling thread alone in the host backends (C and
+/// WebAssembly): waking other threads costs more than they would save.
+pub(crate) const PARALLEL_MIN_OPS: u64 = 200_000;
+
 /// That `data` fits in `buf` (every backend's `copy_in` checks it first).
 pub(crate) fn check_copy_in(buf: &Buffer, data: &[u8]) -> Result<()> {
     if data.len() > buf.size {

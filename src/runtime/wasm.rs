@@ -429,11 +429,6 @@ mod web {
         true
     }
 
-    /// Threads kernels run on (1 without a pool).
-    pub fn thread_count() -> u32 {
-        threads().as_ref().map_or(1, |t| t.count)
-    }
-
     /// A buffer in the shared memory, given back when dropped.
     pub struct WasmMem {
         pub(crate) addr: u64,
@@ -636,10 +631,9 @@ mod web {
                 for (i, b) in bufs.iter().enumerate() {
                     args.set_index(i as u32, shared(b)? as u32 as i32);
                 }
-                // Small launches stay on this thread: waking the others costs more (as the C
-                // backend's pool does).
+                // Small launches stay on this thread, as in the C backend.
                 let n = p.global_size;
-                let chunks = if p.ops < 200_000 || t.count <= 1 {
+                let chunks = if p.ops < super::super::PARALLEL_MIN_OPS || t.count <= 1 {
                     1
                 } else {
                     n.min(t.count as usize * 4)
