@@ -6,7 +6,8 @@
 //   - `init({ device: "webgpu" })` throws an Error naming `init` and why, never a trap;
 //   - WebAssembly kernels run on every core (at most 8: shared memory and worker threads);
 //   - a small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) trains there: the
-//     loss falls below half its start;
+//     loss falls below half its start; and again in mixed precision (made under
+//     `withContext({ HALF: 1 })`: float16 weights, float16 inputs);
 //   - the package's GPT (js/gpt.js) trains as PyTorch does: 10 jitted AdamW steps from the
 //     fixture's weights and batches (tests/fixtures/gpt_steps.json, the one tests/gpt.rs uses)
 //     give PyTorch's losses and final weights to 1e-5; its key/value-cache decode step, replayed
@@ -85,6 +86,29 @@ try {
   if (info.threads !== cores) fail(`init() runs WebAssembly kernels on ${info.threads} thread(s); this machine has ${cores} cores`);
   console.log(`WebAssembly kernels on ${info.threads} thread(s)`);
 
+  await trainMlp(wg, info, false);
+  // Mixed precision: layers made under HALF hold float16 weights (Adam keeps float32 masters).
+  await trainMlp(wg, info, true);
+
+  await gptMatchesPytorch(wg);
+
+  err = null;
+  try {
+    new nn.Linear(4, "x");
+  } catch (e) {
+    err = e;
+  }
+  if (!(err instanceof Error) || !/Linear/.test(err.message)) fail(`new nn.Linear(4, "x") should throw an Error naming Linear, got ${err && err.message}`);
+  const after = await Tensor.ones([3]).sum().item();
+  if (after !== 3) fail(`the engine after an error: ones(3).sum() = ${after}`);
+  console.log(`node test: ok (${RUNTIME} ${RUNTIME === "Deno" ? Deno.version.deno : process.version})`);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** A small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) must train; with
+ * `half` its layers are made under `withContext({ HALF: 1 })` and take float16 inputs. */
+async function trainMlp({ Tensor, nn, optim, jit, tidy, withContext, getParameters }, info, half) {
   Tensor.manualSeed(1);
   let seed = 7;
   const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
@@ -94,8 +118,10 @@ try {
     ys[i] = i % 3;
     for (let j = 0; j < 4; j++) xs[i * 4 + j] = centres[i % 3][j] + rnd();
   }
-  const X = new Tensor(xs, [N, 4]), Y = new Tensor(ys, [N]);
-  const l1 = new nn.Linear(4, 16), l2 = new nn.Linear(16, 3);
+  const float = half ? "float16" : "float32";
+  const X = new Tensor(xs, [N, 4]).cast(float).realize(), Y = new Tensor(ys, [N]);
+  const [l1, l2] = withContext({ HALF: half }, () => [new nn.Linear(4, 16), new nn.Linear(16, 3)]);
+  if (l1.weight.dtype !== float) fail(`Linear made with HALF=${half} has ${l1.weight.dtype} weights`);
   const model = (x) => l2.forward(l1.forward(x).relu());
   const opt = new optim.Adam(getParameters([l1, l2]), { lr: 0.05 });
   const step = jit((x, y) => withContext({ TRAINING: 1 }, () => {
@@ -114,24 +140,9 @@ try {
   }
   const ms = (performance.now() - t0) / 20;
   if (!losses.every(Number.isFinite) || !(losses.at(-1) < losses[0] / 2)) {
-    fail(`the MLP did not train: losses ${losses.map((v) => v.toFixed(4)).join(" ")}`);
+    fail(`the ${float} MLP did not train: losses ${losses.map((v) => v.toFixed(4)).join(" ")}`);
   }
-  console.log(`MLP on ${info.device}: loss ${losses[0].toFixed(4)} -> ${losses.at(-1).toFixed(4)} in 20 jitted steps (${ms.toFixed(1)} ms/step)`);
-
-  await gptMatchesPytorch(wg);
-
-  err = null;
-  try {
-    new nn.Linear(4, "x");
-  } catch (e) {
-    err = e;
-  }
-  if (!(err instanceof Error) || !/Linear/.test(err.message)) fail(`new nn.Linear(4, "x") should throw an Error naming Linear, got ${err && err.message}`);
-  const after = await Tensor.ones([3]).sum().item();
-  if (after !== 3) fail(`the engine after an error: ones(3).sum() = ${after}`);
-  console.log(`node test: ok (${RUNTIME} ${RUNTIME === "Deno" ? Deno.version.deno : process.version})`);
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+  console.log(`${float} MLP on ${info.device}: loss ${losses[0].toFixed(4)} -> ${losses.at(-1).toFixed(4)} in 20 jitted steps (${ms.toFixed(1)} ms/step)`);
 }
 
 /** scripts/gen_gpt_fixture.py's initial weights (tests/gpt.rs's `det_weights`). */

@@ -2,6 +2,7 @@
 //! for a scope with `Context`; and `GlobalCounters` (kernels launched, FLOPs, bytes, time).
 
 use crate::device::Device;
+use crate::dtype::DType;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -20,6 +21,7 @@ struct Frame {
     opt_target: Option<OptTarget>,
     beam: Option<u32>,
     jit_verify: Option<u32>,
+    default_float: Option<DType>,
 }
 
 /// What the kernel optimizer shapes kernels for. Each device has its own default; `OPT_TARGET`
@@ -135,6 +137,26 @@ impl Context {
         self.frame.jit_verify = Some(n);
         self
     }
+    /// The dtype of float tensors made without one (`zeros`, `rand`, layer weights, ints made
+    /// float); f32 unless changed. f16 and bf16 are stored in two bytes and computed in f32;
+    /// optimizers keep f32 master copies of such parameters. Like `DEFAULT_FLOAT=f16`. A
+    /// non-float dtype is ignored with a warning (a chained setter cannot fail).
+    pub fn default_float(mut self, dt: DType) -> Self {
+        if dt.is_float() {
+            self.frame.default_float = Some(dt);
+        } else {
+            log(&format!(
+                "wgrad: Context::default_float({dt}) ignored: not a float dtype"
+            ));
+        }
+        self
+    }
+    /// Mixed precision (`HALF=1`): float tensors made without a dtype are f16 (activations and
+    /// weights in two bytes, arithmetic and accumulation in f32, f32 master weights in the
+    /// optimizer); `false` goes back to f32.
+    pub fn half(self, on: bool) -> Self {
+        self.default_float(if on { DType::F16 } else { DType::F32 })
+    }
     /// Run `f` with these settings in force on this thread.
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         struct Pop;
@@ -180,6 +202,52 @@ pub fn log(msg: &str) {
         Some(f) => f(msg),
         None => eprintln!("{msg}"),
     }
+}
+
+static PROCESS_FLOAT: std::sync::Mutex<Option<DType>> = std::sync::Mutex::new(None);
+
+/// Set the default float dtype outside any `Context` (overrides `HALF`/`DEFAULT_FLOAT` from the
+/// environment; `None` goes back to them). The browser has no environment, so `init({ half })`
+/// uses this. A non-float dtype is an error.
+pub fn set_default_float(dt: Option<DType>) -> crate::Result<()> {
+    if let Some(d) = dt.filter(|d| !d.is_float()) {
+        return Err(crate::Error::new(
+            crate::ErrorKind::DType,
+            format!("set_default_float: {d} is not a float dtype (f32, f16 or bf16)"),
+        ));
+    }
+    *PROCESS_FLOAT.lock().unwrap_or_else(|e| e.into_inner()) = dt;
+    Ok(())
+}
+
+/// The dtype of float tensors made without one: the innermost `Context::default_float`/`half`,
+/// else `set_default_float`, else `DEFAULT_FLOAT` (`f32`, `f16`, `bf16`) or `HALF=1` (f16) from
+/// the environment, else f32.
+pub fn default_float() -> DType {
+    static ENV: OnceLock<DType> = OnceLock::new();
+    lookup(|f| f.default_float)
+        .or_else(|| *PROCESS_FLOAT.lock().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_else(|| {
+            *ENV.get_or_init(|| {
+                let named =
+                    std::env::var("DEFAULT_FLOAT")
+                        .ok()
+                        .and_then(|v| match v.parse::<DType>() {
+                            Ok(d) if d.is_float() => Some(d),
+                            _ => {
+                                log(&format!(
+                                    "wgrad: DEFAULT_FLOAT={v} ignored: not a float dtype"
+                                ));
+                                None
+                            }
+                        });
+                named.unwrap_or(if env_u32("HALF").unwrap_or(0) != 0 {
+                    DType::F16
+                } else {
+                    DType::F32
+                })
+            })
+        })
 }
 
 /// Whether training mode is on (`Context::training`, else `TRAINING=1`): dropout is active and

@@ -378,6 +378,43 @@ fn half_parameters_keep_their_dtype() {
     });
 }
 
+/// f16 and bf16 parameters are updated through f32 master copies: steps far below the
+/// parameter's precision accumulate (rounding each step into the parameter would lose every
+/// one), and a parameter changed outside the optimizer is where the next step starts from.
+#[test]
+fn half_parameters_accumulate_small_steps_in_master_copies() {
+    for dev in common::devices() {
+        Context::new().dev(dev).training(true).run(|| {
+            let value = |p: &Tensor| p.cast(DType::F32).unwrap().to_vec::<f32>().unwrap()[0];
+            for (dt, ulp) in [(DType::F16, 2f32.powi(-11)), (DType::BF16, 2f32.powi(-8))] {
+                let p = Tensor::from_vec(vec![1.0f32], &[1])
+                    .unwrap()
+                    .cast(dt)
+                    .unwrap();
+                let p = p.realize().unwrap();
+                p.set_requires_grad(true);
+                let mut opt = Sgd::new(vec![p.clone()]).unwrap().lr(1.0);
+                // A step of ulp/4: rounded into the parameter alone it would never move.
+                let steps = 40;
+                for _ in 0..steps {
+                    p.set_grad(Some(p.full_like((ulp / 4.0) as f64)));
+                    opt.step().unwrap();
+                }
+                assert_eq!(p.dtype(), dt);
+                let want = 1.0 - steps as f32 * ulp / 4.0;
+                let master = opt.state().last().unwrap().to_vec::<f32>().unwrap()[0];
+                assert!((master - want).abs() < 1e-6, "{dev} {dt}: master {master}");
+                assert!((value(&p) - want).abs() <= ulp, "{dev} {dt}: {}", value(&p));
+                // Loaded from elsewhere: the next step starts from the new value.
+                p.assign(&p.full_like(0.25)).unwrap().realize().unwrap();
+                p.set_grad(Some(p.full_like(1.0 / 64.0)));
+                opt.step().unwrap();
+                assert_eq!(value(&p), 0.25 - 1.0 / 64.0, "{dev} {dt}");
+            }
+        });
+    }
+}
+
 /// An Adam step with realized gradients: one kernel advances each parameter's state (m, v and
 /// the powers of b1, b2 share one buffer), one updates the parameter.
 #[test]

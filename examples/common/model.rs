@@ -4,6 +4,7 @@
 // Not every user of this file needs every helper.
 #![allow(dead_code)]
 
+use wgrad::context::default_float;
 use wgrad::nn::optim::Optimizer;
 use wgrad::nn::{Conv2d, Linear};
 use wgrad::{Context, CrossEntropyOpts, DType, Device, Result, Tensor};
@@ -43,7 +44,7 @@ pub fn accuracy(model: &Model, x: &Tensor, y: &Tensor) -> Result<f64> {
         let end = (start + chunk).min(n);
         let mut xs = x
             .slice(0, start as isize, end as isize, 1)?
-            .cast(DType::F32)?;
+            .cast(default_float())?;
         let mut ys = y
             .slice(0, start as isize, end as isize, 1)?
             .cast(DType::I32)?;
@@ -87,7 +88,7 @@ pub fn train_step_sharded(
 ) -> Result<Tensor> {
     Context::new().training(true).run(|| {
         let samples = Tensor::randint(&[bs], 0, x_train.shape()[0] as i64)?;
-        let mut x = x_train.index(&samples)?.cast(DType::F32)?;
+        let mut x = x_train.index(&samples)?.cast(default_float())?;
         let mut y = y_train.index(&samples)?;
         if devices.len() > 1 {
             // The tutorial's second line of multi-device training.

@@ -162,6 +162,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let gidx = i32(g);
     let v5: f32 = ld_b1(gidx);
     let v6: f32 = (v5 * v5);
-    let v9: f32 = (v6 + 1.0f);
-    st_b0(gidx, f32_to_f16(v9));
+    let v7: f32 = v6;
+    let v8: f32 = f16_round(v7);
+    let v11: f32 = (v8 + 1.0f);
+    st_b0(gidx, f32_to_f16(v11));
 }

@@ -110,6 +110,13 @@ static inline T NAME(T x) { \
 EXP2_FN(wexp2f, float, int, SPL1, SEL1, (int), bitsf)
 EXP2_FN(exp2v8, v8f, v8i, SPL8, sel8, CVT8, (v8f))
 EXP2_FN(exp2v4, v4f, v4i, SPL4, sel4, CVT4, (v4f))
+/* f16 <-> f32: the F16C instructions where the target has them (branch-free, one instruction
+   each, round to nearest even), else bit by bit. */
+#if defined(__F16C__)
+typedef short v8s __attribute__((vector_size(16)));
+static inline float h2f(unsigned short h) { return __builtin_ia32_vcvtph2ps((v8s){(short)h})[0]; }
+static inline unsigned short f2h(float f) { return (unsigned short)__builtin_ia32_vcvtps2ph((v4f){f}, 0)[0]; }
+#else
 static inline float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
@@ -135,6 +142,7 @@ static inline unsigned short f2h(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
   return (unsigned short)(sign | h);
 }
+#endif
 /* bf16 is the top half of an f32. Rounding to nearest even adds just under half an ulp, plus
    the kept lowest bit (a carry reaches the exponent: past the largest bf16 gives inf); a NaN
    keeps its top bits, made quiet so that it cannot truncate to inf. */

@@ -550,7 +550,12 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
                 }
             }
         }
-        let v = lower_node(&mut g, root, &idx, yes, &mut ctx);
+        // Storing rounds the root to its dtype anyway.
+        let v = if root.dtype == out_dtype {
+            lower_exact(&mut g, root, &idx, yes, &mut ctx)
+        } else {
+            lower_node(&mut g, root, &idx, yes, &mut ctx)
+        };
         let v = g.cast(v, out_dtype);
         let mut lin = g.int(0);
         for (i, &ix) in idx.iter().enumerate() {
@@ -652,6 +657,47 @@ fn combine(g: &mut KGraph, op: ReduceOp, a: Ref, b: Ref) -> Ref {
 }
 
 fn lower_node(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx) -> Ref {
+    let r = lower_exact(g, n, idx, gate, ctx);
+    rounded(g, n, r)
+}
+
+/// An f16 or bf16 op's result rounded to its dtype (computed in f32 registers): the value of a
+/// node is then the same whether a kernel stores it or another kernel recomputes it inline (a
+/// max pool's backward compares recomputed inputs with the stored maximum), as each op of
+/// PyTorch rounds. Loads, constants and casts are values of their dtype already.
+fn rounded(g: &mut KGraph, n: &AstNode, r: Ref) -> Ref {
+    let op = matches!(
+        n.op,
+        AstOp::Unary(_) | AstOp::Binary(_) | AstOp::Where | AstOp::Reduce(..)
+    );
+    if op && matches!(n.dtype, DType::F16 | DType::BF16) {
+        let wide = g.cast(r, DType::F32);
+        g.cast(wide, n.dtype)
+    } else {
+        r
+    }
+}
+
+/// The source of a sum as a reduce step consumes it: a product's terms are accumulated exactly
+/// (one fused multiply-add each, as a half-precision matmul accumulates in f32), not rounded to
+/// the product's dtype first.
+fn lower_summand(
+    g: &mut KGraph,
+    n: &AstNode,
+    op: ReduceOp,
+    idx: &[Ref],
+    gate: Ref,
+    ctx: &mut Ctx,
+) -> Ref {
+    if op == ReduceOp::Sum && matches!(n.op, AstOp::Binary(BinaryOp::Mul)) {
+        lower_exact(g, n, idx, gate, ctx)
+    } else {
+        lower_node(g, n, idx, gate, ctx)
+    }
+}
+
+/// `lower_node` without rounding its result.
+fn lower_exact(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ctx) -> Ref {
     let key = (
         n as *const AstNode as usize,
         smallvec::SmallVec::from_slice(idx),
@@ -781,7 +827,7 @@ fn lower_reduce(
             }
             inner[ax] = i;
         }
-        let v = lower_node(g, src, &inner, gate, ctx);
+        let v = lower_summand(g, src, op, &inner, gate, ctx);
         value = Some(match value {
             Some(acc) => combine(g, op, acc, v),
             None => v,
@@ -931,7 +977,7 @@ fn lower_staged(
         }
     }
     ctx.in_tile = Some((tile_at, sync));
-    let v = lower_node(g, &n.src[0], &body_idx, gate, ctx);
+    let v = lower_summand(g, &n.src[0], op, &body_idx, gate, ctx);
     ctx.in_tile = None;
     let part = g.reduce(op, v, &[inner]);
     g.reduce(op, part, ranges)

@@ -20,6 +20,7 @@ pub mod state;
 mod torch_load;
 mod zip;
 
+use crate::context::default_float;
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::tensor::conv::{Conv1dOpts, ConvTranspose1dOpts, ConvTranspose2dOpts, Padding1d};
@@ -213,8 +214,8 @@ impl BatchNorm {
         let c = [num_features];
         let (weight, bias) = if affine {
             (
-                Some(filled(&c, 1.0, DType::F32, true)?),
-                Some(filled(&c, 0.0, DType::F32, true)?),
+                Some(filled(&c, 1.0, default_float(), true)?),
+                Some(filled(&c, 0.0, default_float(), true)?),
             )
         } else {
             (None, None)
@@ -222,8 +223,8 @@ impl BatchNorm {
         Ok(BatchNorm {
             weight,
             bias,
-            running_mean: filled(&c, 0.0, DType::F32, false)?,
-            running_var: filled(&c, 1.0, DType::F32, false)?,
+            running_mean: filled(&c, 0.0, default_float(), false)?,
+            running_var: filled(&c, 1.0, default_float(), false)?,
             num_batches_tracked: filled(&[], 0.0, DType::I32, false)?,
             eps,
             momentum,
@@ -319,8 +320,8 @@ impl LayerNorm {
         }
         let (weight, bias) = if elementwise_affine {
             (
-                Some(filled(normalized_shape, 1.0, DType::F32, true)?),
-                Some(filled(normalized_shape, 0.0, DType::F32, true)?),
+                Some(filled(normalized_shape, 1.0, default_float(), true)?),
+                Some(filled(normalized_shape, 0.0, default_float(), true)?),
             )
         } else {
             (None, None)
@@ -393,8 +394,8 @@ impl GroupNorm {
         let c = [num_channels];
         let (weight, bias) = if affine {
             (
-                Some(filled(&c, 1.0, DType::F32, true)?),
-                Some(filled(&c, 0.0, DType::F32, true)?),
+                Some(filled(&c, 1.0, default_float(), true)?),
+                Some(filled(&c, 0.0, default_float(), true)?),
             )
         } else {
             (None, None)
@@ -497,8 +498,8 @@ fn affine(shape: &[usize], on: bool) -> Result<Affine> {
         return Ok((None, None));
     }
     Ok((
-        Some(filled(shape, 1.0, DType::F32, true)?),
-        Some(filled(shape, 0.0, DType::F32, true)?),
+        Some(filled(shape, 1.0, default_float(), true)?),
+        Some(filled(shape, 0.0, default_float(), true)?),
     ))
 }
 
@@ -751,7 +752,7 @@ impl RmsNorm {
     /// A layer with explicit `eps` and affine choice.
     pub fn with(dim: usize, eps: f64, elementwise_affine: bool) -> Result<RmsNorm> {
         let weight = elementwise_affine
-            .then(|| filled(&[dim], 1.0, DType::F32, true))
+            .then(|| filled(&[dim], 1.0, default_float(), true))
             .transpose()?;
         Ok(RmsNorm { weight, dim, eps })
     }
@@ -806,7 +807,7 @@ impl LstmCell {
     /// A cell with or without biases.
     pub fn with(input_size: usize, hidden_size: usize, bias: bool) -> Result<LstmCell> {
         let (i, h) = (input_size, hidden_size);
-        let zeros = || filled(&[4 * h], 0.0, DType::F32, true);
+        let zeros = || filled(&[4 * h], 0.0, default_float(), true);
         Ok(LstmCell {
             weight_ih: init(&[4 * h, i], h)?,
             weight_hh: init(&[4 * h, h], h)?,

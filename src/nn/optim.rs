@@ -70,7 +70,8 @@ pub trait Optimizer {
     }
 
     /// The optimizer's device state: the learning rate tensor first, then momentum buffers or
-    /// moments (for checkpointing, or for a JIT that needs to know which buffers a step touches).
+    /// moments, the schedule's counters, and last the f32 master copies of f16/bf16 parameters
+    /// (for checkpointing, or for a JIT that needs to know which buffers a step touches).
     fn state(&self) -> Vec<Tensor>;
 
     /// The current learning rate.
@@ -174,6 +175,10 @@ struct Sched {
 struct Common {
     name: &'static str,
     params: Vec<Tensor>,
+    /// An f32 master copy of each f16/bf16 parameter (mixed precision, `HALF=1`): updates are
+    /// computed and accumulated in it and rounded into the parameter, so steps smaller than
+    /// the parameter's precision are not lost.
+    masters: Vec<Option<Tensor>>,
     lr: f64,
     /// `(1,)` f32 buffer holding the learning rate the step kernels read.
     lr_t: Tensor,
@@ -219,9 +224,19 @@ impl Common {
             }
         }
         let lr_t = value_in(first, lr)?;
+        let masters = kept
+            .iter()
+            .map(|p| match p.dtype() {
+                DType::F16 | DType::BF16 => {
+                    Some(p.detach().cast(DType::F32)?.contiguous().realize()).transpose()
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
         Ok(Common {
             name,
             params: kept,
+            masters,
             lr,
             lr_t,
             lr_written: lr,
@@ -288,6 +303,32 @@ impl Common {
             Some(s) => s.used.reshape(&[]),
             None => self.lr(),
         }
+    }
+
+    /// The f32 value the update of parameter `i` starts from: its master copy where it has one,
+    /// unless the parameter was changed outside the optimizer since (loaded, assigned: it no
+    /// longer equals the master copy rounded), else the parameter.
+    fn weight(&self, i: usize) -> Result<Tensor> {
+        let p = self.params[i].detach();
+        match &self.masters[i] {
+            None => p.cast(DType::F32),
+            Some(m) => m.cast(p.dtype())?.eq(&p)?.where_(m, &p.cast(DType::F32)?),
+        }
+    }
+
+    /// Write parameter `i`'s updated f32 value: into its master copy, rounded into it.
+    fn write(&self, i: usize, t: &Tensor) -> Result<()> {
+        let p = &self.params[i];
+        if let Some(m) = &self.masters[i] {
+            m.assign(t)?;
+        }
+        p.assign(&t.cast(p.dtype())?)?;
+        Ok(())
+    }
+
+    /// The master copies (none without f16/bf16 parameters).
+    fn master_state(&self) -> Vec<Tensor> {
+        self.masters.iter().flatten().cloned().collect()
     }
 
     /// The schedule's state tensors (none without one).
@@ -472,7 +513,7 @@ impl Lars {
         let lr = self.c.step_lr()?;
         let wd = self.weight_decay;
         for (i, (p, g)) in self.c.params.iter().zip(grads).enumerate() {
-            let t = p.detach().cast(DType::F32)?;
+            let t = self.c.weight(i)?;
             let mut g = g;
             let r = if self.tcoef != 0.0 {
                 let (tcoef, shape) = (self.tcoef, p.shape());
@@ -511,11 +552,12 @@ impl Lars {
             if !self.classic {
                 g = scale(g)?;
             }
-            p.assign(&t.sub(&g)?.cast(p.dtype())?)?;
+            self.c.write(i, &t.sub(&g)?)?;
         }
         let mut out = self.c.params.clone();
         out.extend(self.bufs.iter().cloned());
         out.extend(self.c.sched_state());
+        out.extend(self.c.master_state());
         Ok(out)
     }
 
@@ -523,6 +565,7 @@ impl Lars {
         let mut s = vec![self.c.lr_t.clone()];
         s.extend(self.bufs.iter().cloned());
         s.extend(self.c.sched_state());
+        s.extend(self.c.master_state());
         s
     }
 }
@@ -667,7 +710,7 @@ impl Lamb {
             .iter()
             .map(|p| {
                 // Moments 0, corrections 1 - b^0 = 0.
-                placed_like(Tensor::zeros(&[2, p.numel() + 1])?, p)?
+                placed_like(Tensor::full_dtype(&[2, p.numel() + 1], 0.0, DType::F32)?, p)?
                     .contiguous()
                     .realize()
             })
@@ -713,7 +756,7 @@ impl Lamb {
         let grads = self.c.begin_step()?;
         let lr = self.c.step_lr()?;
         let (b1, b2) = (self.b1, self.b2);
-        for ((p, g), s) in self.c.params.iter().zip(grads).zip(&self.state) {
+        for (i, ((p, g), s)) in self.c.params.iter().zip(grads).zip(&self.state).enumerate() {
             let n = p.numel();
             let shape = p.shape();
             // Advance m, v and the corrections in one kernel: state·[b1; b2] + g'·([1-b1; 0] +
@@ -750,7 +793,7 @@ impl Lamb {
             let (c1, c2) = (part(0, n, n + 1)?, part(1, n, n + 1)?);
             let m_hat = m.div(&c1)?;
             let v_hat = v.div(&c2)?;
-            let t = p.detach().cast(DType::F32)?;
+            let t = self.c.weight(i)?;
             let mut up = m_hat.div(&v_hat.sqrt()?.add(self.eps)?)?;
             if self.weight_decay != 0.0 {
                 up = up.add(&t.mul(self.weight_decay)?)?;
@@ -759,11 +802,12 @@ impl Lamb {
                 let r = trust_ratio(&norm(&t)?, &norm(&up)?, &shape, |r1, r2| r1.div(r2))?;
                 up = up.mul(&r)?;
             }
-            p.assign(&t.sub(&up.mul(&lr)?)?.cast(p.dtype())?)?;
+            self.c.write(i, &t.sub(&up.mul(&lr)?)?)?;
         }
         let mut out = self.c.params.clone();
         out.extend(self.state.iter().cloned());
         out.extend(self.c.sched_state());
+        out.extend(self.c.master_state());
         Ok(out)
     }
 
@@ -771,6 +815,7 @@ impl Lamb {
         let mut s = vec![self.c.lr_t.clone()];
         s.extend(self.state.iter().cloned());
         s.extend(self.c.sched_state());
+        s.extend(self.c.master_state());
         s
     }
 }
@@ -1280,7 +1325,7 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resul
         });
     }
     let Some(total) = total else {
-        return Tensor::full(&[], 0.0);
+        return Tensor::full_dtype(&[], 0.0, DType::F32);
     };
     let norm = if norm_type.is_infinite() {
         total

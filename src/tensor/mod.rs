@@ -643,7 +643,9 @@ impl Tensor {
             &[],
         )
     }
-    /// `value` broadcast to `shape`, f32 (a constant: no buffer until it is used).
+    /// `value` broadcast to `shape`, f32 (a constant: no buffer until it is used). Here and in
+    /// every constructor that takes no dtype, f32 is the default float dtype
+    /// (`context::default_float`: f16 under `HALF=1`).
     /// ```
     /// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
     /// use wgrad::Tensor;
@@ -654,13 +656,13 @@ impl Tensor {
     /// # Ok::<(), wgrad::Error>(())
     /// ```
     pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
-        Tensor::full_dtype(shape, value, DType::F32)
+        Tensor::full_dtype(shape, value, crate::context::default_float())
     }
-    /// Zeros of `shape`, f32.
+    /// Zeros of `shape`, f32 (the default float dtype).
     pub fn zeros(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 0.0)
     }
-    /// Ones of `shape`, f32.
+    /// Ones of `shape`, f32 (the default float dtype).
     pub fn ones(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 1.0)
     }
@@ -776,13 +778,13 @@ impl Tensor {
     pub fn empty_like(&self) -> Result<Tensor> {
         Tensor::empty(&self.shape(), self.dtype())
     }
-    /// The n×n identity matrix (f32).
+    /// The n×n identity matrix (f32, the default float dtype).
     pub fn eye(n: usize) -> Result<Tensor> {
         check_shape("eye", &[n, n])?;
         let i = Tensor::iota(n, Device::default());
         let r = i.reshape(&[n as isize, 1])?;
         let c = i.reshape(&[1, n as isize])?;
-        r.eq(&c)?.cast(DType::F32)
+        r.eq(&c)?.cast(crate::context::default_float())
     }
 
     // ---- reading back ----------------------------------------------------------------------
@@ -850,10 +852,12 @@ impl Tensor {
         b.truncate(n.numel() * n.dtype.size());
         Ok(b)
     }
-    /// The values as `T`, which must match the dtype (async: works in the browser).
+    /// The values as `T`, which must match the dtype, except that f16 and bf16 also read as f32
+    /// (exactly: a mixed-precision loss reads as `item::<f32>()`) (async: works in the browser).
     pub async fn to_vec_async<T: Element>(&self) -> Result<Vec<T>> {
         let dt = self.dtype();
-        if T::DTYPE != dt {
+        let widen = T::DTYPE == DType::F32 && matches!(dt, DType::F16 | DType::BF16);
+        if T::DTYPE != dt && !widen {
             bail!(
                 DType,
                 "to_vec: tensor has dtype {dt}, asked for {}",
@@ -861,7 +865,14 @@ impl Tensor {
             );
         }
         let b = self.bytes_async().await?;
-        Ok(b.chunks_exact(dt.size()).map(T::read_le).collect())
+        let values = b.chunks_exact(dt.size());
+        Ok(if widen {
+            values
+                .map(|c| T::read_le(&(read_f64(dt, c) as f32).to_le_bytes()))
+                .collect()
+        } else {
+            values.map(T::read_le).collect()
+        })
     }
     /// The values converted to f32, whatever the dtype (async).
     pub async fn to_f32_vec_async(&self) -> Result<Vec<f32>> {
@@ -887,7 +898,7 @@ impl Tensor {
         crate::runtime::block_on(self.item_async())
     }
     /// The single value of a one-element tensor (async); errors when it has more or fewer
-    /// elements, or when `T` is not its dtype.
+    /// elements, or when `T` is not its dtype (f16 and bf16 read as f32 too).
     pub async fn item_async<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {
             bail!(
@@ -1040,17 +1051,17 @@ impl Tensor {
     fn float_unary(&self, name: &str, op: UnaryOp) -> Result<Tensor> {
         Ok(self.to_float(name)?.unary(op))
     }
-    /// This tensor as a float (ints and bools cast to f32).
+    /// This tensor as a float (ints and bools cast to f32, the default float dtype).
     pub(crate) fn to_float(&self, _op: &str) -> Result<Tensor> {
         if self.dtype().is_float() {
             Ok(self.clone())
         } else {
-            self.cast(DType::F32)
+            self.cast(crate::context::default_float())
         }
     }
 
-    /// Turn an operand into a tensor compatible with `self` (scalars take self's dtype, or f32
-    /// for a float scalar with an integer tensor).
+    /// Turn an operand into a tensor compatible with `self` (scalars take self's dtype, or the
+    /// default float dtype for a float scalar with an integer tensor).
     pub(crate) fn operand(&self, rhs: impl Into<Operand>) -> Result<Tensor> {
         Ok(match rhs.into() {
             Operand::Tensor(t) => t,
@@ -1058,7 +1069,7 @@ impl Tensor {
                 let dt = if self.dtype().is_float() {
                     self.dtype()
                 } else {
-                    DType::F32
+                    crate::context::default_float()
                 };
                 self.const_shaped(v, dt, &[])
             }

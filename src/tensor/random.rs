@@ -3,6 +3,7 @@
 //! update are kernels like any other, a replayed (JIT) step draws fresh numbers.
 
 use super::{check_shape, Tensor};
+use crate::context::default_float;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{bail, ErrorKind, Result};
@@ -137,39 +138,47 @@ impl Tensor {
             .mul(1.0 / (1u32 << 24) as f64)?;
         f.reshape_u(shape)
     }
-    /// Uniform in [0, 1), f32.
+    /// Uniform in [0, 1), f32 (the default float dtype: f16 under `HALF=1`, drawn in f32 and
+    /// rounded, as every random float below).
     pub fn rand(shape: &[usize]) -> Result<Tensor> {
-        Tensor::rand_on(shape, Device::default())
+        Tensor::rand_on(shape, Device::default())?.cast(default_float())
     }
-    /// Uniform in [low, high), f32.
+    /// Uniform in [low, high), f32 (the default float dtype).
     pub fn uniform(shape: &[usize], low: f64, high: f64) -> Result<Tensor> {
         if low.partial_cmp(&high) != Some(std::cmp::Ordering::Less) {
             bail!(Shape, "uniform: low {low} must be below high {high}");
         }
-        Tensor::rand(shape)?.mul(high - low)?.add(low)
+        Tensor::rand_on(shape, Device::default())?
+            .mul(high - low)?
+            .add(low)?
+            .cast(default_float())
     }
-    /// Standard normal, f32 (Box-Muller).
-    pub fn randn(shape: &[usize]) -> Result<Tensor> {
-        let u1 = Tensor::rand(shape)?;
-        let u2 = Tensor::rand(shape)?;
+    /// Standard normal in f32 (Box-Muller).
+    fn randn_f32(shape: &[usize]) -> Result<Tensor> {
+        let u1 = Tensor::rand_on(shape, Device::default())?;
+        let u2 = Tensor::rand_on(shape, Device::default())?;
         let r = u1.neg()?.add(1.0)?.log()?.mul(-2.0)?.sqrt()?;
         r.mul(&u2.mul(2.0 * std::f64::consts::PI)?.cos()?)
+    }
+    /// Standard normal, f32 (the default float dtype; Box-Muller).
+    pub fn randn(shape: &[usize]) -> Result<Tensor> {
+        Tensor::randn_f32(shape)?.cast(default_float())
     }
     /// Integers uniform in [low, high), i32.
     pub fn randint(shape: &[usize], low: i64, high: i64) -> Result<Tensor> {
         if low >= high || high - low > i32::MAX as i64 {
             bail!(Shape, "randint: invalid range [{low}, {high})");
         }
-        let f = Tensor::rand(shape)?.mul((high - low) as f64)?;
+        let f = Tensor::rand_on(shape, Device::default())?.mul((high - low) as f64)?;
         f.cast(DType::I32)?.add(low)
     }
-    /// Uniform in [0, 1) with this tensor's shape and float dtype (f32 for non-floats), on its
+    /// Uniform in [0, 1) with this tensor's shape and float dtype (the default float for non-floats), on its
     /// device.
     pub fn rand_like(&self) -> Result<Tensor> {
         let dt = if self.dtype().is_float() {
             self.dtype()
         } else {
-            DType::F32
+            default_float()
         };
         self.placed_like(Tensor::rand_on(&self.shape(), self.device())?)?
             .cast(dt)
@@ -179,14 +188,14 @@ impl Tensor {
         let dt = if self.dtype().is_float() {
             self.dtype()
         } else {
-            DType::F32
+            default_float()
         };
         let x = crate::context::Context::new()
             .dev(self.device())
-            .run(|| Tensor::randn(&self.shape()))?;
+            .run(|| Tensor::randn_f32(&self.shape()))?;
         self.placed_like(x)?.cast(dt)
     }
-    /// Normal with mean `mean` and standard deviation `std`, f32.
+    /// Normal with mean `mean` and standard deviation `std`, f32 (the default float dtype).
     pub fn normal(shape: &[usize], mean: f64, std: f64) -> Result<Tensor> {
         if !(std >= 0.0 && std.is_finite() && mean.is_finite()) {
             bail!(
@@ -194,7 +203,10 @@ impl Tensor {
                 "normal: mean {mean} and std {std} must be finite, std >= 0"
             );
         }
-        Tensor::randn(shape)?.mul(std)?.add(mean)
+        Tensor::randn_f32(shape)?
+            .mul(std)?
+            .add(mean)?
+            .cast(default_float())
     }
 }
 

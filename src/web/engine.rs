@@ -22,8 +22,21 @@ pub fn init_engine(
     wasm_bindgen_futures::future_to_promise(async move {
         const OP: &str = "init";
         let want = get_device_option(&opts, OP)?;
+        let half = Opts::new(&opts, OP)?.get::<bool>("half")?;
         let info = Object::new();
         let set = |k: &str, v: JsValue| Reflect::set(&info, &k.into(), &v).map(|_| ());
+        if let Some(h) = half {
+            let dt = if h {
+                crate::DType::F16
+            } else {
+                crate::DType::F32
+            };
+            crate::context::set_default_float(Some(dt)).or_fail(OP)?;
+        }
+        set(
+            "half",
+            (crate::context::default_float() == crate::DType::F16).into(),
+        )?;
         match want.as_deref() {
             Some("cpu") | Some("interp") => {
                 crate::context::set_default_device(Some(Device::Interp));
@@ -133,8 +146,8 @@ pub fn default_device() -> String {
     device_name(Device::default())
 }
 
-/// Run `f` with settings in force: `{ TRAINING, DEBUG, NO_GRAD, DEVICE, BEAM }` (camelCase
-/// works too). `f` must be synchronous. With `BEAM`, kernels the tuning cache does not know run
+/// Run `f` with settings in force: `{ TRAINING, DEBUG, NO_GRAD, DEVICE, BEAM, JIT_VERIFY, HALF }`
+/// (camelCase works too). `f` must be synchronous. With `BEAM`, kernels the tuning cache does not know run
 /// with the default plans and are queued for `beamTune()`.
 #[wasm_bindgen(js_name = withContext)]
 pub fn with_context(
@@ -179,6 +192,9 @@ pub fn with_context(
     let (verify, k) = pick("JIT_VERIFY", "jitVerify");
     if let Some(n) = arg::<Option<u32>>(&verify, OP, k)? {
         ctx = ctx.jit_verify(n);
+    }
+    if let Some(h) = flag(pick("HALF", "half"))? {
+        ctx = ctx.half(h);
     }
     let (dev, k) = pick("DEVICE", "device");
     if let Some(d) = arg::<Option<Device>>(&dev, OP, k)? {

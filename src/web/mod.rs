@@ -120,7 +120,12 @@ export type LrScheduleOptions =
  * Options of `init`: `device` forces WebGPU (an error without it), WebAssembly kernels
  * (`"wasm"`) or the CPU interpreter (`"cpu"`).
  */
-export interface InitOptions { device?: "webgpu" | "wasm" | "cpu"; }
+/**
+ * `device`: where tensors live (default WebGPU, else "wasm"). `half`: mixed precision (tinygrad's
+ * `HALF=1`): float tensors made without a dtype (`zeros`, `rand`, layer weights) are float16,
+ * computed and accumulated in float32, with float32 master weights in the optimizers.
+ */
+export interface InitOptions { device?: "webgpu" | "wasm" | "cpu"; half?: boolean; }
 /** The WebGPU adapter the engine runs on, with the limits that shape its kernels. */
 export interface AdapterInfo {
   name: string;
@@ -130,12 +135,14 @@ export interface AdapterInfo {
   maxStorageBuffersPerStage: number;
   maxStorageBindingBytes: number;
 }
-/** What `init` picked: the device, and the adapter where it is WebGPU. */
-export interface InitInfo { device: "webgpu" | "wasm" | "cpu"; adapter: AdapterInfo | null; }
+/** What `init` picked: the device, the adapter where it is WebGPU, and whether float tensors
+ * default to float16 (`half`). */
+export interface InitInfo { device: "webgpu" | "wasm" | "cpu"; adapter: AdapterInfo | null; half: boolean; }
 /**
  * Settings for `withContext(options, fn)`, in tinygrad's spelling or camelCase: training mode,
  * no gradient tracking, the debug level, the device new tensors go to, BEAM search width, and
- * how often a jitted replay is verified against an eager run (0: never).
+ * how often a jitted replay is verified against an eager run (0: never), and mixed precision
+ * (`HALF`: float tensors made without a dtype are float16).
  */
 export interface ContextOptions {
   TRAINING?: boolean | number;
@@ -144,12 +151,14 @@ export interface ContextOptions {
   DEVICE?: "webgpu" | "wasm" | "cpu";
   BEAM?: number;
   JIT_VERIFY?: number;
+  HALF?: boolean | number;
   training?: boolean | number;
   noGrad?: boolean | number;
   debug?: number;
   device?: "webgpu" | "wasm" | "cpu";
   beam?: number;
   jitVerify?: number;
+  half?: boolean | number;
 }
 /**
  * `globalCounters()`: kernels launched, scalar ops, bytes bound and kernel time (ms) since the

@@ -547,7 +547,7 @@ impl JsTensor {
 
     // -------------------------------------------------------------- creation
 
-    /// Zeros of `shape` ("float32" unless `dtype` says otherwise).
+    /// Zeros of `shape` (the default float, "float32" or with `half` "float16", unless `dtype` says otherwise).
     pub fn zeros(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
@@ -555,7 +555,7 @@ impl JsTensor {
         full("zeros", &shape, 0.0, dtype)
     }
 
-    /// Ones of `shape` ("float32" unless `dtype` says otherwise).
+    /// Ones of `shape` (the default float unless `dtype` says otherwise).
     pub fn ones(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
@@ -563,7 +563,7 @@ impl JsTensor {
         full("ones", &shape, 1.0, dtype)
     }
 
-    /// `value` in every element of `shape` ("float32" unless `dtype` says otherwise; `true` and
+    /// `value` in every element of `shape` (the default float unless `dtype` says otherwise; `true` and
     /// `false` are 1 and 0).
     pub fn full(
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
@@ -603,7 +603,8 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_optional_param_type = "DType")] dtype: Option<JsValue>,
     ) -> JsResult<JsTensor> {
         let s: Vec<usize> = arg(&shape, "empty", "shape")?;
-        let dt: DType = opt_arg(dtype, "empty", "dtype")?.unwrap_or(DType::F32);
+        let dt: DType =
+            opt_arg(dtype, "empty", "dtype")?.unwrap_or(crate::context::default_float());
         Ok(register(Tensor::empty(&s, dt).or_fail("empty")?))
     }
 
@@ -655,12 +656,15 @@ impl JsTensor {
         };
         let s = opt_arg(step, OP, "step")?.unwrap_or(1.0);
         let all_int = [a, b, s].iter().all(|v| v.fract() == 0.0);
-        let dt =
-            opt_arg(dtype, OP, "dtype")?.unwrap_or(if all_int { DType::I32 } else { DType::F32 });
+        let dt = opt_arg(dtype, OP, "dtype")?.unwrap_or(if all_int {
+            DType::I32
+        } else {
+            crate::context::default_float()
+        });
         Ok(register(Tensor::arange(a, b, s, dt).or_fail(OP)?))
     }
 
-    /// The `n` by `n` identity matrix ("float32").
+    /// The `n` by `n` identity matrix (the default float).
     pub fn eye(#[wasm_bindgen(unchecked_param_type = "number")] n: JsValue) -> JsResult<JsTensor> {
         let n = arg(&n, "eye", "n")?;
         Ok(register(Tensor::eye(n).or_fail("eye")?))
@@ -680,7 +684,7 @@ impl JsTensor {
 
 fn full(op: &str, shape: &JsValue, v: f64, dtype: Option<JsValue>) -> JsResult<JsTensor> {
     let s: Vec<usize> = arg(shape, op, "shape")?;
-    let dt = opt_arg(dtype, op, "dtype")?.unwrap_or(DType::F32);
+    let dt = opt_arg(dtype, op, "dtype")?.unwrap_or(crate::context::default_float());
     Ok(register(Tensor::full_dtype(&s, v, dt).or_fail(op)?))
 }
 
