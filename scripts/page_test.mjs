@@ -12,7 +12,8 @@
 //     Linear(16,3), Adam, 30 jitted steps) on a synthetic 3-class set, and checks in Node that
 //     the loss fell, that the weights survive safeSave/safeLoad/loadStateDict, that live buffers
 //     stayed flat over the replays and that no page error, failed request or console error
-//     occurred; then an error page: the calls that once trapped the wasm instance throw Errors
+//     occurred, and that the same MLP made under `withContext({ HALF: 1 })` (float16 weights and
+//     inputs; natively stored where the adapter has shader-f16) trains too; then an error page: the calls that once trapped the wasm instance throw Errors
 //     naming their op, and every exported function and method called with wrong arguments throws
 //     Errors, never a trap (nor a panic on the console); on WebGPU (`init()`) and on the
 //     interpreter (`init({ device: "cpu" })`); the WebGPU page is loaded a second time in the same
@@ -117,6 +118,26 @@ try {
     live.push([c.liveTensors, c.liveBuffers, c.liveBytes]);
   }
   const after = await evalLoss();
+  // Mixed precision: the same MLP made under HALF (float16 weights, Adam's float32 masters), on
+  // float16 inputs; stored natively where the adapter has shader-f16.
+  Tensor.manualSeed(1);
+  const [h1, h2] = withContext({ HALF: 1 }, () => [new nn.Linear(4, 16), new nn.Linear(16, 3)]);
+  const hopt = new optim.Adam(getParameters([h1, h2]), { lr: 0.05 });
+  const Xh = X.cast("float16").realize();
+  const hstep = jit((x, y) => withContext({ TRAINING: 1 }, () => {
+    hopt.zeroGrad();
+    const loss = h2.forward(h1.forward(x).relu()).sparseCategoricalCrossentropy(y);
+    loss.backward();
+    hopt.step();
+    return loss.realize();
+  }));
+  const halfLosses = [];
+  for (let i = 0; i < 30; i++) {
+    const l = tidy(() => hstep(Xh, Y));
+    halfLosses.push(await l.item());
+    l.dispose();
+  }
+  const half = { losses: halfLosses, dtype: h1.weight.dtype, native: !!(info.adapter && info.adapter.shaderF16) };
   // Save the trained weights as safetensors and load them into fresh layers.
   const bytes = await safeSave(getStateDict({ l1, l2 }));
   const fresh = { l1: new nn.Linear(4, 16), l2: new nn.Linear(16, 3) };
@@ -141,7 +162,7 @@ try {
     console.log = log;
   }
   const debugMs = debugLines.filter((l) => / ms$/.test(l)).map((l) => Number(l.trim().split(/\\s+/).at(-2)));
-  window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after,
+  window.testResult = { device: info.device, adapter: info.adapter && info.adapter.name, before, after, half,
     plansFromCache: info.plansFromCache, plansSaved: await savePlanCache(),
     losses, live, launches: step.launches, tensorDevice: X.device, reloaded, debugMs,
     stages: (({ scheduleMs, planMs, lowerMs, compileMs }) => ({ scheduleMs, planMs, lowerMs, compileMs }))(globalCounters()),
@@ -526,7 +547,13 @@ async function packageTest(browser) {
           const [a, b] = [r.live[4], r.live[r.live.length - 1]];
           if (b[0] > a[0] || b[1] > a[1]) problems.push(`live tensors/buffers grew over the replays: ${a} -> ${b}`);
         }
+        const hl = r.half.losses;
+        if (r.half.dtype !== "float16" || !hl.every(Number.isFinite) || !(hl.at(-1) < hl[0] / 2)) {
+          problems.push(`the float16 MLP (${r.half.dtype} weights) did not train: ${hl.map((v) => v.toFixed(4)).join(" ")}`);
+        }
         if (problems.length) fail(`${what}:\n  ${problems.join("\n  ")}`);
+        console.log(`ok: ${what}: float16 MLP ${hl[0].toPrecision(4)} -> ${hl.at(-1).toPrecision(4)} in ${hl.length} jitted steps` +
+          (device === "webgpu" ? ` (shader-f16: ${r.half.native ? "float16 stored natively" : "not offered, float16 packed in words"})` : ""));
         // The first step's loss is taken at the initial weights, so it should equal `before`.
         if (Math.abs(r.losses[0] - r.before) > 1e-4 * Math.max(1, r.before)) {
           console.log(`  WARNING: the first jitted step returned loss ${r.losses[0]}, but the loss at the initial ` +

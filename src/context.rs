@@ -299,6 +299,13 @@ pub fn tiles() -> bool {
     *ENV.get_or_init(|| env_u32("TILES").is_none_or(|v| v != 0))
 }
 
+/// Whether WebGPU kernels may store f16 natively where the adapter has `shader-f16`
+/// (`SHADER_F16=0` packs f16 into words as on adapters without it, to compare).
+pub fn shader_f16() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("SHADER_F16").is_none_or(|v| v != 0))
+}
+
 /// Whether WebAssembly kernels may use relaxed SIMD where the engine has it (`RELAXED_SIMD=0`
 /// keeps fused vector steps a multiply then an add, to compare or to get the same bits on
 /// every machine).

@@ -15,7 +15,7 @@ mod kernels;
 use std::fmt::Write;
 
 use common::validate_wgsl as validate;
-use wgrad::codegen::wgsl::render_wgsl;
+use wgrad::codegen::wgsl::{render_wgsl, render_wgsl_for, Features};
 use wgrad::DType;
 
 #[test]
@@ -80,6 +80,45 @@ fn every_recorded_kernel_validates() {
             "no kernel loads {dt}"
         );
     }
+}
+
+/// Rendered for a device with `shader-f16`, every workload kernel validates with that capability,
+/// f16 buffers are `array<f16>` read and written an element at a time (no packing helpers, no
+/// atomics), and no kernel without f16 changes.
+#[test]
+fn shader_f16_kernels_store_f16_natively() {
+    let native = Features { shader_f16: true };
+    let mut f16_kernels = 0;
+    for k in kernels::workloads() {
+        let src = render_wgsl_for(&k, native);
+        common::validate_wgsl_with(&src, naga::valid::Capabilities::SHADER_FLOAT16)
+            .unwrap_or_else(|e| panic!("{}:\n{src}\n{e}", k.name));
+        let has_f16 = k.bufs.iter().any(|b| b.dtype == DType::F16);
+        if !has_f16 {
+            if !src.contains("enable f16;") {
+                assert_eq!(src, render_wgsl(&k), "{}", k.name);
+            }
+            continue;
+        }
+        f16_kernels += 1;
+        assert!(
+            src.starts_with("// ") && src.contains("\nenable f16;\n"),
+            "{src}"
+        );
+        assert!(
+            !src.contains("fn f16_to_f32") && !src.contains("fn f32_to_f16("),
+            "{src}"
+        );
+        for (i, b) in k.bufs.iter().enumerate() {
+            if b.dtype == DType::F16 {
+                let access = if b.writes { "read_write" } else { "read" };
+                let decl = format!("var<storage, {access}> b{i}: array<f16>;");
+                assert!(src.contains(&decl), "{}: no `{decl}`:\n{src}", k.name);
+                assert!(!src.contains(&format!("st_b{i}(")), "{src}");
+            }
+        }
+    }
+    assert!(f16_kernels >= 5, "only {f16_kernels} f16 kernels recorded");
 }
 
 #[test]

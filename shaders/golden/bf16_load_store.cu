@@ -26,6 +26,8 @@ extern "C" __global__ void __launch_bounds__(256) E_41(unsigned short *__restric
     const int gidx = (int)g;
     const float v5 = b2f(b1[gidx]);
     const float v6 = (v5 * v5);
-    const float v9 = (v6 + 1.0f);
-    b0[gidx] = f2b(v9);
+    const float v7 = v6;
+    const float v8 = b2f(f2b((float)v7));
+    const float v11 = (v8 + 1.0f);
+    b0[gidx] = f2b(v11);
 }

@@ -16,8 +16,8 @@
 //! `fmodf`, `__int_as_float`, ...).
 //!
 //! Storage is the host's layout, so buffers are byte-for-byte those of the other backends: f16
-//! as its 16 bits (`unsigned short`, converted bit-exactly by `h2f` and the round-to-nearest-even
-//! `f2h`, the C dialect's helpers), bf16 likewise (`b2f`, `f2b`), bool and u8 as bytes.
+//! as its 16 bits (`unsigned short`, converted by `h2f` and the round-to-nearest-even `f2h`, one
+//! PTX `cvt` each), bf16 likewise (`b2f`, `f2b`, on the bits), bool and u8 as bytes.
 //! Registers: f16 and bf16 compute as f32, u8 is
 //! an `unsigned char` (C's conversions wrap every result to 8 bits), bool a `bool`. Where C's
 //! rules differ from the interpreter's (`ops::exec_*`), the rendering spells the interpreter's:
@@ -54,9 +54,20 @@ fn vec4(dt: DType) -> &'static str {
     }
 }
 
-/// f16 bits <-> f32, bit-exact with the interpreter (`half`); the C dialect's helpers with the
-/// bit casts CUDA provides.
-const F16_HELPERS: &str = r#"__device__ __forceinline__ float h2f(unsigned short h) {
+/// f16 bits <-> f32 with the GPU's conversion instructions (what `cuda_fp16.h`'s `__half2float`
+/// and `__float2half_rn` compile to: round to nearest even, inf past the largest f16), a NaN
+/// made the quiet NaN the other backends give (`cvt` would give 0x7fff). Compiled for the host
+/// (tests/cuda.rs runs kernels there), the C dialect's bit-exact helpers.
+const F16_HELPERS: &str = r#"#ifdef __CUDA_ARCH__
+__device__ __forceinline__ float h2f(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short f2h(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return f != f ? (unsigned short)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u) : h;
+}
+#else
+__device__ __forceinline__ float h2f(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return sign ? -f : f; }
   if (e == 31) return __uint_as_float(sign | 0x7f800000u | (m << 13));
@@ -81,6 +92,7 @@ __device__ __forceinline__ unsigned short f2h(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
   return (unsigned short)(sign | h);
 }
+#endif
 "#;
 
 /// bf16 bits <-> f32, bit-exact with the interpreter (`half`); the C dialect's helpers with the

@@ -1,6 +1,6 @@
 //! The WGSL dialect of the shared printer, for WebGPU (in the browser and natively through
-//! wgpu). Planned for what the browser guarantees: no `shader-f16`, no 64-bit integers, few
-//! storage buffers.
+//! wgpu). Planned for what the browser guarantees: no 64-bit integers, few storage buffers, and
+//! `shader-f16` only where the adapter has it (`render_wgsl_for`).
 //!
 //! A kernel is one compute entry point `main`. A flat kernel has `@workgroup_size(WORKGROUP_SIZE)`
 //! and each invocation computes output element `gidx = x + y * (num_workgroups.x *
@@ -19,7 +19,10 @@
 //! round-to-nearest-even `f32_to_f16` of shaders/f16.wgsl, which need no capability, unlike
 //! `unpack2x16float`), bf16 two per word likewise (shaders/bf16.wgsl). A packed output is `array<atomic<u32>>`, written with `atomicAnd` +
 //! `atomicOr` on its own lane so neighbours writing the same word cannot race. Packed buffers
-//! are accessed through per-buffer helpers `ld_b{i}` / `st_b{i}`.
+//! are accessed through per-buffer helpers `ld_b{i}` / `st_b{i}`. Where the device has
+//! `shader-f16` (`Features::shader_f16`), f16 buffers are `array<f16>` instead (`enable f16;`):
+//! read and written an element at a time with the GPU's conversions, no atomics, and an f16
+//! rounding is `f32(f16(x))`. Arithmetic stays f32 either way.
 //!
 //! Registers: f16 and bf16 compute as f32 (`compute_dtype`), u8 as u32 masked to 8 bits after every op
 //! that can leave the range (the interpreter's wrapping), bool as `bool`. Integer division and
@@ -51,19 +54,53 @@ const BF16_HELPERS: &str = include_str!("../../shaders/bf16.wgsl");
 #[derive(Default)]
 pub struct WgslRenderer {
     vec: Vec<bool>,
+    features: Features,
+}
+
+/// What the device's WGSL may use beyond the baseline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Features {
+    /// `shader-f16`: f16 buffers are `array<f16>` (no packing, no atomics).
+    pub shader_f16: bool,
 }
 
 impl WgslRenderer {
     /// The renderer for `k`: buffers it reads or writes with `LoadVec`/`StoreVec` are declared as
     /// arrays of `vec4`.
     pub fn for_kernel(k: &LinearKernel) -> Self {
+        WgslRenderer::with_features(k, Features::default())
+    }
+    /// `for_kernel` for a device with `features`.
+    pub fn with_features(k: &LinearKernel, features: Features) -> Self {
         let mut vec = vec![false; k.bufs.len()];
         for i in &k.insts {
             if let Inst::LoadVec { slot, .. } | Inst::StoreVec { slot, .. } = i {
                 vec[*slot as usize] = true;
             }
         }
-        WgslRenderer { vec }
+        WgslRenderer { vec, features }
+    }
+    /// Whether f16 values are stored natively.
+    fn native_f16(&self) -> bool {
+        self.features.shader_f16
+    }
+    /// How `dt` packs into words here (f16 does not where it is native).
+    fn packing(&self, dt: DType) -> Option<Packing> {
+        if dt == DType::F16 && self.native_f16() {
+            return None;
+        }
+        Packing::of(dt)
+    }
+    /// The WGSL type a buffer of `dt` is declared as an array of.
+    fn storage_ty(&self, dt: DType, writes: bool) -> &'static str {
+        match (self.packing(dt), dt) {
+            (Some(_), _) if writes => "atomic<u32>",
+            (Some(_), _) => "u32",
+            (None, DType::I32) => "i32",
+            (None, DType::U32) => "u32",
+            (None, DType::F16) => "f16",
+            (None, _) => "f32",
+        }
     }
     fn is_vec(&self, slot: u32) -> bool {
         self.vec.get(slot as usize).copied().unwrap_or(false)
@@ -77,9 +114,14 @@ pub const DIALECT: super::Dialect = super::Dialect {
     render: render_wgsl,
 };
 
-/// Render a kernel as a WGSL compute shader.
+/// Render a kernel as a WGSL compute shader that any WebGPU device runs.
 pub fn render_wgsl(k: &LinearKernel) -> String {
-    let src = super::render::render(k, &WgslRenderer::for_kernel(k));
+    render_wgsl_for(k, Features::default())
+}
+
+/// Render a kernel for a device with `features`.
+pub fn render_wgsl_for(k: &LinearKernel, features: Features) -> String {
+    let src = super::render::render(k, &WgslRenderer::with_features(k, features));
     if src.contains("f32_bits(") {
         format!("{src}\nfn f32_bits(b: u32) -> f32 {{\n    return bitcast<f32>(b);\n}}\n")
     } else {
@@ -148,17 +190,6 @@ impl Packing {
 /// WebGPU bindings may not be empty).
 pub fn storage_bytes(dt: DType, numel: usize) -> usize {
     (numel * dt.size()).div_ceil(4).max(1) * 4
-}
-
-/// The WGSL type a buffer of `dt` is declared as an array of.
-fn storage_ty(dt: DType, writes: bool) -> &'static str {
-    match (Packing::of(dt), dt) {
-        (Some(_), _) if writes => "atomic<u32>",
-        (Some(_), _) => "u32",
-        (None, DType::I32) => "i32",
-        (None, DType::U32) => "u32",
-        (None, _) => "f32",
-    }
 }
 
 fn float_lit(f: f32) -> String {
@@ -257,9 +288,12 @@ impl WgslRenderer {
             BinaryOp::Shr => format!("({a} && !{b})"),
         }
     }
-    fn helpers(k: &LinearKernel) -> String {
+    fn helpers(&self, k: &LinearKernel) -> String {
         let mut s = String::new();
         for (dt, helpers) in [(DType::F16, F16_HELPERS), (DType::BF16, BF16_HELPERS)] {
+            if self.packing(dt).is_none() {
+                continue;
+            }
             let used = k.bufs.iter().any(|b| b.dtype == dt)
                 || k.insts
                     .iter()
@@ -270,7 +304,7 @@ impl WgslRenderer {
             }
         }
         for (i, b) in k.bufs.iter().enumerate() {
-            let Some(p) = Packing::of(b.dtype) else {
+            let Some(p) = self.packing(b.dtype) else {
                 continue;
             };
             let slot = i as u32;
@@ -339,9 +373,16 @@ impl Renderer for WgslRenderer {
             "// {}: {n} invocations, workgroups ({x}, {y}, {z}) of {ws}\n",
             k.name
         );
+        let f16 = k.bufs.iter().any(|b| b.dtype == DType::F16)
+            || k.insts
+                .iter()
+                .any(|i| matches!(i, Inst::Cast { to: DType::F16, .. }));
+        if f16 && self.native_f16() {
+            s.push_str("enable f16;\n");
+        }
         for (i, b) in k.bufs.iter().enumerate() {
             let access = if b.writes { "read_write" } else { "read" };
-            let ty = storage_ty(b.dtype, b.writes);
+            let ty = self.storage_ty(b.dtype, b.writes);
             let ty = if self.is_vec(i as u32) {
                 format!("vec4<{ty}>")
             } else {
@@ -352,7 +393,7 @@ impl Renderer for WgslRenderer {
                 "@group(0) @binding({i}) var<storage, {access}> b{i}: array<{ty}>;"
             );
         }
-        s.push_str(&Self::helpers(k));
+        s.push_str(&self.helpers(k));
         if k.local_size > 1 {
             for (i, (dt, len)) in k.shared.iter().enumerate() {
                 let _ = write!(s, "\nvar<workgroup> s{i}: array<{}, {len}>;", self.ty(*dt));
@@ -481,6 +522,7 @@ impl Renderer for WgslRenderer {
         match to {
             DType::F32 if from.is_float() => a.to_string(),
             DType::F32 => format!("f32({a})"),
+            DType::F16 if self.native_f16() => format!("f32(f16({a}))"),
             DType::F16 if from.is_float() => format!("f16_round({a})"),
             DType::F16 => format!("f16_round(f32({a}))"),
             DType::BF16 if from.is_float() => format!("bf16_round({a})"),
@@ -506,6 +548,7 @@ impl Renderer for WgslRenderer {
     }
     fn load(&self, slot: u32, dt: DType, idx: &str) -> String {
         match dt {
+            DType::F16 if self.native_f16() => format!("f32(b{slot}[{idx}])"),
             DType::U8 | DType::F16 | DType::BF16 => format!("ld_b{slot}({idx})"),
             DType::Bool => format!("(ld_b{slot}({idx}) != 0u)"),
             _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i]"),
@@ -516,6 +559,7 @@ impl Renderer for WgslRenderer {
         match dt {
             DType::U8 => format!("st_b{slot}({idx}, {val});"),
             DType::Bool => format!("st_b{slot}({idx}, u32({val}));"),
+            DType::F16 if self.native_f16() => format!("b{slot}[{idx}] = f16({val});"),
             DType::F16 => format!("st_b{slot}({idx}, f32_to_f16({val}));"),
             DType::BF16 => format!("st_b{slot}({idx}, f32_to_bf16({val}));"),
             _ if self.is_vec(slot) => format!("b{slot}[({idx}) >> 2u][({idx}) & 3i] = {val};"),

@@ -17,7 +17,9 @@ use super::{
     Program, ProgramImpl,
 };
 use crate::codegen::linearize::LinearKernel;
-use crate::codegen::wgsl::{dispatch_size, render_wgsl, workgroup_size, MAX_WORKGROUPS_PER_DIM};
+use crate::codegen::wgsl::{
+    dispatch_size, render_wgsl_for, workgroup_size, Features, MAX_WORKGROUPS_PER_DIM,
+};
 use crate::codegen::{OptTarget, Target};
 use crate::error::{bail, Error, ErrorKind, Result};
 use std::collections::HashMap;
@@ -153,6 +155,8 @@ pub struct AdapterInfo {
     pub max_storage_binding_bytes: u64,
     /// Whether kernels can be timed by timestamp queries.
     pub timestamps: bool,
+    /// Whether kernels store f16 natively (`shader-f16`; `SHADER_F16=0` turns it off).
+    pub shader_f16: bool,
 }
 
 /// One WebGPU device (`WEBGPU:n`, each a wgpu device of its own, created on the preferred
@@ -453,7 +457,11 @@ impl Gpu {
             .map_err(|e| format!("no adapter ({e}); natively install a Vulkan driver (e.g. Debian's mesa-vulkan-drivers), in a browser enable WebGPU"))?;
         let ai = adapter.get_info();
         let limits = adapter.limits();
-        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        let mut wanted = wgpu::Features::TIMESTAMP_QUERY;
+        if crate::context::shader_f16() {
+            wanted |= wgpu::Features::SHADER_F16;
+        }
+        let features = adapter.features() & wanted;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgrad"),
@@ -486,6 +494,7 @@ impl Gpu {
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
             max_storage_binding_bytes: limits.max_storage_buffer_binding_size,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
         };
         if crate::context::debug() >= 1 {
             crate::context::log(&format!("wgrad: webgpu adapter {info:?}"));
@@ -941,7 +950,12 @@ impl Backend for Wgpu {
                 k.global_size
             );
         }
-        let src = render_wgsl(k);
+        let src = render_wgsl_for(
+            k,
+            Features {
+                shader_f16: gpu.info.shader_f16,
+            },
+        );
         crate::context::dump_source(&src, "wgsl");
         let layout = gpu.layout(k.bufs.iter().map(|b| b.writes).collect())?;
         let cached = lock(&gpu.state).pipelines.get(&src).cloned();

@@ -78,6 +78,7 @@ pub fn init_engine(
                                     "maxStorageBindingBytes",
                                     (a.max_storage_binding_bytes as f64).into(),
                                 ),
+                                ("shaderF16", a.shader_f16.into()),
                             ] {
                                 Reflect::set(&ad, &k.into(), &v)?;
                             }

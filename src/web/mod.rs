@@ -134,6 +134,8 @@ export interface AdapterInfo {
   driver: string;
   maxStorageBuffersPerStage: number;
   maxStorageBindingBytes: number;
+  /** Whether kernels store float16 natively (the adapter's `shader-f16`). */
+  shaderF16: boolean;
 }
 /** What `init` picked: the device, the adapter where it is WebGPU, and whether float tensors
  * default to float16 (`half`). */

@@ -42,7 +42,12 @@ pub fn devices() -> Vec<Device> {
 /// Parse and validate a WGSL module with naga, as WebGPU implementations do (no capabilities
 /// beyond the baseline: the browser may lack `shader-f16`).
 pub fn validate_wgsl(src: &str) -> Result<(), String> {
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    validate_wgsl_with(src, naga::valid::Capabilities::empty())
+}
+
+/// `validate_wgsl` for a device with `caps` (`SHADER_FLOAT16` where it has `shader-f16`).
+pub fn validate_wgsl_with(src: &str, caps: naga::valid::Capabilities) -> Result<(), String> {
+    use naga::valid::{ValidationFlags, Validator};
     // naga accepts a bitcast of a literal to inf/NaN; browsers (Tint) reject it as a constant
     // expression that f32 cannot represent.
     if let Some(i) = src.find("bitcast<f32>(0x") {
@@ -52,7 +57,7 @@ pub fn validate_wgsl(src: &str) -> Result<(), String> {
         ));
     }
     let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    Validator::new(ValidationFlags::all(), Capabilities::empty())
+    Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| e.emit_to_string(src))?;
     Ok(())
