@@ -299,6 +299,13 @@ pub fn tiles() -> bool {
     *ENV.get_or_init(|| env_u32("TILES").is_none_or(|v| v != 0))
 }
 
+/// Whether GPU reduces may combine partial results through subgroups where the device has
+/// them (`SUBGROUPS=0` keeps them in workgroup memory only, to compare).
+pub fn subgroups() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    *ENV.get_or_init(|| env_u32("SUBGROUPS").is_none_or(|v| v != 0))
+}
+
 /// Whether WebGPU kernels may store f16 natively where the adapter has `shader-f16`
 /// (`SHADER_F16=0` packs f16 into words as on adapters without it, to compare).
 pub fn shader_f16() -> bool {

@@ -242,7 +242,8 @@ fn compiled_for(
     t: &Target,
     width: u32,
 ) -> Result<codegen::Compiled> {
-    let lower = |plan: &codegen::Plan| timed(Stage::Lower, || codegen::compile_plan(ast, plan));
+    let lower =
+        |plan: &codegen::Plan| timed(Stage::Lower, || codegen::compile_plan_for(ast, plan, t));
     Ok(if width > 0 {
         let plan = timed(Stage::Plan, || crate::search::plan(device, ast, t, width))?;
         lower(&plan).map_err(|e| Error::new(ErrorKind::Other, format!("BEAM: {e}")))?

@@ -444,6 +444,7 @@ fn neighbours(ast: &KernelAst, target: &Target, o: &Opts) -> Vec<Opts> {
 struct Bench<'a> {
     be: &'a dyn Backend,
     ast: &'a KernelAst,
+    target: Target,
     inputs: Vec<Arc<Buffer>>,
     reference: Vec<u8>,
 }
@@ -460,6 +461,7 @@ impl<'a> Bench<'a> {
         let mut bench = Bench {
             be,
             ast,
+            target: *target,
             inputs,
             reference: vec![],
         };
@@ -471,7 +473,7 @@ impl<'a> Bench<'a> {
     /// the backend has them; else the host clock around launches and a wait (in the browser,
     /// the readback's: runs are repeated until the millisecond clock can see them).
     async fn run(&self, plan: &Plan, reps: usize) -> Result<(u64, Vec<u8>)> {
-        let compiled = match compile_plan(self.ast, plan) {
+        let compiled = match crate::codegen::compile_plan_for(self.ast, plan, &self.target) {
             Ok(c) => c,
             Err(e) => crate::error::bail!(Other, "BEAM: {e}"),
         };
@@ -758,6 +760,8 @@ mod cache {
                 unroll: opt_pair(&o["unroll"])?,
                 // Absent from plans saved before staging existed.
                 stage: opt_pair(&o["stage"])?,
+                // From the target when lowered, never saved.
+                subgroup: None,
             }));
         }
         let (axis, parts) = pair(v.get("split")?)?;
@@ -784,6 +788,7 @@ mod cache {
                     group: Some((1, 32)),
                     unroll: None,
                     stage: None,
+                    subgroup: None,
                 })),
                 second: Box::new(Plan::One(Opts {
                     local: vec![(0, 16), (2, 16)],

@@ -91,7 +91,8 @@ fn shader_f16_kernels_store_f16_natively() {
     let mut f16_kernels = 0;
     for k in kernels::workloads() {
         let src = render_wgsl_for(&k, native);
-        common::validate_wgsl_with(&src, naga::valid::Capabilities::SHADER_FLOAT16)
+        let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::SUBGROUP;
+        common::validate_wgsl_with(&src, caps)
             .unwrap_or_else(|e| panic!("{}:\n{src}\n{e}", k.name));
         let has_f16 = k.bufs.iter().any(|b| b.dtype == DType::F16);
         if !has_f16 {

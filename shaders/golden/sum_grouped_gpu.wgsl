@@ -24,7 +24,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let v19: f32 = b1[v18];
       acc20 = (acc20 + v19);
     }
-    s0[lidx] = acc20;
+    let v21: f32 = subgroupAdd(acc20);
+    s0[lidx] = v21;
     }
     workgroupBarrier();
     {
@@ -32,13 +33,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let v5: i32 = (lidx % 64i);
     let v9: i32 = (v5 * (-1i));
     let v10: i32 = (lidx + v9);
-    var acc24: f32 = 0.0f;
-    for (var r21: i32 = 0i; r21 < 64i; r21++) {
-      let v22: i32 = (v10 + r21);
-      let v23: f32 = s0[v22];
-      acc24 = (acc24 + v23);
+    var acc27: f32 = 0.0f;
+    for (var r22: i32 = 0i; r22 < 8i; r22++) {
+      let v24: i32 = (r22 * 8i);
+      let v25: i32 = (v10 + v24);
+      let v26: f32 = s0[v25];
+      acc27 = (acc27 + v26);
     }
     let v12: bool = (v5 == 0i);
-    if (v12) { b0[v6] = acc24; }
+    if (v12) { b0[v6] = acc27; }
     }
 }

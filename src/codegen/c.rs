@@ -237,6 +237,13 @@ impl Renderer for CRenderer {
             args.join(", ")
         )
     }
+    /// C runs a workgroup's invocations one after another: no subgroups (its target has none;
+    /// source given one fails to compile, saying why).
+    fn subgroup_sum(&self, _dt: DType, a: &str, _size: u32) -> String {
+        format!(
+            "(__extension__ ({{ _Static_assert(0, \"the C dialect has no subgroups\"); {a}; }}))"
+        )
+    }
     /// C runs a workgroup's invocations one after another, phase by phase, which a barrier
     /// inside a loop cannot split: the optimizer stages tiles only for targets with
     /// `Target::tiles`, and C source given one fails to compile, saying why.

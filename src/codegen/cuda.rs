@@ -95,6 +95,16 @@ __device__ __forceinline__ unsigned short f2h(float f) {
 #endif
 "#;
 
+/// The sum over aligned groups of `size` lanes of a warp (`size` a power of two up to 32): a
+/// butterfly of register shuffles, every lane ending with its group's sum. Device code only.
+const SUBGROUP_HELPERS: &str = r#"#ifdef __CUDA_ARCH__
+template <typename T> __device__ __forceinline__ T sg_sum(T v, int size) {
+  for (int o = size >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+#endif
+"#;
+
 /// bf16 bits <-> f32, bit-exact with the interpreter (`half`); the C dialect's helpers with the
 /// bit casts CUDA provides (NVRTC has no `cuda_bf16.h`).
 const BF16_HELPERS: &str = r#"__device__ __forceinline__ float b2f(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
@@ -192,6 +202,12 @@ impl Renderer for CudaRenderer {
                 s.push_str(helpers);
             }
         }
+        if k.insts
+            .iter()
+            .any(|i| matches!(i, Inst::SubgroupSum { .. }))
+        {
+            s.push_str(SUBGROUP_HELPERS);
+        }
         let params: Vec<String> = k
             .bufs
             .iter()
@@ -233,6 +249,9 @@ impl Renderer for CudaRenderer {
         }
     }
     /// Each phase is a block of its own: it recomputes (and renames) what it needs.
+    fn subgroup_sum(&self, _dt: DType, a: &str, size: u32) -> String {
+        format!("sg_sum({a}, {size})")
+    }
     fn loop_barrier(&self) -> String {
         "__syncthreads();".into()
     }

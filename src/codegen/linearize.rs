@@ -185,6 +185,18 @@ pub enum Inst {
     /// Every invocation of the workgroup gets here before any goes on; workgroup memory
     /// written before is visible after.
     Barrier,
+    /// `dst` = the sum of `a` over the `size` invocations of this one's subgroup (consecutive
+    /// local indices), in each of them. Reached by every invocation of the workgroup.
+    SubgroupSum {
+        /// The register defined.
+        dst: Reg,
+        /// The dtype of `a` and of the result (f32, i32 or u32 as computed).
+        dtype: DType,
+        /// The subgroup size.
+        size: u32,
+        /// The value summed.
+        a: Reg,
+    },
     /// `dsts[j] = buffer[idx + j]` for j in 0..4; `idx` is a multiple of 4.
     LoadVec {
         /// The four registers defined.
@@ -480,6 +492,12 @@ impl Lin<'_> {
             KOp::Gidx => Inst::Gidx { dst: r },
             KOp::Lidx => Inst::Lidx { dst: r },
             KOp::Wgid => Inst::Wgid { dst: r },
+            KOp::SubgroupSum(size) => Inst::SubgroupSum {
+                dst: r,
+                dtype: n.dtype,
+                size,
+                a: n.src[0],
+            },
             KOp::LoadShared(id) => Inst::LoadShared {
                 dst: r,
                 id,

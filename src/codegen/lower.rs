@@ -27,7 +27,7 @@ use crate::kernel::rewrite::simplify_given;
 use crate::kernel::{
     st_index, unravel, AstNode, AstOp, FastMap, KGraph, KOp, KernelAst, Ref, LOOP_BITS,
 };
-use crate::ops::{BinaryOp, ReduceOp};
+use crate::ops::{compute_dtype, BinaryOp, ReduceOp};
 
 /// The optimizer's actions for one kernel. Axes of `upcast` and `local` are output axes (of the
 /// kernel's root shape); axes of `group` and `unroll` are reduce axes of its reduce.
@@ -45,9 +45,27 @@ pub struct Opts {
     /// (axis, amount): the loop over reduce `axis` in steps of `amount` whose operand tiles are
     /// staged in workgroup memory (needs `local`; excludes `group` and `unroll`).
     pub stage: Option<(usize, usize)>,
+    /// The subgroup size a grouped sum combines its partial results in first (each subgroup's
+    /// lanes, consecutive members of one group, sum theirs in registers; the combine then reads
+    /// one result per subgroup from workgroup memory). Set from the target (`for_target`), not
+    /// searched.
+    pub subgroup: Option<usize>,
 }
 
 impl Opts {
+    /// These actions on `t`: a group whose size is a multiple of the target's subgroup size
+    /// combines through subgroups.
+    pub fn for_target(&self, t: &super::Target) -> Opts {
+        let s = t.subgroup;
+        let subgroup = self
+            .group
+            .filter(|g| s > 1 && g.1 >= s && g.1 % s == 0)
+            .map(|_| s);
+        Opts {
+            subgroup,
+            ..self.clone()
+        }
+    }
     /// Invocations per workgroup the actions ask for (1: a flat kernel).
     pub fn local_size(&self) -> usize {
         let l: usize = self.local.iter().map(|l| l.1).product();
@@ -384,6 +402,7 @@ struct Ctx {
     combine: FastMap<usize, Ref>,
     group: Option<Group>,
     unroll: Option<(usize, usize)>,
+    subgroup: Option<usize>,
     /// Writes of partial results to workgroup memory (the phase before the barrier).
     partials: Vec<Effect>,
     shared: Vec<(DType, usize)>,
@@ -516,6 +535,7 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
         combine: FastMap::default(),
         group,
         unroll: o.unroll,
+        subgroup: o.subgroup,
         partials: vec![],
         shared: vec![],
         stage,
@@ -840,6 +860,16 @@ fn lower_reduce(
     };
     // Each invocation leaves its partial result in workgroup memory; after the barrier the
     // group's results are combined (by every member; only the first one stores).
+    // With subgroups (a sum of 32-bit values), each subgroup sums its lanes' partial results
+    // first; every lane then holds its subgroup's, and the combine reads one per subgroup.
+    let sg = ctx
+        .subgroup
+        .filter(|_| op == ReduceOp::Sum)
+        .filter(|_| matches!(compute_dtype(n.dtype), DType::F32 | DType::I32 | DType::U32));
+    let partial = match sg {
+        Some(s) => g.subgroup_sum(partial, s as u32),
+        None => partial,
+    };
     let id = ctx.shared.len() as u32;
     ctx.shared.push((n.dtype, gr.local_size));
     ctx.partials.push(Effect::StoreShared {
@@ -850,12 +880,19 @@ fn lower_reduce(
     let k = match ctx.combine.get(&ptr) {
         Some(&k) => k,
         None => {
-            let k = g.range(gr.size);
+            let k = g.range(gr.size / sg.unwrap_or(1));
             ctx.combine.insert(ptr, k);
             k
         }
     };
-    let at = g.add(gr.base, k);
+    let at = match sg {
+        Some(s) => {
+            let stride = g.int(s as i64);
+            let first = g.mul(k, stride);
+            g.add(gr.base, first)
+        }
+        None => g.add(gr.base, k),
+    };
     let v = g.load_shared(id, n.dtype, at);
     g.reduce(op, v, &[k])
 }
@@ -1103,6 +1140,42 @@ mod tests {
         // The partial loop runs 16 / 8 = 2 times, the combine loop 8.
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 2, .. })), 1);
         assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 8, .. })), 1);
+    }
+
+    #[test]
+    fn a_grouped_sum_combines_one_partial_per_subgroup() {
+        // Groups of 16 over subgroups of 4: each subgroup sums its lanes' partials in registers,
+        // and the combine reads 16 / 4 = 4 of them instead of 16.
+        let grouped = Opts {
+            local: vec![(2, 2)],
+            group: Some((1, 16)),
+            ..Opts::default()
+        };
+        let t = |subgroup| super::super::Target {
+            subgroup,
+            ..super::super::Target::new(crate::context::OptTarget::Gpu)
+        };
+        let o = grouped.for_target(&t(4));
+        assert_eq!(o.subgroup, Some(4));
+        let l = lower(&matmul(4, 32, 6), &o);
+        assert_eq!(count(&l, |o| matches!(o, KOp::SubgroupSum(4))), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 4, .. })), 1);
+        assert_eq!(count(&l, |o| matches!(o, KOp::Range { size: 16, .. })), 0);
+        // A group smaller than the subgroup, or not a multiple of it, or no subgroups: none.
+        for (size, sg) in [(16, 32), (16, 3), (16, 0)] {
+            let o = Opts {
+                group: Some((1, size)),
+                ..grouped.clone()
+            };
+            assert_eq!(o.for_target(&t(sg)).subgroup, None, "{size} {sg}");
+        }
+        // A grouped max combines through workgroup memory only.
+        let mut k = matmul(4, 32, 6);
+        let mut root = (*k.root).clone();
+        root.op = AstOp::Reduce(ReduceOp::Max, vec![1]);
+        k.root = Arc::new(root);
+        let l = lower(&k, &o);
+        assert_eq!(count(&l, |o| matches!(o, KOp::SubgroupSum(_))), 0);
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub struct Target {
     /// and Clang at `-O3`); where nothing does (WebAssembly), the optimizer upcasts elementwise
     /// kernels into rows the dialect writes as vector code (`opt.rs`).
     pub loop_vectorizer: bool,
+    /// The subgroup size where every subgroup has it (CUDA's warp of 32; a WebGPU adapter with
+    /// `subgroups` whose smallest and largest sizes agree), else 0: a grouped reduce then sums
+    /// each subgroup's partial results in registers before workgroup memory (`Opts::subgroup`).
+    pub subgroup: usize,
 }
 
 impl Target {
@@ -84,6 +88,7 @@ impl Target {
             parallel: 65536,
             tiles: true,
             loop_vectorizer: true,
+            subgroup: 0,
         }
     }
 }
@@ -138,6 +143,25 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// The plan with what `target` adds to every kernel's actions (`lower::Opts::for_target`):
+    /// plans are searched and remembered without it.
+    pub fn for_target(&self, target: &Target) -> Plan {
+        match self {
+            Plan::One(o) => Plan::One(o.for_target(target)),
+            Plan::Split {
+                axis,
+                parts,
+                first,
+                second,
+            } => Plan::Split {
+                axis: *axis,
+                parts: *parts,
+                first: Box::new(first.for_target(target)),
+                second: Box::new(second.for_target(target)),
+            },
+        }
+    }
+
     /// The actions of every kernel of the plan, in launch order.
     pub fn opts(&self) -> Vec<&lower::Opts> {
         match self {
@@ -177,7 +201,8 @@ fn plan_at(ast: &KernelAst, target: &Target, depth: u32) -> Plan {
 /// stage, or two when the optimizer splits its reduce across workgroups.
 pub fn compile(ast: &KernelAst, target: &Target) -> Compiled {
     let plan = default_plan(ast, target);
-    compile_plan(ast, &plan).unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
+    compile_plan_for(ast, &plan, target)
+        .unwrap_or_else(|e| unreachable!("the default plan applies: {e}"))
 }
 
 /// Compile `ast` by `plan`, or say why the plan does not apply to it (an action that does not
@@ -187,6 +212,15 @@ pub fn compile_plan(ast: &KernelAst, plan: &Plan) -> Result<Compiled, lower::Inv
     let args: Vec<BufRef> = (0..ast.bufs.len()).map(BufRef::Arg).collect();
     compile_into(ast, plan, &args, &mut out)?;
     Ok(out)
+}
+
+/// `compile_plan` for `target`: grouped reduces use its subgroups (`Plan::for_target`).
+pub fn compile_plan_for(
+    ast: &KernelAst,
+    plan: &Plan,
+    target: &Target,
+) -> Result<Compiled, lower::Invalid> {
+    compile_plan(ast, &plan.for_target(target))
 }
 
 fn compile_into(
@@ -226,7 +260,8 @@ fn compile_into(
 
 /// One kernel, optimized for `target` by the heuristics (no split), linearized and named.
 pub fn linear_kernel(ast: &KernelAst, target: &Target) -> LinearKernel {
-    linear_kernel_with(ast, &opt::default_opts(ast, target))
+    let o = opt::default_opts(ast, target).for_target(target);
+    linear_kernel_with(ast, &o)
 }
 
 /// One kernel lowered with the actions `o`, linearized and named (`r_…` when it has a reduce

@@ -36,6 +36,8 @@ pub trait Renderer {
     fn barrier(&self, k: &LinearKernel) -> String;
     /// Wait for the workgroup inside a loop, every value computed before still live.
     fn loop_barrier(&self) -> String;
+    /// An expression for the sum of `a` over the `size` invocations of this one's subgroup.
+    fn subgroup_sum(&self, dt: DType, a: &str, size: u32) -> String;
     /// An expression reading element `idx` of workgroup array `id`.
     fn load_shared(&self, id: u32, _dt: DType, idx: &str) -> String {
         format!("s{id}[{idx}]")
@@ -480,6 +482,16 @@ pub fn render(k: &LinearKernel, d: &dyn Renderer) -> String {
                 d.ty(*dtype),
                 &format!("v{dst}"),
                 &d.load_shared(*id, *dtype, &name(&names, *idx)),
+            ),
+            Inst::SubgroupSum {
+                dst,
+                dtype,
+                size,
+                a,
+            } => d.let_(
+                d.ty(*dtype),
+                &format!("v{dst}"),
+                &d.subgroup_sum(*dtype, &name(&names, *a), *size),
             ),
             Inst::StoreShared {
                 id,

@@ -731,7 +731,8 @@ fn defined(inst: &Inst) -> Vec<Reg> {
         | Inst::Load { dst, .. }
         | Inst::DefAcc { dst, .. }
         | Inst::Loop { dst, .. }
-        | Inst::LoadShared { dst, .. } => vec![*dst],
+        | Inst::LoadShared { dst, .. }
+        | Inst::SubgroupSum { dst, .. } => vec![*dst],
         Inst::LoadVec { dsts, .. } => dsts.to_vec(),
         _ => vec![],
     }
@@ -787,7 +788,7 @@ pub(crate) fn unread(k: &LinearKernel, readers: &mut FastMap<Reg, i64>) -> FastS
 /// The registers an instruction reads (an accumulator's own step excluded).
 pub(crate) fn reads(inst: &Inst) -> Vec<Reg> {
     match inst {
-        Inst::Unary { a, .. } | Inst::Cast { a, .. } => vec![*a],
+        Inst::Unary { a, .. } | Inst::Cast { a, .. } | Inst::SubgroupSum { a, .. } => vec![*a],
         Inst::Binary { a, b, .. } => vec![*a, *b],
         Inst::Where { c, a, b, .. } => vec![*c, *a, *b],
         Inst::Load { idx, gate, .. } => std::iter::once(*idx).chain(*gate).collect(),

@@ -594,7 +594,10 @@ impl<'a> Emitter<'a> {
                 s.i32_const(size as i32).i32_lt_s().br_if(0);
                 s.end().end();
             }
-            Inst::LoadShared { .. } | Inst::StoreShared { .. } | Inst::Barrier => {
+            Inst::LoadShared { .. }
+            | Inst::StoreShared { .. }
+            | Inst::Barrier
+            | Inst::SubgroupSum { .. } => {
                 bail!(
                     Backend,
                     "wasm: kernel {} uses workgroup memory",

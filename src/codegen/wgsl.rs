@@ -429,6 +429,9 @@ impl Renderer for WgslRenderer {
         }
     }
     /// Each phase is a block of its own: it recomputes (and renames) what it needs.
+    fn subgroup_sum(&self, _dt: DType, a: &str, _size: u32) -> String {
+        format!("subgroupAdd({a})")
+    }
     fn loop_barrier(&self) -> String {
         "workgroupBarrier();".into()
     }

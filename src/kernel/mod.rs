@@ -212,6 +212,9 @@ pub enum KOp {
     Load(u32),
     /// src: [value, range...]
     Reduce(ReduceOp),
+    /// src: `[a]`; the sum of `a` over the `size` invocations of this one's subgroup (the
+    /// consecutive local indices `lidx / size * size ..`), in every one of them.
+    SubgroupSum(u32),
 }
 
 #[derive(Clone, Debug, Eq)]
@@ -414,6 +417,11 @@ impl KGraph {
         });
         self.bounds[r as usize] = (0.0, count.saturating_sub(1) as f64);
         r
+    }
+    /// The sum of `a` over this invocation's subgroup of `size` invocations.
+    pub fn subgroup_sum(&mut self, a: Ref, size: u32) -> Ref {
+        let dt = self.node(a).dtype;
+        self.make(KOp::SubgroupSum(size), dt, &[a])
     }
     /// Element `idx` of workgroup array `id`.
     pub fn load_shared(&mut self, id: u32, dtype: DType, idx: Ref) -> Ref {

@@ -69,6 +69,7 @@ pub fn bounds(g: &KGraph, n: &Node) -> (f64, f64) {
         KOp::StoreShared(_) | KOp::Sync => (0.0, 1.0),
         KOp::Load(_)
         | KOp::LoadShared(_)
+        | KOp::SubgroupSum(_)
         | KOp::Cast
         | KOp::Reduce(_)
         | KOp::Unary(_)

@@ -470,6 +470,8 @@ impl Backend for Cuda {
             parallel: threads_override()
                 .or_else(|| self.gpu.as_ref().ok().map(|g| g.info.resident_threads))
                 .unwrap_or(base.parallel),
+            // A warp.
+            subgroup: if crate::context::subgroups() { 32 } else { 0 },
             ..base
         }
     }

@@ -35,6 +35,14 @@ impl Backend for Interp {
     fn max_buffers(&self) -> usize {
         usize::MAX
     }
+    /// The host's, with subgroups of 8 (a GPU plan's grouped sums go through them, as on a GPU
+    /// with subgroups: the reference runs that path too; CPU plans have no groups).
+    fn target(&self) -> super::Target {
+        super::Target {
+            subgroup: if crate::context::subgroups() { 8 } else { 0 },
+            ..super::host_target()
+        }
+    }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
         Ok(Buffer::new(
             self.device,
@@ -198,6 +206,24 @@ fn block(
             }
             // Lockstep: every invocation of the workgroup is here already.
             Inst::Barrier => {}
+            Inst::SubgroupSum {
+                dst,
+                dtype,
+                size,
+                a,
+            } => {
+                let (dt, size) = (compute_dtype(*dtype), *size as usize);
+                for s in (0..n).step_by(size.max(1)) {
+                    let lanes = s..(s + size).min(n);
+                    let mut sum = 0.0;
+                    for l in lanes.clone() {
+                        sum = exec_binary(BinaryOp::Add, dt, sum, regs[r(*a) + l]);
+                    }
+                    for l in lanes {
+                        regs[r(*dst) + l] = sum;
+                    }
+                }
+            }
             Inst::Unary { dst, op, dtype, a } => {
                 let dt = compute_dtype(*dtype);
                 for l in 0..n {

@@ -157,6 +157,9 @@ pub struct AdapterInfo {
     pub timestamps: bool,
     /// Whether kernels store f16 natively (`shader-f16`; `SHADER_F16=0` turns it off).
     pub shader_f16: bool,
+    /// The subgroup size grouped reduces sum through, where the adapter has `subgroups` of one
+    /// size (its smallest and largest agree), else 0 (`SUBGROUPS=0` turns them off).
+    pub subgroup_size: u32,
 }
 
 /// One WebGPU device (`WEBGPU:n`, each a wgpu device of its own, created on the preferred
@@ -461,6 +464,12 @@ impl Gpu {
         if crate::context::shader_f16() {
             wanted |= wgpu::Features::SHADER_F16;
         }
+        // A kernel is planned for one subgroup size: adapters whose size varies get none. Natively
+        // only: browsers want `enable subgroups;`, which naga (wgpu's, Deno's) rejects.
+        let one_size = ai.subgroup_min_size == ai.subgroup_max_size && ai.subgroup_min_size > 1;
+        if crate::context::subgroups() && one_size && cfg!(not(target_arch = "wasm32")) {
+            wanted |= wgpu::Features::SUBGROUP;
+        }
         let features = adapter.features() & wanted;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -495,6 +504,11 @@ impl Gpu {
             max_storage_binding_bytes: limits.max_storage_buffer_binding_size,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroup_size: if features.contains(wgpu::Features::SUBGROUP) {
+                ai.subgroup_min_size
+            } else {
+                0
+            },
         };
         if crate::context::debug() >= 1 {
             crate::context::log(&format!("wgrad: webgpu adapter {info:?}"));
@@ -819,6 +833,7 @@ impl Backend for Wgpu {
                 max_local: (g.limits.max_compute_invocations_per_workgroup as usize)
                     .min(g.limits.max_compute_workgroup_size_x as usize),
                 max_shared: g.limits.max_compute_workgroup_storage_size as usize,
+                subgroup: g.info.subgroup_size as usize,
                 ..Target::new(OptTarget::Gpu)
             },
             Err(_) => Target::new(OptTarget::Gpu),

@@ -41,8 +41,15 @@ pub fn devices() -> Vec<Device> {
 
 /// Parse and validate a WGSL module with naga, as WebGPU implementations do (no capabilities
 /// beyond the baseline: the browser may lack `shader-f16`).
+/// Kernels that sum through subgroups validate with that capability: only native wgpu with the
+/// `SUBGROUP` feature gets them (the browser never does).
 pub fn validate_wgsl(src: &str) -> Result<(), String> {
-    validate_wgsl_with(src, naga::valid::Capabilities::empty())
+    let caps = if src.contains("subgroupAdd(") {
+        naga::valid::Capabilities::SUBGROUP
+    } else {
+        naga::valid::Capabilities::empty()
+    };
+    validate_wgsl_with(src, caps)
 }
 
 /// `validate_wgsl` for a device with `caps` (`SHADER_FLOAT16` where it has `shader-f16`).
