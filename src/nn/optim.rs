@@ -316,12 +316,14 @@ impl Common {
         }
     }
 
-    /// Write parameter `i`'s updated f32 value: into its master copy, rounded into it.
+    /// Write parameter `i`'s updated f32 value: into its master copy, then that rounded into
+    /// the parameter (a cast of the written copy: the update is computed once).
     fn write(&self, i: usize, t: &Tensor) -> Result<()> {
         let p = &self.params[i];
-        if let Some(m) = &self.masters[i] {
-            m.assign(t)?;
-        }
+        let t = match &self.masters[i] {
+            Some(m) => m.assign(t)?,
+            None => t.clone(),
+        };
         p.assign(&t.cast(p.dtype())?)?;
         Ok(())
     }
