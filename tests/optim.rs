@@ -415,6 +415,82 @@ fn half_parameters_accumulate_small_steps_in_master_copies() {
     }
 }
 
+/// `GradScaler`: without an overflow, steps on a scaled loss equal plain steps bit for bit (the
+/// scale is a power of two); a step whose gradients overflow is skipped (weights and moments
+/// unchanged) and halves the scale; good steps grow it; and a step captured by `TinyJit` does
+/// all of it on replay.
+#[test]
+fn grad_scaler_unscales_skips_and_grows() {
+    use wgrad::nn::optim::GradScaler;
+    let loss_of = |w: &Tensor| w.square().unwrap().sum((), false).unwrap();
+    for dev in common::devices() {
+        Context::new().dev(dev).training(true).run(|| {
+            let init = [1.0f32, -2.0, 0.5];
+            let run = |scaled: bool| -> (Vec<f32>, f64) {
+                let w = Tensor::from_slice(&init, &[3]).unwrap();
+                w.set_requires_grad(true);
+                let mut opt = Adam::new(vec![w.clone()]).unwrap().lr(0.1);
+                let mut scaler = GradScaler::new(&w).unwrap().init_scale(1024.0).unwrap();
+                for _ in 0..3 {
+                    opt.zero_grad();
+                    if scaled {
+                        scaler.scale(&loss_of(&w)).unwrap().backward().unwrap();
+                        scaler.step(&mut opt).unwrap();
+                    } else {
+                        loss_of(&w).backward().unwrap();
+                        opt.step().unwrap();
+                    }
+                }
+                (w.to_vec::<f32>().unwrap(), scaler.current_scale().unwrap())
+            };
+            let (plain, _) = run(false);
+            let (scaled, scale) = run(true);
+            assert_eq!(plain, scaled, "{dev}");
+            assert_eq!(scale, 1024.0, "{dev}");
+        });
+    }
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let w = Tensor::from_slice(&[1.0f32, -2.0, 0.5], &[3]).unwrap();
+        w.set_requires_grad(true);
+        let mut opt = Adam::new(vec![w.clone()]).unwrap().lr(0.1);
+        // 1e38 * d(w^2)/dw overflows f32: skipped, the scale halves.
+        let mut scaler = GradScaler::new(&w)
+            .unwrap()
+            .init_scale(1e38)
+            .unwrap()
+            .growth_interval(2)
+            .unwrap();
+        let moments = opt.state()[1].clone();
+        let mut step = TinyJit::new(|_: &[Tensor]| {
+            opt.zero_grad();
+            scaler.scale(&loss_of(&w))?.backward()?;
+            scaler.step(&mut opt)?;
+            Ok(vec![scaler.state()[0].clone()])
+        });
+        let mut scales = vec![];
+        let mut call = |scales: &mut Vec<f32>| {
+            let out = step.call(&[]).unwrap();
+            scales.push(out[0].to_vec::<f32>().unwrap()[0]);
+        };
+        call(&mut scales);
+        assert_eq!(w.to_vec::<f32>().unwrap(), vec![1.0, -2.0, 0.5]);
+        let moments = moments.to_vec::<f32>().unwrap();
+        assert!(moments.iter().all(|&v| v == 0.0), "{moments:?}");
+        // 5e37 * 4 = 2e38 fits: the step is taken (Adam's first step moves each weight by lr).
+        call(&mut scales);
+        let after: Vec<f32> = w.to_vec::<f32>().unwrap();
+        for (a, b) in after.iter().zip([0.9f32, -1.9, 0.4]) {
+            assert!((a - b).abs() < 1e-5, "{after:?}");
+        }
+        // Replays: the second good step grows the scale back to 1e38, at which the gradient of
+        // w[1] (about -3.6e38) overflows again: skipped and halved; two good steps grow it.
+        for _ in 0..4 {
+            call(&mut scales);
+        }
+        assert_eq!(scales, [5e37, 5e37, 1e38, 5e37, 5e37, 1e38]);
+    });
+}
+
 /// An Adam step with realized gradients: one kernel advances each parameter's state (m, v and
 /// the powers of b1, b2 share one buffer), one updates the parameter.
 #[test]

@@ -62,6 +62,18 @@ pub trait Optimizer {
     /// a parameter has no gradient.
     fn schedule_step(&mut self) -> Result<Vec<Tensor>>;
 
+    /// `schedule_step` for gradients of a loss multiplied by `scale` (a `(1,)` f32 device
+    /// tensor): each gradient is divided by it first, and where `skip` (a `(1,)` bool device
+    /// tensor) holds, nothing changes (parameters, moments, counters keep their values). What
+    /// `GradScaler` steps with.
+    fn schedule_scaled_step(&mut self, scale: &Tensor, skip: &Tensor) -> Result<Vec<Tensor>> {
+        let _ = (scale, skip);
+        bail!(
+            Other,
+            "schedule_scaled_step: this optimizer has no loss scaling"
+        )
+    }
+
     /// Perform one optimization step now.
     fn step(&mut self) -> Result<()> {
         let ts = self.schedule_step()?;
@@ -179,6 +191,9 @@ struct Common {
     /// computed and accumulated in it and rounded into the parameter, so steps smaller than
     /// the parameter's precision are not lost.
     masters: Vec<Option<Tensor>>,
+    /// During a scaled step (`Optimizer::schedule_scaled_step`): the loss scale and the flag
+    /// that skips the step.
+    scaled: Option<(Tensor, Tensor)>,
     lr: f64,
     /// `(1,)` f32 buffer holding the learning rate the step kernels read.
     lr_t: Tensor,
@@ -237,6 +252,7 @@ impl Common {
             name,
             params: kept,
             masters,
+            scaled: None,
             lr,
             lr_t,
             lr_written: lr,
@@ -275,8 +291,8 @@ impl Common {
         // assign after every kernel reading the previous value).
         let t = s.count.reshape(&[])?;
         let used = s.schedule.lr_tensor(&self.lr()?, &t)?.reshape(&[1])?;
-        s.used.assign(&used)?;
-        s.count.assign(&s.count.add(1.0)?)?;
+        s.used.assign(&self.gated(&s.used, used)?)?;
+        s.count.assign(&self.gated(&s.count, s.count.add(1.0)?)?)?;
         s.used.reshape(&[])
     }
 
@@ -321,11 +337,22 @@ impl Common {
     fn write(&self, i: usize, t: &Tensor) -> Result<()> {
         let p = &self.params[i];
         let t = match &self.masters[i] {
-            Some(m) => m.assign(t)?,
+            Some(m) => m.assign(&self.gated(m, t.clone())?)?,
             None => t.clone(),
         };
-        p.assign(&t.cast(p.dtype())?)?;
+        p.assign(&self.gated(p, t.cast(p.dtype())?)?)?;
         Ok(())
+    }
+
+    /// `new`, or `old` where a scaled step is skipped.
+    fn gated(&self, old: &Tensor, new: Tensor) -> Result<Tensor> {
+        match &self.scaled {
+            Some((_, skip)) => skip
+                .reshape(&[])?
+                .broadcast_to(&old.shape())?
+                .where_(old, &new),
+            None => Ok(new),
+        }
     }
 
     /// The master copies (none without f16/bf16 parameters).
@@ -375,7 +402,11 @@ impl Common {
                     p.devices()
                 );
             }
-            grads.push(g.detach().cast(DType::F32)?);
+            let g = g.detach().cast(DType::F32)?;
+            grads.push(match &self.scaled {
+                Some((scale, _)) => g.div(&scale.reshape(&[])?)?,
+                None => g,
+            });
         }
         self.sync_lr()?;
         Ok(grads)
@@ -539,7 +570,7 @@ impl Lars {
                 g = scale(g)?;
             }
             if let Some(b) = self.bufs.get(i) {
-                b.assign(&b.mul(self.momentum)?.add(&g)?)?;
+                b.assign(&self.c.gated(b, b.mul(self.momentum)?.add(&g)?)?)?;
                 g = if self.nesterov {
                     g.add(&b.mul(self.momentum)?)?
                 } else {
@@ -780,7 +811,7 @@ impl Lamb {
                 .broadcast_to(&wide)?;
             let grad_term =
                 g_wide.mul(&rows(1.0 - b1, 0.0)?.add(&rows(0.0, 1.0 - b2)?.mul(&g_wide)?)?)?;
-            s.assign(&s.mul(&rows(b1, b2)?)?.add(&grad_term)?)?;
+            s.assign(&self.c.gated(s, s.mul(&rows(b1, b2)?)?.add(&grad_term)?)?)?;
             // Read the new state back as m, v, 1-b1^k, 1-b2^k (views of its buffer).
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             let part = |row: usize, a: usize, b: usize| -> Result<Tensor> {
@@ -894,6 +925,16 @@ macro_rules! impl_core {
             fn schedule_step(&mut self) -> Result<Vec<Tensor>> {
                 self.schedule()
             }
+            fn schedule_scaled_step(
+                &mut self,
+                scale: &Tensor,
+                skip: &Tensor,
+            ) -> Result<Vec<Tensor>> {
+                self.c.scaled = Some((scale.clone(), skip.clone()));
+                let out = self.schedule();
+                self.c.scaled = None;
+                out
+            }
             fn state(&self) -> Vec<Tensor> {
                 self.state_tensors()
             }
@@ -923,6 +964,13 @@ macro_rules! impl_delegate {
             fn schedule_step(&mut self) -> Result<Vec<Tensor>> {
                 self.0.schedule_step()
             }
+            fn schedule_scaled_step(
+                &mut self,
+                scale: &Tensor,
+                skip: &Tensor,
+            ) -> Result<Vec<Tensor>> {
+                self.0.schedule_scaled_step(scale, skip)
+            }
             fn state(&self) -> Vec<Tensor> {
                 self.0.state()
             }
@@ -948,6 +996,154 @@ impl_delegate!(Sgd);
 impl_delegate!(Muon);
 impl_delegate!(Adam);
 impl_delegate!(AdamW);
+
+// ---------------------------------------------------------------------------------- loss scaling
+
+/// Dynamic loss scaling for mixed precision (PyTorch's `GradScaler`), on the device: the loss
+/// is multiplied by a scale before `backward()` so that small f16 gradients do not flush to 0;
+/// `step` divides the gradients by it, and where any of them is inf or NaN it skips the update
+/// (parameters and optimizer state unchanged) and multiplies the scale by `backoff` (0.5);
+/// after `growth_interval` (2000) steps without one it multiplies the scale by `growth` (2).
+/// The scale, the step count and the decision live in device buffers, so a step captured by
+/// `TinyJit` scales, skips and grows on replay with no host work.
+///
+/// ```
+/// # wgrad::context::set_default_device(Some(wgrad::Device::Interp));
+/// use wgrad::nn::optim::{Adam, GradScaler, Optimizer};
+/// use wgrad::{Context, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, 2.0], &[2])?;
+/// w.set_requires_grad(true);
+/// let mut opt = Adam::new(vec![w.clone()])?;
+/// let mut scaler = GradScaler::new(&w)?;
+/// Context::new().training(true).run(|| {
+///     opt.zero_grad();
+///     let loss = w.square()?.sum((), false)?;
+///     scaler.scale(&loss)?.backward()?; // gradients of 65536 * loss
+///     scaler.step(&mut opt) // unscaled, checked, applied
+/// })?;
+/// assert_eq!(scaler.current_scale()?, 65536.0);
+/// # Ok::<(), wgrad::Error>(())
+/// ```
+pub struct GradScaler {
+    /// `(1,)` f32: the scale.
+    scale: Tensor,
+    /// `(1,)` f32: steps since the scale last changed.
+    good: Tensor,
+    growth: f64,
+    backoff: f64,
+    interval: usize,
+}
+
+impl GradScaler {
+    /// A scaler starting at 2^16, placed like `like` (a parameter of the model).
+    pub fn new(like: &Tensor) -> Result<GradScaler> {
+        Ok(GradScaler {
+            scale: filled(like, &[1], 65536.0)?,
+            good: filled(like, &[1], 0.0)?,
+            growth: 2.0,
+            backoff: 0.5,
+            interval: 2000,
+        })
+    }
+    /// The starting scale (written now).
+    pub fn init_scale(self, s: f64) -> Result<GradScaler> {
+        if !(s.is_finite() && s > 0.0) {
+            bail!(
+                Other,
+                "GradScaler: the scale must be a finite number > 0, got {s}"
+            );
+        }
+        let v = value_in(&self.scale, s)?;
+        self.scale.assign(&v)?.realize()?;
+        Ok(self)
+    }
+    /// The factor the scale grows by after `growth_interval` good steps (> 1).
+    pub fn growth_factor(mut self, f: f64) -> Result<GradScaler> {
+        if !(f.is_finite() && f > 1.0) {
+            bail!(
+                Other,
+                "GradScaler: the growth factor must be a finite number > 1, got {f}"
+            );
+        }
+        self.growth = f;
+        Ok(self)
+    }
+    /// The factor the scale shrinks by after a step with inf or NaN gradients (in (0, 1)).
+    pub fn backoff_factor(mut self, f: f64) -> Result<GradScaler> {
+        if !(f > 0.0 && f < 1.0) {
+            bail!(
+                Other,
+                "GradScaler: the backoff factor must be in (0, 1), got {f}"
+            );
+        }
+        self.backoff = f;
+        Ok(self)
+    }
+    /// Good steps before the scale grows (at least 1).
+    pub fn growth_interval(mut self, n: usize) -> Result<GradScaler> {
+        if n == 0 {
+            bail!(Other, "GradScaler: the growth interval must be at least 1");
+        }
+        self.interval = n;
+        Ok(self)
+    }
+    /// `loss` times the scale (call `backward()` on this).
+    pub fn scale(&self, loss: &Tensor) -> Result<Tensor> {
+        loss.mul(&self.scale.reshape(&[])?)
+    }
+    /// The scale now (read back from the device).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn current_scale(&self) -> Result<f64> {
+        Ok(self.scale.to_vec::<f32>()?[0] as f64)
+    }
+    /// The scale and the good-step count (for checkpointing, or a JIT that needs to know which
+    /// buffers a step touches).
+    pub fn state(&self) -> Vec<Tensor> {
+        vec![self.scale.clone(), self.good.clone()]
+    }
+    /// Build `opt`'s step on the unscaled gradients, skipped if any is inf or NaN, and the
+    /// scale's update; return every tensor to realize (with the loss).
+    pub fn schedule_step(&mut self, opt: &mut dyn Optimizer) -> Result<Vec<Tensor>> {
+        // inf * 0 and NaN * 0 are NaN, the only values unequal to 0.
+        let mut bad: Option<Tensor> = None;
+        for p in opt.params() {
+            let Some(g) = p.grad() else {
+                bail!(
+                    Other,
+                    "GradScaler.step: a parameter (shape {:?}) has no gradient: call backward()                      on the scaled loss first",
+                    p.shape()
+                )
+            };
+            let b = g.detach().mul(0.0)?.ne(0.0)?.any((), false)?;
+            bad = Some(match bad {
+                Some(a) => a.logical_or(&b)?,
+                None => b,
+            });
+        }
+        let Some(bad) = bad else {
+            bail!(Other, "GradScaler.step: the optimizer has no parameters")
+        };
+        let skip = bad.reshape(&[1])?;
+        let mut out = opt.schedule_scaled_step(&self.scale, &skip)?;
+        let next = self.good.add(1.0)?;
+        let grow = next.ge(self.interval as f64)?;
+        let scale = skip.where_(
+            &self.scale.mul(self.backoff)?,
+            &grow.where_(&self.scale.mul(self.growth)?, &self.scale)?,
+        )?;
+        let good = skip.logical_or(&grow)?.where_(0.0, &next)?;
+        self.scale.assign(&scale)?;
+        self.good.assign(&good)?;
+        out.extend(self.state());
+        Ok(out)
+    }
+    /// One scaled step now: `schedule_step`, realized.
+    pub fn step(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
+        let ts = self.schedule_step(opt)?;
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        Tensor::realize_all(&refs)
+    }
+}
 
 // ---------------------------------------------------------------------------------- schedules
 
@@ -1260,6 +1456,13 @@ impl Optimizer for OptimizerGroup {
         let mut out = vec![];
         for m in &mut self.members {
             out.extend(m.schedule_step()?);
+        }
+        Ok(out)
+    }
+    fn schedule_scaled_step(&mut self, scale: &Tensor, skip: &Tensor) -> Result<Vec<Tensor>> {
+        let mut out = vec![];
+        for m in &mut self.members {
+            out.extend(m.schedule_scaled_step(scale, skip)?);
         }
         Ok(out)
     }
