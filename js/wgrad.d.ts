@@ -20,6 +20,7 @@ import {
   RMSNorm,
   LSTMCell,
   Optim,
+  GradScaler,
   InitInfo,
   InitOptions,
   MnistData,
@@ -195,6 +196,8 @@ export const optim: {
   LARS: OptimCtor<SgdOptions>;
   /** Several optimizers stepped as one (each parameter in one of them); the members stay usable. */
   OptimizerGroup: { new (optimizers: Optim[]): Optim; (optimizers: Optim[]): Optim };
+  /** Dynamic loss scaling for mixed precision: `scale(loss).backward()`, then `step(opt)`. */
+  GradScaler: typeof GradScaler;
   /** Scale the gradients to a global norm of at most `maxNorm` (lazily); returns the norm before. */
   clipGradNorm(params: Tensor[], maxNorm: number, normType?: number): Tensor;
 };

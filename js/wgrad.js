@@ -440,6 +440,7 @@ export const optim = {
   LAMB: raw.LAMB,
   LARS: raw.LARS,
   OptimizerGroup: raw.OptimizerGroup,
+  GradScaler: raw.GradScaler,
   clipGradNorm: raw.clipGradNorm,
 };
 

@@ -7,7 +7,7 @@
 //   - WebAssembly kernels run on every core (at most 8: shared memory and worker threads);
 //   - a small MLP (Linear(4,16) → relu → Linear(16,3), Adam, 20 jitted steps) trains there: the
 //     loss falls below half its start; and again in mixed precision (made under
-//     `withContext({ HALF: 1 })`: float16 weights, float16 inputs);
+//     `withContext({ HALF: 1 })`: float16 weights, float16 inputs, a GradScaler backing off);
 //   - the package's GPT (js/gpt.js) trains as PyTorch does: 10 jitted AdamW steps from the
 //     fixture's weights and batches (tests/fixtures/gpt_steps.json, the one tests/gpt.rs uses)
 //     give PyTorch's losses and final weights to 1e-5; its key/value-cache decode step, replayed
@@ -124,11 +124,19 @@ async function trainMlp({ Tensor, nn, optim, jit, tidy, withContext, getParamete
   if (l1.weight.dtype !== float) fail(`Linear made with HALF=${half} has ${l1.weight.dtype} weights`);
   const model = (x) => l2.forward(l1.forward(x).relu());
   const opt = new optim.Adam(getParameters([l1, l2]), { lr: 0.05 });
+  // In half precision through a GradScaler started at 2^24: the float16 gradients of 2^24 times
+  // the loss overflow, so the first steps are skipped and back the scale off until they fit.
+  const scaler = half ? new optim.GradScaler(l1.weight, { initScale: 2 ** 24 }) : null;
   const step = jit((x, y) => withContext({ TRAINING: 1 }, () => {
     opt.zeroGrad();
     const loss = model(x).sparseCategoricalCrossentropy(y);
-    loss.backward();
-    opt.step();
+    if (scaler) {
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+    } else {
+      loss.backward();
+      opt.step();
+    }
     return loss.realize();
   }));
   const losses = [];
@@ -141,6 +149,11 @@ async function trainMlp({ Tensor, nn, optim, jit, tidy, withContext, getParamete
   const ms = (performance.now() - t0) / 20;
   if (!losses.every(Number.isFinite) || !(losses.at(-1) < losses[0] / 2)) {
     fail(`the ${float} MLP did not train: losses ${losses.map((v) => v.toFixed(4)).join(" ")}`);
+  }
+  if (scaler) {
+    const scale = await scaler.scaleTensor.item();
+    if (!(scale >= 1 && scale < 2 ** 24)) fail(`the GradScaler's scale is ${scale}: float16 overflow should have backed it off from 2^24`);
+    console.log(`GradScaler: scale backed off to ${scale}`);
   }
   console.log(`${float} MLP on ${info.device}: loss ${losses[0].toFixed(4)} -> ${losses.at(-1).toFixed(4)} in 20 jitted steps (${ms.toFixed(1)} ms/step)`);
 }

@@ -137,6 +137,8 @@ export interface AdapterInfo {
   /** Whether kernels store float16 natively (the adapter's `shader-f16`). */
   shaderF16: boolean;
 }
+/** Options of `optim.GradScaler` (PyTorch's defaults: 65536, 2, 0.5, 2000). */
+export interface GradScalerOptions { initScale?: number; growthFactor?: number; backoffFactor?: number; growthInterval?: number; }
 /** What `init` picked: the device, the adapter where it is WebGPU, and whether float tensors
  * default to float16 (`half`). */
 export interface InitInfo { device: "webgpu" | "wasm" | "cpu"; adapter: AdapterInfo | null; half: boolean; }

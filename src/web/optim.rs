@@ -7,7 +7,8 @@
 use super::args::{arg, describe, get, is_array, FromJs, Opts};
 use super::{fail, register, tensor_array, JsResult, JsTensor, OrFail};
 use crate::nn::optim::{
-    clip_grad_norm, Adam, AdamW, Lamb, Lars, LrSchedule, Muon, Optimizer, OptimizerGroup, Sgd,
+    clip_grad_norm, Adam, AdamW, GradScaler, Lamb, Lars, LrSchedule, Muon, Optimizer,
+    OptimizerGroup, Sgd,
 };
 use crate::Tensor;
 use js_sys::Array;
@@ -87,6 +88,13 @@ impl Optimizer for Shared {
     }
     fn schedule_step(&mut self) -> crate::Result<Vec<Tensor>> {
         self.get()?.schedule_step()
+    }
+    fn schedule_scaled_step(
+        &mut self,
+        scale: &Tensor,
+        skip: &Tensor,
+    ) -> crate::Result<Vec<Tensor>> {
+        self.get()?.schedule_scaled_step(scale, skip)
     }
     fn state(&self) -> Vec<Tensor> {
         self.get().map(|o| o.state()).unwrap_or_default()
@@ -194,6 +202,65 @@ impl Optim {
     #[wasm_bindgen(getter, js_name = "_wgradOptimId")]
     pub fn optim_id(&self) -> u32 {
         self.id
+    }
+}
+
+/// Dynamic loss scaling for mixed precision (`new optim.GradScaler(param, { initScale,
+/// growthFactor, backoffFactor, growthInterval })`, PyTorch's defaults 2^16, 2, 0.5, 2000):
+/// `scaler.scale(loss).backward()`, then `scaler.step(opt)` divides the gradients back and
+/// applies the step, or skips it where a gradient is inf or NaN (halving the scale). The
+/// decision is made on the device, so a jitted step does the same on replay.
+#[wasm_bindgen(js_name = GradScaler)]
+pub struct JsGradScaler {
+    inner: GradScaler,
+}
+
+#[wasm_bindgen(js_class = GradScaler)]
+impl JsGradScaler {
+    #[wasm_bindgen(constructor)]
+    /// A scaler placed like `param` (a parameter of the model).
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] param: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GradScalerOptions")] opts: Option<JsValue>,
+    ) -> JsResult<JsGradScaler> {
+        const OP: &str = "GradScaler";
+        let like: Tensor = arg(&param, OP, "param")?;
+        let o = Opts::new(&opts.unwrap_or(JsValue::UNDEFINED), OP)?;
+        let mut s = GradScaler::new(&like).or_fail(OP)?;
+        if let Some(v) = o.get::<f64>("initScale")? {
+            s = s.init_scale(v).or_fail(OP)?;
+        }
+        if let Some(v) = o.get::<f64>("growthFactor")? {
+            s = s.growth_factor(v).or_fail(OP)?;
+        }
+        if let Some(v) = o.get::<f64>("backoffFactor")? {
+            s = s.backoff_factor(v).or_fail(OP)?;
+        }
+        if let Some(v) = o.get::<usize>("growthInterval")? {
+            s = s.growth_interval(v).or_fail(OP)?;
+        }
+        Ok(JsGradScaler { inner: s })
+    }
+    /// `loss` times the scale (call `backward()` on this).
+    pub fn scale(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] loss: JsValue,
+    ) -> JsResult<JsTensor> {
+        const OP: &str = "GradScaler.scale";
+        let loss: Tensor = arg(&loss, OP, "loss")?;
+        Ok(register(self.inner.scale(&loss).or_fail(OP)?))
+    }
+    /// `opt`'s step on the unscaled gradients (skipped if any is inf or NaN), and the scale's
+    /// update, now.
+    pub fn step(&mut self, opt: &Optim) -> JsResult<()> {
+        const OP: &str = "GradScaler.step";
+        let inner = &mut self.inner;
+        opt.with(OP, |o| inner.step(o))?.or_fail(OP)
+    }
+    /// The scale, a `[1]` float32 tensor on the device (read it with `await ... .item()`).
+    #[wasm_bindgen(getter, js_name = scaleTensor)]
+    pub fn scale_tensor(&self) -> JsTensor {
+        register(self.inner.state()[0].clone())
     }
 }
 
