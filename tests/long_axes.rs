@@ -210,3 +210,29 @@ fn a_prime_length_dot_product_and_its_gradients() {
         }
     }
 }
+
+/// An f16 sum split into parts passes its partial sums between the kernels in f32: 65,536 times
+/// 100 then as many times -100 sums to 0, although each part's sum (and each half's) is beyond
+/// f16's largest value (rounded to f16 the parts were inf and -inf: NaN).
+#[test]
+fn a_long_f16_sum_keeps_its_partial_sums_in_f32() {
+    let n = 65_536;
+    let v: Vec<f32> = (0..2 * n)
+        .map(|i| if i < n { 100.0 } else { -100.0 })
+        .collect();
+    for dev in common::devices() {
+        for target in TARGETS {
+            ctx(target).dev(dev).run(|| {
+                let x = Tensor::from_slice(&v, &[2 * n])
+                    .unwrap()
+                    .cast(wgrad::DType::F16)
+                    .unwrap()
+                    .realize()
+                    .unwrap();
+                let s = x.sum((), false).unwrap();
+                assert_eq!(s.dtype(), wgrad::DType::F16);
+                assert_eq!(vec_of(&s), vec![0.0], "{dev} {target:?}");
+            });
+        }
+    }
+}

@@ -8,7 +8,7 @@
 
 use crate::dtype::DType;
 use crate::kernel::{AstNode, AstOp, KernelAst};
-use crate::ops::ReduceOp;
+use crate::ops::{compute_dtype, ReduceOp};
 use crate::shape::ShapeTracker;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,14 +95,17 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
         let identity = node(AstOp::Const(op.identity(src.dtype)), src.dtype, vec![]);
         view = node(AstOp::Where, src.dtype, vec![valid, view, identity]);
     }
+    // Partial results pass between the kernels as computed (f32 for an f16 or bf16 reduce): a
+    // partial sum rounded to f16 loses bits and overflows where the whole does not.
+    let wide = compute_dtype(r.dtype);
     let partial = Arc::new(AstNode {
         op: AstOp::Reduce(*op, shifted),
-        dtype: r.dtype,
+        dtype: wide,
         shape: partial_shape.clone(),
         src: vec![view],
     });
     let numel: usize = partial_shape.iter().product();
-    let mut first_bufs = vec![(r.dtype, numel)];
+    let mut first_bufs = vec![(wide, numel)];
     first_bufs.extend(first_slots.order.iter().map(|&s| k.bufs[s]));
     // Second kernel: the original AST with the reduce replaced by a reduce of the partials,
     // read as the reduce's own shape with `parts` in place of its size-1 axis (the same bytes),
@@ -114,7 +117,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
             slot: 1,
             st: ShapeTracker::contiguous(&parts_shape),
         },
-        dtype: r.dtype,
+        dtype: wide,
         shape: parts_shape,
         src: vec![],
     });
@@ -126,7 +129,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     });
     let mut second_slots = SlotMap::new(2, true);
     let root = second_slots.replace(&k.root, r, &replacement);
-    let mut second_bufs = vec![k.bufs[0], (r.dtype, numel)];
+    let mut second_bufs = vec![k.bufs[0], (wide, numel)];
     second_bufs.extend(second_slots.order.iter().map(|&s| k.bufs[s]));
     Some(Split {
         first: KernelAst {
