@@ -12,7 +12,9 @@
 //     fixture's weights and batches (tests/fixtures/gpt_steps.json, the one tests/gpt.rs uses)
 //     give PyTorch's losses and final weights to 1e-5; its key/value-cache decode step, replayed
 //     by the jit, gives the full forward's logits position by position; bad input to it throws;
-//   - a wrong argument throws an Error naming its op, and the engine works afterwards.
+//   - a wrong argument throws an Error naming its op, and the engine works afterwards;
+//   - `init({ half: true })` makes float16 the default float (zeros, rand, layer weights), and
+//     `init({ half: false })` float32 again.
 // Deno runs the same script (its Node.js compatibility gives node:fs and npm's `process`): there
 // `init()` may pick WebGPU (Deno has it built in; on this machine through lavapipe), so the test
 // takes WebAssembly kernels with `init({ device: "wasm" })` for the checks that follow.
@@ -101,6 +103,15 @@ try {
   if (!(err instanceof Error) || !/Linear/.test(err.message)) fail(`new nn.Linear(4, "x") should throw an Error naming Linear, got ${err && err.message}`);
   const after = await Tensor.ones([3]).sum().item();
   if (after !== 3) fail(`the engine after an error: ones(3).sum() = ${after}`);
+  // init({ half }) switches the default float for the whole engine (and says so), and back.
+  const halfInfo = await init({ device: info.device, half: true });
+  const halfDtypes = [Tensor.zeros([2]).dtype, Tensor.rand([2]).dtype, new nn.Linear(2, 2).weight.dtype];
+  const fullInfo = await init({ device: info.device, half: false });
+  const fullDtype = Tensor.zeros([2]).dtype;
+  if (halfInfo.half !== true || fullInfo.half !== false || halfDtypes.some((d) => d !== "float16") || fullDtype !== "float32") {
+    fail(`init({ half }): half ${halfInfo.half} made ${halfDtypes}; then half ${fullInfo.half} made ${fullDtype}`);
+  }
+  console.log(`init({ half: true }): zeros, rand and Linear weights are float16; init({ half: false }): float32 again`);
   console.log(`node test: ok (${RUNTIME} ${RUNTIME === "Deno" ? Deno.version.deno : process.version})`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
