@@ -177,9 +177,10 @@ impl Tensor {
         match opts.reduction {
             Reduction::None => Ok(per),
             Reduction::Sum => per.sum((), false),
+            // The count in the loss's own dtype (a float16 loss stays float16).
             Reduction::Mean => per
                 .sum((), false)?
-                .div(&mask.sum((), false)?.cast(DType::F32)?),
+                .div(&mask.sum((), false)?.cast(per.dtype())?),
         }
     }
     /// `max(log(x), -100)` for `x >= 0`, with a finite derivative everywhere: the log is taken

@@ -162,7 +162,8 @@ pub(crate) fn grad_leaf_ids() -> HashSet<u64> {
 pub enum Operand {
     /// A tensor (broadcast against the other operand).
     Tensor(Tensor),
-    /// A float scalar: takes the tensor's dtype, or f32 against an integer tensor.
+    /// A float scalar: takes the tensor's dtype, or the default float (f32) against an integer
+    /// tensor.
     Float(f64),
     /// An integer scalar: takes the tensor's dtype (i32 against a bool tensor).
     Int(i64),
@@ -1316,8 +1317,15 @@ impl Tensor {
         } else {
             self.ne(0)?
         };
-        let a = cond.operand(a)?;
-        let b = cond.operand(b)?;
+        // A scalar branch takes the other branch's dtype (`where(m, x16, 0.0)` stays f16).
+        let (a, b) = match (a.into(), b.into()) {
+            (Operand::Tensor(a), b) => {
+                let b = a.operand(b)?;
+                (a, b)
+            }
+            (a, Operand::Tensor(b)) => (b.operand(a)?, b),
+            (a, b) => (cond.operand(a)?, cond.operand(b)?),
+        };
         let (a, b) = match (a.dtype().is_float(), b.dtype().is_float()) {
             (true, false) => (a.clone(), b.cast(a.dtype())?),
             (false, true) => (a.cast(b.dtype())?, b.clone()),

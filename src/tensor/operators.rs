@@ -122,4 +122,30 @@ mod tests {
             Ok(())
         })
     }
+
+    /// A scalar takes its tensor operand's dtype, in `where_` too (the condition's does not
+    /// count): f16 stays f16, and so does an f16 cross-entropy with an ignored label.
+    #[test]
+    fn scalars_take_the_other_operands_dtype() -> Result<()> {
+        use crate::DType;
+        Context::new().dev(Device::Interp).run(|| {
+            let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3])?.cast(DType::F16)?;
+            let m = x.gt(0.0)?;
+            assert_eq!(m.where_(&x, 0.0)?.dtype(), DType::F16);
+            assert_eq!(m.where_(0.5, &x)?.dtype(), DType::F16);
+            assert_eq!(m.where_(1.0, 0.0)?.dtype(), DType::F32);
+            let u = Tensor::from_slice(&[1u8, 2, 3], &[3])?;
+            assert_eq!(m.where_(&u, 7)?.dtype(), DType::U8);
+            let logits =
+                Tensor::from_slice(&[0.5f32, 1.0, -1.0, 2.0], &[2, 2])?.cast(DType::F16)?;
+            let y = Tensor::from_slice(&[1i32, -100], &[2])?;
+            let opts = crate::CrossEntropyOpts {
+                ignore_index: Some(-100),
+                ..Default::default()
+            };
+            let loss = logits.sparse_categorical_crossentropy(&y, &opts)?;
+            assert_eq!(loss.dtype(), DType::F16);
+            Ok(())
+        })
+    }
 }
