@@ -194,11 +194,7 @@ impl Renderer for CudaRenderer {
         let (blocks, threads) = launch_dims(k);
         let mut s = format!("// {}: {n} threads, {blocks} blocks of {threads}\n", k.name);
         for (dt, helpers) in [(DType::F16, F16_HELPERS), (DType::BF16, BF16_HELPERS)] {
-            let used = k.bufs.iter().any(|b| b.dtype == dt)
-                || k.insts
-                    .iter()
-                    .any(|i| matches!(i, Inst::Cast { to, .. } if *to == dt));
-            if used {
+            if k.uses_dtype(dt) {
                 s.push_str(helpers);
             }
         }

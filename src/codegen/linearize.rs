@@ -326,6 +326,15 @@ pub struct LinearKernel {
 }
 
 impl LinearKernel {
+    /// Whether the kernel stores, loads or casts to values of `dt` (a dialect includes that
+    /// dtype's conversions, or enables its type, only then).
+    pub fn uses_dtype(&self, dt: DType) -> bool {
+        self.bufs.iter().any(|b| b.dtype == dt)
+            || self
+                .insts
+                .iter()
+                .any(|i| matches!(i, Inst::Cast { to, .. } if *to == dt))
+    }
     /// Loop iterations one invocation runs: for every innermost loop, the product of its trip
     /// count and those of the loops around it, summed over the kernel. (A kernel's serial depth:
     /// a GPU hides little of it, however many invocations run in parallel.)

@@ -294,11 +294,7 @@ impl WgslRenderer {
             if self.packing(dt).is_none() {
                 continue;
             }
-            let used = k.bufs.iter().any(|b| b.dtype == dt)
-                || k.insts
-                    .iter()
-                    .any(|i| matches!(i, Inst::Cast { to, .. } if *to == dt));
-            if used {
+            if k.uses_dtype(dt) {
                 s.push('\n');
                 s.push_str(helpers);
             }
@@ -373,11 +369,7 @@ impl Renderer for WgslRenderer {
             "// {}: {n} invocations, workgroups ({x}, {y}, {z}) of {ws}\n",
             k.name
         );
-        let f16 = k.bufs.iter().any(|b| b.dtype == DType::F16)
-            || k.insts
-                .iter()
-                .any(|i| matches!(i, Inst::Cast { to: DType::F16, .. }));
-        if f16 && self.native_f16() {
+        if self.native_f16() && k.uses_dtype(DType::F16) {
             s.push_str("enable f16;\n");
         }
         for (i, b) in k.bufs.iter().enumerate() {
