@@ -292,6 +292,20 @@ pub fn tiered() -> bool {
     *ENV.get_or_init(|| env_u32("TIERED").is_none_or(|v| v != 0))
 }
 
+/// `CPU_LANES` (8 or 16): the f32 lanes of the CPU backend's widest vectors, in place of the
+/// machine's (16 with AVX-512, else 8), to compare.
+pub fn cpu_lanes() -> Option<usize> {
+    static ENV: OnceLock<Option<usize>> = OnceLock::new();
+    *ENV.get_or_init(|| match env_u32("CPU_LANES") {
+        Some(v @ (8 | 16)) => Some(v as usize),
+        Some(v) => {
+            log(&format!("CPU_LANES={v} ignored: it takes 8 or 16"));
+            None
+        }
+        None => None,
+    })
+}
+
 /// Whether GPU kernels may stage operand tiles in workgroup memory (`TILES=0` turns it off,
 /// to compare).
 pub fn tiles() -> bool {

@@ -11,8 +11,21 @@ use crate::dtype::DType;
 use crate::ops::{BinaryOp, UnaryOp};
 
 /// The C dialect: kernels as plain C functions over pointers for the system C compiler, with
-/// the outer loop over invocations (run on worker threads) and GCC vector types.
-pub struct CRenderer;
+/// the outer loop over invocations (run on worker threads) and GCC vector types of up to
+/// `lanes` f32 lanes (`VECTOR_LANES`, or 16 where the machine has AVX-512: `Target::lanes`).
+#[derive(Clone, Copy, Debug)]
+pub struct CRenderer {
+    /// The f32 lanes of the widest vectors (8 or 16).
+    pub lanes: usize,
+}
+
+impl Default for CRenderer {
+    fn default() -> Self {
+        CRenderer {
+            lanes: VECTOR_LANES,
+        }
+    }
+}
 
 /// The C dialect by name (`c`, files `.c`).
 pub const DIALECT: super::Dialect = super::Dialect {
@@ -21,33 +34,46 @@ pub const DIALECT: super::Dialect = super::Dialect {
     render: render_c,
 };
 
-/// Render a kernel as C for the system compiler.
+/// Render a kernel as C for the system compiler, with vectors of `VECTOR_LANES` (the `cpu`
+/// backend renders for its machine's `Target::lanes`).
 pub fn render_c(k: &LinearKernel) -> String {
-    super::render::render(k, &CRenderer)
+    super::render::render(k, &CRenderer::default())
 }
 
-/// Lanes of the vectors accumulators are kept in (`vectorize.rs`): 256-bit, which AVX2 and
-/// AVX-512 machines run natively and the compiler splits elsewhere (and 128-bit for the
-/// leftover runs).
+/// Lanes of the vectors accumulators are kept in (`vectorize.rs`) by default: 256-bit, which
+/// AVX2 and AVX-512 machines run natively and the compiler splits elsewhere (and 128-bit for
+/// the leftover runs). Machines with AVX-512 get 512-bit ones too (`Target::lanes`): their two
+/// 512-bit FMA units do twice the multiply-adds per cycle.
 pub const VECTOR_LANES: usize = 8;
 
 /// The helpers every C kernel starts with (a batch of kernels compiled together has them
 /// once).
 pub const PRELUDE: &str = r#"#include <math.h>
 #include <string.h>
+/* 512-bit vectors serve machines with AVX-512 (`Target::lanes` 16); elsewhere none is used. */
+typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
+static inline v16f ld16(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
+static inline void st16(float *p, v16f v) { memcpy(p, &v, sizeof v); }
 static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
 static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+typedef unsigned char v16b __attribute__((vector_size(16)));
 typedef unsigned char v8b __attribute__((vector_size(8)));
 typedef unsigned char v4b __attribute__((vector_size(4)));
+static inline v16f ldb16(const unsigned char *p) { v16b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v16f); }
 static inline v8f ldb8(const unsigned char *p) { v8b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v8f); }
 static inline v4f ldb4(const unsigned char *p) { v4b v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, v4f); }
 /* Fused multiply-adds, each lane rounded once (as fmaf): the target's instruction where it has
    one (a builtin: <immintrin.h> would add 0.15 s to every kernel's compile), fmaf lane by lane
    elsewhere. */
+#if defined(__AVX512F__)
+static inline v16f fma16(v16f a, v16f b, v16f c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4); }
+#else
+static inline v16f fma16(v16f a, v16f b, v16f c) { for (int i = 0; i < 16; i++) c[i] = fmaf(a[i], b[i], c[i]); return c; }
+#endif
 #if defined(__FMA__)
 static inline v8f fma8(v8f a, v8f b, v8f c) { return __builtin_ia32_vfmaddps256(a, b, c); }
 static inline v4f fma4(v4f a, v4f b, v4f c) { return __builtin_ia32_vfmaddps(a, b, c); }
@@ -55,26 +81,34 @@ static inline v4f fma4(v4f a, v4f b, v4f c) { return __builtin_ia32_vfmaddps(a, 
 static inline v8f fma8(v8f a, v8f b, v8f c) { for (int i = 0; i < 8; i++) c[i] = fmaf(a[i], b[i], c[i]); return c; }
 static inline v4f fma4(v4f a, v4f b, v4f c) { for (int i = 0; i < 4; i++) c[i] = fmaf(a[i], b[i], c[i]); return c; }
 #endif
+typedef int v16i __attribute__((vector_size(64)));
 typedef int v8i __attribute__((vector_size(32)));
 typedef int v4i __attribute__((vector_size(16)));
 /* Every other element (a pooling window's columns), from two vector loads (GCC before 12 has
    only its own spelling of the shuffle). */
 #if defined(__clang__) || __GNUC__ >= 12
+static inline v16f lds16(const float *p) { return __builtin_shufflevector(ld16(p), ld16(p + 16), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30); }
 static inline v8f lds8(const float *p) { return __builtin_shufflevector(ld8(p), ld8(p + 8), 0, 2, 4, 6, 8, 10, 12, 14); }
 static inline v4f lds4(const float *p) { return __builtin_shufflevector(ld4(p), ld4(p + 4), 0, 2, 4, 6); }
 #else
+static inline v16f lds16(const float *p) { return __builtin_shuffle(ld16(p), ld16(p + 16), (v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}); }
 static inline v8f lds8(const float *p) { return __builtin_shuffle(ld8(p), ld8(p + 8), (v8i){0, 2, 4, 6, 8, 10, 12, 14}); }
 static inline v4f lds4(const float *p) { return __builtin_shuffle(ld4(p), ld4(p + 4), (v4i){0, 2, 4, 6}); }
 #endif
 /* Comparisons of float vectors give int vectors of all-ones or zero lanes: selects by bits,
    1.0f or 0.0f from a mask, and fmx lane by lane. */
+static inline v16f sel16(v16i m, v16f a, v16f b) { return (v16f)((m & (v16i)a) | (~m & (v16i)b)); }
 static inline v8f sel8(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
 static inline v4f sel4(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
+static inline v16f msk16(v16i m) { return __builtin_convertvector(-m, v16f); }
 static inline v8f msk8(v8i m) { return __builtin_convertvector(-m, v8f); }
 static inline v4f msk4(v4i m) { return __builtin_convertvector(-m, v4f); }
+static inline v16f vmx16(v16f a, v16f b) { return sel16((a > b) | (b != b), a, b); }
 static inline v8f vmx8(v8f a, v8f b) { return sel8((a > b) | (b != b), a, b); }
 static inline v4f vmx4(v4f a, v4f b) { return sel4((a > b) | (b != b), a, b); }
-#ifdef __AVX__
+#if defined(__AVX512F__)
+#define PIN(v) __asm__("" : "+v"(v))
+#elif defined(__AVX__)
 #define PIN(v) __asm__("" : "+x"(v))
 #else
 #define PIN(v) ((void)0)
@@ -103,11 +137,14 @@ static inline T NAME(T x) { \
 }
 #define SPL1(a) (a)
 #define SEL1(m, a, b) ((m) ? (a) : (b))
+#define SPL16(a) ((v16f){0} + (a))
 #define SPL8(a) ((v8f){0} + (a))
 #define SPL4(a) ((v4f){0} + (a))
+#define CVT16(v) __builtin_convertvector(v, v16i)
 #define CVT8(v) __builtin_convertvector(v, v8i)
 #define CVT4(v) __builtin_convertvector(v, v4i)
 EXP2_FN(wexp2f, float, int, SPL1, SEL1, (int), bitsf)
+EXP2_FN(exp2v16, v16f, v16i, SPL16, sel16, CVT16, (v16f))
 EXP2_FN(exp2v8, v8f, v8i, SPL8, sel8, CVT8, (v8f))
 EXP2_FN(exp2v4, v4f, v4i, SPL4, sel4, CVT4, (v4f))
 /* f16 <-> f32: the F16C instructions where the target has them (branch-free, one instruction
@@ -327,7 +364,7 @@ impl Renderer for CRenderer {
         }
     }
     fn vector_width(&self) -> usize {
-        VECTOR_LANES
+        self.lanes
     }
     fn vec_ty(&self, width: usize) -> String {
         format!("v{width}f")
@@ -424,7 +461,7 @@ mod tests {
     fn renders_a_reduce_kernel() {
         // out[i] = sum_r in[i*4 + r] for an f16 input.
         let k = crate::codegen::linearize::f16_row_sums(1);
-        let src = crate::codegen::render::render(&k, &CRenderer);
+        let src = crate::codegen::render::render(&k, &CRenderer::default());
         assert!(
             src.contains("void r_3(void **bufs, int gstart, int gend)"),
             "{src}"

@@ -75,6 +75,10 @@ pub struct Target {
     /// `subgroups` whose smallest and largest sizes agree), else 0: a grouped reduce then sums
     /// each subgroup's partial results in registers before workgroup memory (`Opts::subgroup`).
     pub subgroup: usize,
+    /// The f32 lanes of the widest vectors CPU kernels keep accumulators in (the C dialect's
+    /// `v8f`, or `v16f` on machines with AVX-512), for the CPU cost model and the renderer; 8
+    /// elsewhere (the WebAssembly dialect steps runs of four, but plans as for 8).
+    pub lanes: usize,
 }
 
 impl Target {
@@ -89,6 +93,7 @@ impl Target {
             tiles: true,
             loop_vectorizer: true,
             subgroup: 0,
+            lanes: c::VECTOR_LANES,
         }
     }
 }

@@ -394,7 +394,7 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let base = Opts::default();
             if t.kind == OptTarget::Cpu {
-                let cost = |l: &Lowered| cpu_cycles_per_output(ast, l);
+                let cost = |l: &Lowered| cpu_cycles_per_output(ast, l, t.lanes);
                 let max = if is_window(ast) {
                     MAX_UPCAST_WINDOW
                 } else {
@@ -831,7 +831,7 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 }
 
 /// Estimated cycles per output of a CPU kernel's reduce loops as the C dialect renders them,
-/// with vector accumulators where `vectorize::packs` finds them. A core issues about two
+/// with vector accumulators of up to `lanes` where `vectorize::packs` finds them. A core issues about two
 /// loads and two arithmetic operations (scalar or vector) per cycle but one shuffle, and a
 /// gathered operand costs a shuffle per lane; a body takes as long as its busiest kind. A
 /// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
@@ -840,7 +840,7 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 /// (`Inst::Acc::fused`); a max step counts as one operation, as the scalar one does.
 /// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
 /// however little it does. Bodies count by their trip counts.
-fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
+fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
     use crate::kernel::{FastMap, FastSet};
     #[derive(Default)]
     struct Body {
@@ -862,8 +862,13 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
                 stride,
             } => {
                 if b.vloads.insert((*slot, *base, *offset, *stride)) {
-                    // A strided load is two vector loads and a shuffle of their halves.
-                    b.loads += *stride as f64 - lanes as f64;
+                    // A strided load is two vector loads and a shuffle of their halves. A
+                    // 512-bit load spans two cache lines unless aligned, which nothing
+                    // arranges, and costs two (a convolution's gradient vectorized along
+                    // its 121 positions, one such load per multiply-add, ran 1.4x slower
+                    // than with 256-bit ones shared by eight).
+                    let split = if lanes > 8 { 2.0 } else { 1.0 };
+                    b.loads += *stride as f64 * split - lanes as f64;
                     b.shuffles += (*stride - 1) as f64;
                     // u8 lanes widen to f32 (the scalar casts it replaces are not counted).
                     if *dtype != DType::F32 {
@@ -894,7 +899,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered) -> f64 {
         }
     }
     let k = super::linear_kernel_of(ast, l);
-    let packs = vectorize::packs(&k, super::c::VECTOR_LANES);
+    let packs = vectorize::packs(&k, lanes);
     let packed: FastSet<usize> = packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
     // The innermost loop body of every instruction inside one.
     let mut bodies: Vec<Body> = vec![];

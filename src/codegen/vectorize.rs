@@ -803,7 +803,12 @@ pub(crate) fn reads(inst: &Inst) -> Vec<Reg> {
     }
 }
 
-/// The packs of `k` for vectors of `width` (and `width / 2`) f32 lanes: runs of f32 sum or max
+/// The most lanes a vector with gathered operands has: a 512-bit vector built from scalars
+/// inserts its upper halves across 128-bit lanes, one shuffle at a time, and measured slower
+/// than two 256-bit ones (the forward matmuls and row sums of a GPT step, 1.2-2x).
+const GATHER_LANES: usize = 8;
+
+/// The packs of `k` for vectors of `width` (and fewer) f32 lanes: runs of f32 sum or max
 /// accumulators stepped in one innermost loop body whose steps are one vector expression (not
 /// a mere gather).
 pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
@@ -855,25 +860,32 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             _ => {}
         }
     }
-    // Full vectors of contiguous terms first, then full ones with gathered operands, then
-    // half-width vectors of what is left: four lanes, or three and a spare one whose loads
-    // read up to one element past the last real lane's (three for every other element; into
-    // the slack every host buffer has: `runtime::HOST_SLACK`), so the short rows of an upcast
-    // (11 = 8 + 3) are vectors too; and last, half-width ones with gathered operands where
-    // they take an exponential (one vector polynomial in place of four).
-    let half = width / 2;
-    let passes = [
-        (width, width, Gathers::No),
-        (width, width, Gathers::Any),
+    // Full vectors of contiguous terms first (at each width above `GATHER_LANES`, then at
+    // it), then full ones with gathered operands, then half-width vectors of what is left:
+    // four lanes, or three and a spare one whose loads read up to one element past the last
+    // real lane's (three for every other element; into the slack every host buffer has:
+    // `runtime::HOST_SLACK`), so the short rows of an upcast (11 = 8 + 3) are vectors too;
+    // and last, half-width ones with gathered operands where they take an exponential (one
+    // vector polynomial in place of four).
+    let mut passes = vec![];
+    let mut w = width;
+    while w > GATHER_LANES {
+        passes.push((w, w, Gathers::No));
+        w /= 2;
+    }
+    let half = w / 2;
+    passes.extend([
+        (w, w, Gathers::No),
+        (w, w, Gathers::Any),
         (half, half, Gathers::No),
         (half, half.saturating_sub(1), Gathers::No),
         (half, half, Gathers::WithExp2),
-    ];
+    ]);
     let memo = RefCell::new(FastMap::default());
     let ctx = (&an, &readers, &defacc, depth_at.as_slice(), &memo);
     for steps in bodies {
         let mut used = vec![false; steps.len()];
-        for (w, real, gathers) in passes {
+        for &(w, real, gathers) in &passes {
             if real < 2 {
                 continue;
             }
@@ -927,7 +939,7 @@ pub struct StorePack {
     pub at: usize,
 }
 
-/// The store packs of `k` for vectors of `width` f32 lanes, then `width / 2`: runs of ungated
+/// The store packs of `k` for vectors of `width` f32 lanes, then fewer: runs of ungated
 /// stores at consecutive indices of one buffer, in one straight stretch of instructions (no
 /// loop bound, barrier or load of that buffer between them), whose values pack into more than
 /// a gather.
@@ -972,10 +984,10 @@ pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
     };
     let mut used = vec![false; lanes.len()];
     let mut out = vec![];
-    for w in [width, width / 2] {
-        if w < 2 {
-            continue;
-        }
+    // Each width from `width` down to half of `GATHER_LANES` (or of `width`, if less).
+    let widths = std::iter::successors(Some(width), |&w| Some(w / 2))
+        .take_while(|&w| w >= 2 && w >= width.min(GATHER_LANES) / 2);
+    for w in widths {
         for s in 0..lanes.len() {
             let (_, slot, ref index, base, offset, _) = lanes[s];
             if used[s] {
@@ -1323,5 +1335,22 @@ mod tests {
         assert!(src.contains("PIN(vl0);"), "{src}");
         // Each pack steps as one fused multiply-add of the shared load and its broadcast y.
         assert_eq!(src.matches("= fma8(vl0, ((v8f){").count(), 2, "{src}");
+    }
+
+    #[test]
+    fn wide_vectors_take_contiguous_runs_and_gathers_stay_at_eight_lanes() {
+        // 16 lanes (AVX-512): 16 contiguous outputs are one vector, 27 are 16 + 8 + 3.
+        let widths =
+            |k: &LinearKernel| -> Vec<usize> { packs(k, 16).iter().map(|p| p.width).collect() };
+        assert_eq!(widths(&kernel_of(1, 16)), [16]);
+        assert_eq!(widths(&kernel_of(1, 27)), [16, 8, 4]);
+        // Strided terms are gathered 8 lanes at a time (a 512-bit gather costs more than two).
+        assert_eq!(widths(&kernel_of(3, 16)), [8, 8]);
+        let k = kernel_of(1, 16);
+        let src = crate::codegen::render::render(&k, &crate::codegen::c::CRenderer { lanes: 16 });
+        assert!(
+            src.contains("ld16(b1 + ") && src.contains("fma16("),
+            "{src}"
+        );
     }
 }

@@ -66,13 +66,20 @@ pub struct Cpu {
 }
 
 impl Cpu {
+    /// The C dialect for this machine's vectors.
+    fn renderer(&self) -> CRenderer {
+        CRenderer {
+            lanes: vector_lanes(),
+        }
+    }
+
     /// `compile_batch`: the kernels no cache holds compiled together.
     fn compile_together(&self, ks: &[LinearKernel]) -> Vec<Result<Program>> {
         if let Err(e) = available() {
             let e = Error::new(ErrorKind::Device, format!("cpu: {e}"));
             return ks.iter().map(|_| Err(e.clone())).collect();
         }
-        let sources: Vec<String> = ks.iter().map(|k| render(k, &CRenderer)).collect();
+        let sources: Vec<String> = ks.iter().map(|k| render(k, &self.renderer())).collect();
         let mut out: Vec<Option<Result<Program>>> = ks.iter().map(|_| None).collect();
         // Kernels compiled before are loaded as they are; the rest are compiled together, one
         // translation unit per set of flags: one compiler process for many kernels (each
@@ -105,7 +112,7 @@ impl Cpu {
             for (&i, symbol) in members.iter().zip(&symbols) {
                 let mut renamed = ks[i].clone();
                 renamed.name = symbol.clone();
-                let src = render(&renamed, &CRenderer);
+                let src = render(&renamed, &self.renderer());
                 unit.push_str(src.strip_prefix(crate::codegen::c::PRELUDE).unwrap_or(&src));
             }
             let used = if quick { quick_flags(&fl) } else { fl.clone() };
@@ -177,6 +184,9 @@ const FLAGS: &[&str] = &[
     // product: `Inst::Acc::fused`) are written out as such, so every backend fuses the same
     // operations.
     "-ffp-contract=off",
+    // The 512-bit vector helpers are in every kernel's prelude; without AVX-512 nothing uses
+    // them, and GCC's note about their calling convention is noise.
+    "-Wno-psabi",
 ];
 
 /// Flags for kernels that sum floats, and for long ones (`LONG_BODY_LINES`). The loop
@@ -227,6 +237,21 @@ fn vector_registers() -> usize {
         return 32;
     }
     16
+}
+
+/// The f32 lanes of the widest vectors kernels use (`Target::lanes`): 16 where the machine has
+/// AVX-512 (`-march=native` enables it; its two 512-bit FMA units do twice the multiply-adds per
+/// cycle of 256-bit vectors), else 8; `CPU_LANES` overrides it.
+fn vector_lanes() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
+    crate::context::cpu_lanes().unwrap_or(if avx512 {
+        16
+    } else {
+        crate::codegen::c::VECTOR_LANES
+    })
 }
 
 /// Whether a C compiler can be run.
@@ -687,6 +712,7 @@ impl Backend for Cpu {
     fn target(&self) -> Target {
         Target {
             registers: vector_registers(),
+            lanes: vector_lanes(),
             tiles: false,
             ..super::host_target()
         }
@@ -709,7 +735,7 @@ impl Backend for Cpu {
     }
     fn compile(&self, k: &LinearKernel) -> Result<Program> {
         available().map_err(|e| Error::new(ErrorKind::Device, format!("cpu: {e}")))?;
-        let source = render(k, &CRenderer);
+        let source = render(k, &self.renderer());
         crate::context::dump_source(&source, "c");
         let fl = flags(k, &source);
         let (so, symbol) = match cached_so(&so_key(&source, &fl), &k.name) {
