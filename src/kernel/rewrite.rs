@@ -448,30 +448,38 @@ fn recombine(g: &mut KGraph, ts: &mut Vec<(Ref, i64)>) -> bool {
 }
 
 /// `idx` simplified where `valid` holds, for an access that `valid` guards. Each clause
-/// `x < c` of `valid` (x an index expression that can reach c) bounds x: x is replaced by
-/// a stand-in range of size c, the rules run on the rebuilt index with that bound, and x
-/// goes back in. Kept only where it leaves fewer divisions and modulos. (col2im's
-/// `(y*11 + x) / 121` with `x = (13r + i) % 14 < 11` is 0.)
+/// `x < c` or `c < x + k` of `valid` (x an index expression that can reach beyond it) bounds
+/// x to `[lo, hi)`: x is replaced by a stand-in range of size `hi - lo` plus `lo`, the rules
+/// run on the rebuilt index with that bound, and x goes back in. Kept only where it leaves
+/// fewer divisions and modulos. (col2im's `(y*11 + x) / 121` with `x = (13r + i) % 14 < 11`
+/// is 0; the second part of a concatenation, `c` in `[128, 256)`, reads its source at
+/// `128*row + c - 128`, whose divisions by the source's shape fold once `c - 128` is known
+/// to be in `[0, 128)`.)
 pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
     let mut bounded = vec![];
     clauses(g, valid, &mut bounded);
+    bounded.retain(|&(x, lo, hi)| {
+        let b = g.bounds[x as usize];
+        hi > lo && (lo as f64 > b.0 || (hi as f64) <= b.1)
+    });
     bounded.truncate((64 - GIVEN_IDS) as usize);
     if bounded.is_empty() || has_reduce(g, idx) {
         return idx;
     }
     let mut map = FastMap::default();
     let mut temps = vec![];
-    for (i, &(x, c)) in bounded.iter().enumerate() {
+    for (i, &(x, lo, hi)) in bounded.iter().enumerate() {
         let t = g.intern(Node {
             op: KOp::Range {
                 id: GIVEN_IDS + i as u32,
-                size: c as u32,
+                size: (hi - lo) as u32,
             },
             dtype: INDEX,
             src: Srcs::new(),
         });
-        map.insert(x, t);
-        temps.push((t, x));
+        let (lo_c, minus_lo) = (g.int(lo), g.int(-lo));
+        map.insert(x, if lo == 0 { t } else { g.add(t, lo_c) });
+        temps.push((t, if lo == 0 { x } else { g.add(x, minus_lo) }));
     }
     let mut out = g.replace(idx, &map);
     for (t, x) in temps {
@@ -484,8 +492,9 @@ pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
     }
 }
 
-/// The clauses `x < c` of a conjunction that bound an integer x below what it can reach.
-fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64)>) {
+/// The bounds `[lo, hi)` that the clauses `x < c` and `c < x + k` of a conjunction give
+/// non-negative integer index expressions x (starting from what x can reach).
+fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64, i64)>) {
     let n = g.node(v);
     match n.op {
         KOp::Binary(BinaryOp::And) if n.dtype == DType::Bool => {
@@ -494,15 +503,44 @@ fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64)>) {
             clauses(g, b, out);
         }
         KOp::Binary(BinaryOp::CmpLt) => {
-            let (x, c) = (n.src[0], n.src[1]);
-            let (Some(c), xb) = (g.const_value(c), g.bounds[x as usize]) else {
-                return;
+            let (a, b) = (n.src[0], n.src[1]);
+            // `x < c`, or `c < x + k` (x > c - k).
+            let (x, lo, hi) = match (g.const_value(a), g.const_value(b)) {
+                (None, Some(c)) => (a, None, Some(c as i64)),
+                (Some(c), None) => {
+                    let (mut x, mut k) = (b, 0i64);
+                    while let KOp::Binary(BinaryOp::Add) = g.node(x).op {
+                        let s = &g.node(x).src;
+                        match g.const_value(s[1]) {
+                            Some(kk) => {
+                                k += kk as i64;
+                                x = s[0];
+                            }
+                            None => break,
+                        }
+                    }
+                    (x, Some(c as i64 - k + 1), None)
+                }
+                _ => return,
             };
             let xn = g.node(x);
+            let xb = g.bounds[x as usize];
             let opaque = matches!(xn.op, KOp::Range { .. } | KOp::Const(_));
-            let tightens = xn.dtype == INDEX && !opaque && xb.0 >= 0.0 && xb.1 >= c && c >= 1.0;
-            if tightens && !out.iter().any(|o| o.0 == x) {
-                out.push((x, c as i64));
+            if xn.dtype != INDEX || opaque || xb.0 < 0.0 {
+                return;
+            }
+            let at = match out.iter().position(|o| o.0 == x) {
+                Some(i) => i,
+                None => {
+                    out.push((x, xb.0 as i64, xb.1 as i64 + 1));
+                    out.len() - 1
+                }
+            };
+            if let Some(lo) = lo {
+                out[at].1 = out[at].1.max(lo);
+            }
+            if let Some(hi) = hi {
+                out[at].2 = out[at].2.min(hi);
             }
         }
         _ => {}
@@ -970,6 +1008,43 @@ mod tests {
         let c100 = g.int(100);
         let loose = g.lt(py, c100);
         assert_eq!(simplify_given(&mut g, idx, loose), idx);
+    }
+
+    #[test]
+    fn a_guard_from_below_bounds_the_index_it_guards() {
+        // The second part of a concatenation along an axis of 12 (parts of 4): column c of
+        // row y, valid for 4 <= c < 8, reads its (3, 2, 2)-shaped source at 4y + c - 4,
+        // unravelled by divisions that fold once c - 4 is known to be in [0, 4).
+        let mut g = KGraph::new();
+        let (y, x) = (g.range(3), g.range(24));
+        let (c12, c1, c4, c8, m4) = (g.int(12), g.int(1), g.int(4), g.int(8), g.int(-4));
+        let c = g.modulo(x, c12);
+        let c1p = g.add(c, c1);
+        let lo = g.lt(c4, c1p);
+        let hi = g.lt(c, c8);
+        let valid = g.and(lo, hi);
+        let y4 = g.mul(y, c4);
+        let flat = g.add(y4, c);
+        let flat = g.add(flat, m4);
+        let (c2, c100) = (g.int(2), g.int(100));
+        let row = g.div(flat, c4);
+        let col = g.modulo(flat, c4);
+        let col_hi = g.div(col, c2);
+        let col_lo = g.modulo(col, c2);
+        let idx = g.mul(row, c100);
+        let t = g.mul(col_hi, c2);
+        let idx = g.add(idx, t);
+        let idx = g.add(idx, col_lo);
+        let simple = simplify_given(&mut g, idx, valid);
+        assert!(index_cost(&g, simple).0 < index_cost(&g, idx).0, "{g}");
+        let mut checked = 0;
+        for env in assignments(&[(y, 3), (x, 24)]) {
+            if value(&g, valid, &env) == 1 {
+                assert_eq!(value(&g, simple, &env), value(&g, idx, &env), "at {env:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 3 * 8);
     }
 
     #[test]
