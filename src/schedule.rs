@@ -108,7 +108,7 @@ fn empty_below(n: &Arc<UOp>) -> bool {
 }
 
 /// Follow movement ops down to the node they view, returning it and the view from it.
-fn chain(n: &Arc<UOp>) -> (Arc<UOp>, ShapeTracker) {
+pub(crate) fn chain(n: &Arc<UOp>) -> (Arc<UOp>, ShapeTracker) {
     let mut ops = vec![];
     let mut cur = n.clone();
     while cur.op.is_movement() && !cur.is_realized() {

@@ -86,6 +86,11 @@ impl Tensor {
                 b.dtype()
             );
         }
+        let b = if rows_apart(&b, ash[ash.len() - 2]) {
+            b.contiguous()
+        } else {
+            b
+        };
         // (..., n, 1, k) * (..., 1, m, k) summed over k.
         let a = a.unsqueeze(-2)?;
         let b = b.transpose(-1, -2)?.unsqueeze(-3)?;
@@ -502,4 +507,27 @@ impl Tensor {
         }
         Ok(x)
     }
+}
+
+/// Whether a CPU matmul should copy its right operand `b` (..., k, m), read by `n` rows, into
+/// (k, m) order first: where its columns are strided and its k axis contiguous (`x @ W.T` with
+/// W stored (out, in), as `nn::Linear` keeps it; `q @ k.T`), no vector of consecutive outputs
+/// loads consecutive elements of it, and each multiply-add's operand is gathered lane by lane.
+/// A copy reads and writes it once; the matmul then reads it `n` times with vector loads.
+fn rows_apart(b: &Tensor, n: usize) -> bool {
+    let node = b.node();
+    let cpu = node.device.backend().target().kind == crate::codegen::OptTarget::Cpu;
+    if !cpu || n < 16 || node.is_realized() {
+        return false;
+    }
+    let (_, st) = crate::schedule::chain(&node);
+    let [v] = st.views.as_slice() else {
+        return false;
+    };
+    let d = v.shape.len();
+    d >= 2
+        && v.shape[d - 1] > 1
+        && v.shape[d - 2] > 1
+        && v.strides[d - 2] == 1
+        && v.strides[d - 1] != 0
 }

@@ -13,6 +13,30 @@ fn t(n: &Arc<UOp>) -> Tensor {
     Tensor::from_node(n.clone())
 }
 
+/// `n` read through the contiguous copies of views below its own views: the same values, in
+/// the order of the view the copy was made from. A copy that gives the forward pass a layout
+/// (a CPU matmul's right operand, copied so that its columns are contiguous: `matmul`) would
+/// give the backward pass's products the transposed layout again; reading the original view
+/// there keeps both in the order that vectorizes.
+fn through_copies(n: &Arc<UOp>) -> Arc<UOp> {
+    if n.is_realized() {
+        return n.clone();
+    }
+    let src = n.src();
+    if n.op.is_movement() {
+        let s = through_copies(&src[0]);
+        if s.id == src[0].id {
+            return n.clone();
+        }
+        return UOp::new(n.op.clone(), n.dtype, n.shape.clone(), n.device, vec![s]);
+    }
+    let view = |s: &Arc<UOp>| s.op.is_movement() && !s.is_realized();
+    if n.op == Op::Contiguous && view(&src[0]) {
+        return src[0].clone();
+    }
+    n.clone()
+}
+
 /// Gradients of a node's sources given the gradient `g` of its output (`None`: no gradient).
 fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
     let src = n.src();
@@ -30,7 +54,10 @@ fn rule(n: &Arc<UOp>, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         })],
         Op::Binary(b) => match b {
             BinaryOp::Add => vec![Some(g.clone()), Some(g.clone())],
-            BinaryOp::Mul => vec![Some(g.mul(x(1))?), Some(g.mul(x(0))?)],
+            BinaryOp::Mul => vec![
+                Some(g.mul(t(&through_copies(&src[1])))?),
+                Some(g.mul(t(&through_copies(&src[0])))?),
+            ],
             BinaryOp::Div if n.dtype.is_float() => {
                 vec![
                     Some(g.div(x(1))?),
