@@ -682,3 +682,72 @@ fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
         &run(Device::Interp),
     );
 }
+
+/// A CPU matmul whose right operand is read across its rows (`x @ W.T` with `W` stored
+/// (out, in), as `nn::Linear` keeps it) copies it into row order first: the matmul's vectors
+/// of outputs then load it whole instead of gathering it lane by lane, at 8 lanes and at 16.
+/// The backward pass reads `W` itself (its products vectorize in `W`'s order), and the
+/// gradients equal those of the plain product.
+#[test]
+fn cpu_matmuls_read_their_right_operand_in_row_order() {
+    Context::new().dev(Device::Interp).run(|| {
+        Tensor::manual_seed(3);
+        let x = Tensor::randn(&[64, 128]).unwrap().realize().unwrap();
+        let w = Tensor::randn(&[256, 128]).unwrap().realize().unwrap();
+        let y = x.linear(&w.t().unwrap(), None).unwrap();
+        let items = Tensor::schedule_all(&[&y]).unwrap();
+        let kernels: Vec<_> = items
+            .iter()
+            .filter_map(|i| match i {
+                ScheduleItem::Kernel { ast, .. } => Some(ast),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kernels.len(), 2, "the copy of W.T, then the matmul");
+        for lanes in [8, 16] {
+            let target = Target {
+                lanes,
+                ..Target::new(OptTarget::Cpu)
+            };
+            let plan = default_plan(kernels[1], &target);
+            let k = &compile_plan(kernels[1], &plan).unwrap().stages[0].kernel;
+            let packs = wgrad::codegen::vectorize::packs(k, lanes);
+            assert!(!packs.is_empty(), "{plan:?}");
+            let gathered = packs
+                .iter()
+                .filter(|p| format!("{:?}", p.expr).contains("Gather"))
+                .count();
+            assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
+        }
+        // Gradients through the copy equal those of the product written out.
+        x.set_requires_grad(true);
+        w.set_requires_grad(true);
+        x.linear(&w.t().unwrap(), None)
+            .unwrap()
+            .square()
+            .unwrap()
+            .sum((), false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        let (gx, gw) = (x.grad().unwrap(), w.grad().unwrap());
+        let (px, pw) = (x.detach(), w.detach());
+        px.set_requires_grad(true);
+        pw.set_requires_grad(true);
+        px.unsqueeze(1)
+            .unwrap()
+            .mul(pw.unsqueeze(0).unwrap())
+            .unwrap()
+            .sum(-1, false)
+            .unwrap()
+            .square()
+            .unwrap()
+            .sum((), false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        let v = |t: Tensor| t.to_vec::<f32>().unwrap();
+        assert_eq!(v(gx), v(px.grad().unwrap()));
+        assert_eq!(v(gw), v(pw.grad().unwrap()));
+    })
+}
