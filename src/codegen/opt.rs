@@ -27,7 +27,7 @@ use super::lower::{
     loads_per_output, lower, stageable_operands, tiles_of, Lowered, Operand, Opts,
 };
 use super::vectorize::{self, VExpr};
-use super::{OptTarget, Target};
+use super::{c, OptTarget, Target};
 use crate::dtype::DType;
 use crate::kernel::{AstNode, AstOp, KernelAst, LOOP_BITS};
 use crate::ops::{BinaryOp, UnaryOp};
@@ -410,14 +410,28 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                         return fold_indices(ast, o, 4 * cores);
                     }
                 }
+                // With 512-bit vectors, two of them along one axis too (32 outputs: a matmul's
+                // block of 2 vectors by 4 rows loads 6 values per 8 multiply-adds, where 1 by 8
+                // loads 9).
+                let pair = (t.lanes > c::VECTOR_LANES).then_some(2 * t.lanes);
                 let o = window_unrolls(ast, base)
                     .into_iter()
-                    .map(|b| best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM))
+                    .map(|b| best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM, pair))
                     .min_by(|a, b| cost(&a.1).total_cmp(&cost(&b.1)))
                     .map_or_else(Opts::default, |c| c.0);
                 fold_indices(ast, o, 4 * cores)
             } else {
-                best_upcast(ast, base, MAX_UPCAST_SOFT, 4 * cores, 1, &soft_gpu_cost, 1).0
+                best_upcast(
+                    ast,
+                    base,
+                    MAX_UPCAST_SOFT,
+                    4 * cores,
+                    1,
+                    &soft_gpu_cost,
+                    1,
+                    None,
+                )
+                .0
             }
         }
         OptTarget::Gpu => gpu_opts(ast, t),
@@ -563,7 +577,16 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
     };
     let max_up = MAX_UPCAST_GPU.min((t.max_shared / 4 / g.max(1)).max(1));
     if reduce.is_some() {
-        let (opts, _) = best_upcast(ast, o.clone(), max_up, min_inv, g, &loads_per_output, 1);
+        let (opts, _) = best_upcast(
+            ast,
+            o.clone(),
+            max_up,
+            min_inv,
+            g,
+            &loads_per_output,
+            1,
+            None,
+        );
         o = opts;
     } else if let Some(&last) = ast.root.shape.last() {
         // Four consecutive outputs per invocation: vector stores (and loads where the inputs
@@ -618,6 +641,7 @@ fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
         1,
         &loads_per_output,
         1,
+        None,
     );
     stage_opts(ast, &o, t, min_inv)
 }
@@ -1047,7 +1071,9 @@ fn lower_all(
 /// Choose upcasts on top of `base` (up to three output axes, at most `max` outputs per
 /// invocation, keeping at least `min_inv` invocations of `per_out` each) that cost least per
 /// output by `cost` (loads per output, or the CPU's cycle model). Only kernels with a reduce
-/// loop benefit; elementwise kernels are lowered as they are.
+/// loop benefit; elementwise kernels are lowered as they are. `pair`: one more amount to try
+/// (two vectors of a wide target).
+#[allow(clippy::too_many_arguments)]
 fn best_upcast(
     ast: &KernelAst,
     base: Opts,
@@ -1056,6 +1082,7 @@ fn best_upcast(
     per_out: usize,
     cost: &(dyn Fn(&Lowered) -> f64 + Sync),
     beam: usize,
+    pair: Option<usize>,
 ) -> (Opts, Lowered) {
     let plain = lower(ast, &base);
     let has_loop = plain.graph.ranges.iter().any(|&r| r & LOOP_BITS != 0);
@@ -1076,7 +1103,7 @@ fn best_upcast(
             let whole = (size > 1 && size <= 16 && !UPCASTS.contains(&size)).then_some(size);
             // And a row of a longer axis (13 of conv1's 26): a vector and a leftover.
             let rows = (9..=16).filter(move |d| size % d == 0 && d < &size && !UPCASTS.contains(d));
-            for amount in UPCASTS.into_iter().chain(whole).chain(rows) {
+            for amount in pair.into_iter().chain(UPCASTS).chain(whole).chain(rows) {
                 let total = used * amount;
                 if size % amount == 0 && total <= max && out / total * per_out >= min_inv {
                     let mut c = chosen.clone();
