@@ -14,6 +14,10 @@ use crate::uop::UOp;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// The elements below which an expression read by several kernels is recomputed by each, however
+/// many buffers it reads (a buffer and a launch cost more than a small recomputation).
+const SHARED_MIN_ELEMENTS: usize = 4096;
+
 /// One step of a schedule.
 #[derive(Debug)]
 pub enum ScheduleItem {
@@ -227,6 +231,19 @@ impl Builder<'_> {
                 self.materialize.insert(base.id);
                 return self.build(n, exact);
             }
+            // An expression read by several consumers, each inlining it, reads all its buffers
+            // once per consumer: a GPT's residual stream (the embedding plus every block's
+            // output so far) was summed again from up to eight buffers by each layer norm,
+            // forward and backward. In a buffer of its own it is read once, written once, and
+            // read once per consumer: fewer bytes where (uses - 1) * (reads - 1) > 2.
+            let uses = self.g.uses.get(&base.id).copied().unwrap_or(0);
+            if uses >= 2 && base.numel() >= SHARED_MIN_ELEMENTS {
+                let reads = self.reads(&base, &mut HashSet::new());
+                if (uses - 1) * reads.saturating_sub(1) > 2 {
+                    self.materialize.insert(base.id);
+                    return self.build(n, exact);
+                }
+            }
         }
         let (inner, slots) = self.build_base(&base, exact);
         if st.is_identity() && st.shape() == base.shape.as_slice() {
@@ -257,6 +274,29 @@ impl Builder<'_> {
             }
             _ => false,
         }
+    }
+
+    /// The buffers (realized or materialized nodes, or kernels of their own) an inlined `b`
+    /// reads, counted once each (`seen`: the nodes visited), up to 16.
+    fn reads(&self, b: &Arc<UOp>, seen: &mut HashSet<u64>) -> usize {
+        if !seen.insert(b.id) {
+            return 0;
+        }
+        if b.is_realized() || !b.op.is_elementwise() || self.materialize.contains(&b.id) {
+            return 1;
+        }
+        let mut n = 0;
+        for s in b.src().iter().filter(|s| !empty_below(s)) {
+            let (sb, _) = chain(s);
+            if matches!(sb.op, Op::Const(_) | Op::Iota) {
+                continue;
+            }
+            n += self.reads(&sb, seen);
+            if n >= 16 {
+                break;
+            }
+        }
+        n
     }
 
     /// Elementwise ops an inlined `b` would compute (capped; shared subexpressions counted once
