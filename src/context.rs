@@ -293,7 +293,7 @@ pub fn tiered() -> bool {
 }
 
 /// `CPU_LANES` (8 or 16): the f32 lanes of the CPU backend's widest vectors, in place of the
-/// machine's (16 with AVX-512, else 8), to compare.
+/// machine's (16 with AVX-512, else 8), to compare (16 is taken only with AVX-512).
 pub fn cpu_lanes() -> Option<usize> {
     static ENV: OnceLock<Option<usize>> = OnceLock::new();
     *ENV.get_or_init(|| match env_u32("CPU_LANES") {

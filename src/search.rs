@@ -34,10 +34,13 @@ pub fn candidates_timed() -> u64 {
 
 /// The cache key of a kernel on a device, searched at `width` for `target`.
 fn key(dev: Device, ast: &KernelAst, target: &Target, width: u32) -> String {
+    // The lanes too: a plan searched for 512-bit vectors is not the one for 256-bit ones
+    // (`CPU_LANES`).
     format!(
-        "{}\nwidth {width}\n{:?}\n{}",
+        "{}\nwidth {width}\n{:?} lanes {}\n{}",
         dev.backend().cache_key(),
         target.kind,
+        target.lanes,
         ast.key()
     )
 }

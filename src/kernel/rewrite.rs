@@ -526,7 +526,7 @@ fn clauses(g: &KGraph, v: Ref, out: &mut Vec<(Ref, i64, i64)>) {
             let xn = g.node(x);
             let xb = g.bounds[x as usize];
             let opaque = matches!(xn.op, KOp::Range { .. } | KOp::Const(_));
-            if xn.dtype != INDEX || opaque || xb.0 < 0.0 {
+            if xn.dtype != INDEX || opaque || xb.0 < 0.0 || !xb.1.is_finite() || xb.1 > 1e9 {
                 return;
             }
             let at = match out.iter().position(|o| o.0 == x) {

@@ -241,17 +241,21 @@ fn vector_registers() -> usize {
 
 /// The f32 lanes of the widest vectors kernels use (`Target::lanes`): 16 where the machine has
 /// AVX-512 (`-march=native` enables it; its two 512-bit FMA units do twice the multiply-adds per
-/// cycle of 256-bit vectors), else 8; `CPU_LANES` overrides it.
+/// cycle of 256-bit vectors), else 8; `CPU_LANES=8` keeps 256-bit vectors (and 16 is taken
+/// only where the machine has AVX-512).
 fn vector_lanes() -> usize {
     #[cfg(target_arch = "x86_64")]
     let avx512 = std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     let avx512 = false;
-    crate::context::cpu_lanes().unwrap_or(if avx512 {
-        16
-    } else {
-        crate::codegen::c::VECTOR_LANES
-    })
+    // 16 only with AVX-512: elsewhere a 512-bit vector has no register to be pinned in.
+    crate::context::cpu_lanes()
+        .filter(|&l| l <= 8 || avx512)
+        .unwrap_or(if avx512 {
+            16
+        } else {
+            crate::codegen::c::VECTOR_LANES
+        })
 }
 
 /// Whether a C compiler can be run.
