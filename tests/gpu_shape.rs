@@ -720,32 +720,27 @@ fn cpu_matmuls_read_their_right_operand_in_row_order() {
             assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
         }
         // Gradients through the copy equal those of the product written out.
+        let backward = |y: Tensor| {
+            y.square()
+                .unwrap()
+                .sum((), false)
+                .unwrap()
+                .backward()
+                .unwrap()
+        };
         x.set_requires_grad(true);
         w.set_requires_grad(true);
-        x.linear(&w.t().unwrap(), None)
-            .unwrap()
-            .square()
-            .unwrap()
-            .sum((), false)
-            .unwrap()
-            .backward()
-            .unwrap();
+        backward(x.linear(&w.t().unwrap(), None).unwrap());
         let (gx, gw) = (x.grad().unwrap(), w.grad().unwrap());
         let (px, pw) = (x.detach(), w.detach());
         px.set_requires_grad(true);
         pw.set_requires_grad(true);
-        px.unsqueeze(1)
+        let product = px
+            .unsqueeze(1)
             .unwrap()
             .mul(pw.unsqueeze(0).unwrap())
-            .unwrap()
-            .sum(-1, false)
-            .unwrap()
-            .square()
-            .unwrap()
-            .sum((), false)
-            .unwrap()
-            .backward()
             .unwrap();
+        backward(product.sum(-1, false).unwrap());
         let v = |t: Tensor| t.to_vec::<f32>().unwrap();
         assert_eq!(v(gx), v(px.grad().unwrap()));
         assert_eq!(v(gw), v(pw.grad().unwrap()));

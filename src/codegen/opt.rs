@@ -459,8 +459,8 @@ fn elementwise_rows(ast: &KernelAst, max: usize, min_inv: usize) -> Option<Opts>
 /// For an elementwise kernel that reads a buffer across its rows (a transpose: consecutive
 /// outputs read elements a row apart, each from another cache line), outputs along the axis
 /// the buffer is contiguous in, so that each invocation reads a run of consecutive elements
-/// and consecutive invocations fill the rows they write together (the GPT's copy of K
-/// transposed for `q @ k.T`, 0.9 ms a run of 16 consecutive positions per invocation).
+/// and consecutive invocations fill the rows they write together (the GPT's q/k/v gradient,
+/// which reads v's gradient transposed: 10 -> 4 ms a medium step).
 fn transposed_rows(ast: &KernelAst, min_inv: usize) -> Option<Opts> {
     let shape = &ast.root.shape;
     let out: usize = shape.iter().product();
@@ -908,13 +908,14 @@ fn fold_indices(ast: &KernelAst, base: Opts, min_inv: usize) -> Opts {
 }
 
 /// Estimated cycles per output of a CPU kernel's reduce loops as the C dialect renders them,
-/// with vector accumulators of up to `lanes` where `vectorize::packs` finds them. A core issues about two
-/// loads and two arithmetic operations (scalar or vector) per cycle but one shuffle, and a
-/// gathered operand costs a shuffle per lane; a body takes as long as its busiest kind. A
-/// vector load replaces the scalar loads of its lanes (an identical vector load or gather in
-/// one loop body is made once), and each cache line the loops read adds `LINE_CYCLES`. An
-/// accumulating add counts with its multiply as one operation: it is one fused multiply-add
-/// (`Inst::Acc::fused`); a max step counts as one operation, as the scalar one does.
+/// with vector accumulators of up to `lanes` where `vectorize::packs` finds them. A core
+/// issues about two loads and two arithmetic operations (scalar or vector) per cycle but one
+/// shuffle, and a gathered operand costs a shuffle per lane; a body takes as long as its
+/// busiest kind. A vector load replaces the scalar loads of its lanes (an identical vector load
+/// or gather in one loop body is made once), and each cache line the loops read adds
+/// `LINE_CYCLES`. An accumulating add counts with its multiply as one operation: it is one
+/// fused multiply-add (`Inst::Acc::fused`); a max step counts as one operation, as the scalar
+/// one does.
 /// Every accumulator is a chain of dependent adds, so a body takes at least an add's latency
 /// however little it does. Bodies count by their trip counts.
 fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {

@@ -477,9 +477,14 @@ pub fn simplify_given(g: &mut KGraph, idx: Ref, valid: Ref) -> Ref {
             dtype: INDEX,
             src: Srcs::new(),
         });
-        let (lo_c, minus_lo) = (g.int(lo), g.int(-lo));
-        map.insert(x, if lo == 0 { t } else { g.add(t, lo_c) });
-        temps.push((t, if lo == 0 { x } else { g.add(x, minus_lo) }));
+        let (stand_in, back) = if lo == 0 {
+            (t, x)
+        } else {
+            let (l, minus_l) = (g.int(lo), g.int(-lo));
+            (g.add(t, l), g.add(x, minus_l))
+        };
+        map.insert(x, stand_in);
+        temps.push((t, back));
     }
     let mut out = g.replace(idx, &map);
     for (t, x) in temps {
