@@ -218,6 +218,12 @@ export function getParameters(model: unknown): Tensor[];
 export interface JittedFunction<R extends Tensor | Tensor[]> {
   /** Run (call 1), capture (call 2) or replay (later calls) the step with these inputs. */
   (...inputs: Tensor[]): R;
+  /**
+   * A call that never blocks the page: the first one (which compiles the step) creates its
+   * WebGPU pipelines all at once through the asynchronous path, compiled on the browser's
+   * threads; later calls resolve to what a plain call returns. Await it before the next call.
+   */
+  callAsync(...inputs: Tensor[]): Promise<R>;
   /** Forget the capture: the next call runs, the one after captures again. */
   reset(): void;
   /** Launches replayed per call (0 before capture). */

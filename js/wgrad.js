@@ -574,11 +574,25 @@ function assignState(op, model, state, strict) {
  * The TinyJit: returns a function that runs `fn` on its first call, captures the kernels it
  * launches on the second, and afterwards replays them without running `fn`. `fn` takes tensors
  * and returns a Tensor or an array of them, synchronously; inputs must keep their shapes and
- * dtypes (call `reset()` to capture again).
+ * dtypes (call `reset()` to capture again). `await f.callAsync(...inputs)` is a call that never
+ * blocks the page: the first one compiles the step's WebGPU pipelines all at once on the
+ * browser's threads (the first call of a GPT then starts sooner); the tensors `fn` makes are
+ * disposed when it returns, as in `tidy`, except the outputs. Await it before the next call.
  */
 export function jit(fn) {
   const j = new raw.TinyJitJs(fn);
   const call = (...inputs) => j.call(inputs);
+  // A call that never blocks (the first one's WebGPU pipelines compile all at once,
+  // asynchronously). Tensors the function makes are disposed as in `tidy`; the outputs are
+  // registered when the promise resolves, after this scope.
+  call.callAsync = (...inputs) => {
+    raw.startScope();
+    try {
+      return j.callAsync(inputs);
+    } finally {
+      raw.endScope(undefined);
+    }
+  };
   call.reset = () => j.reset();
   call.kernels = () => j.kernels();
   call.profile = (...inputs) => j.profile(inputs);

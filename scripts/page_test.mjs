@@ -5,6 +5,7 @@
 //   node scripts/page_test.mjs [--bench] [--bench-tfjs] [--bench-jaxjs] [--bench-gpt] [--bench-gpt-jaxjs] [--long=N]
 //                              [--no-package] [--bs=N] [--steps=N] [--size=small|medium]
 //                              [--device=webgpu|wasm|cpu] [--backend=webgpu|wasm] [--no-webgpu]
+//                              [--first=async|sync]
 //                              [--timeout=SECONDS] [--verbose]
 //
 // (a) unless --no-package: `npm pack`s the repository into a temp dir, unpacks it, writes a page
@@ -30,6 +31,7 @@
 //     --backend. --size=medium: 4 layers, width 128, context 128, batch 32 (default small: 2
 //     layers, width 64, context 64, batch 16; --bs overrides the batch). --reload loads the page
 //     twice in one browser context: the second load starts with the first's plans (IndexedDB).
+//     --first=sync makes wgrad's first step a plain call (default async: `await step.callAsync()`).
 //     --isolated serves the pages cross-origin isolated (COOP/COEP): wgrad's WebAssembly kernels
 //     then run on every core (and jax-js's Wasm backend may use threads too). --threads-test: the
 //     small GPT's WebAssembly step on a page that is not isolated (one thread) and on one that is
@@ -62,7 +64,7 @@ const flags = new Map(
 const ARGS = flags.has("no-webgpu")
   ? ["--no-sandbox", "--disable-features=WebGPU", "--disable-gpu-sandbox"]
   : ["--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--disable-gpu-sandbox"];
-const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "reload", "isolated", "threads-test", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose"];
+const known = ["bench", "bench-tfjs", "bench-jaxjs", "bench-gpt", "bench-gpt-jaxjs", "reload", "isolated", "threads-test", "size", "bench-matmul", "sizes", "chain", "long", "no-package", "bs", "steps", "device", "backend", "no-webgpu", "timeout", "verbose", "first"];
 for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k} (known: ${known.join(", ")})`);
 const VERBOSE = flags.has("verbose");
 const TIMEOUT_MS = Number(flags.get("timeout") ?? 1800) * 1000;
@@ -646,6 +648,7 @@ async function main() {
           const q = { ...sizes[size], steps: flags.get("steps") ?? 5 };
           if (flags.has("bs")) q.bs = flags.get("bs");
           if (lib === "wgrad" && flags.has("device")) q.device = flags.get("device");
+          if (lib === "wgrad" && flags.has("first")) q.first = flags.get("first");
           if (lib === "jax-js") q.backend = flags.get("backend") ?? "webgpu";
           // --reload: the page twice in one browser context (the second load has the first's
           // IndexedDB: wgrad's plan cache), both BENCH lines printed.

@@ -421,6 +421,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
     /// differ from the capture's, when an input appears twice, when `f` reads a value back while
     /// capturing, or when `f` fails.
     pub fn call(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        // Launches an async call held back run first (a replay launches directly).
+        crate::realize::flush_deferred()?;
         if capturing() {
             // The same error start_capture gives, raised before anything runs.
             start_capture()?;
@@ -531,6 +533,41 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             external,
         });
         Ok(out)
+    }
+
+    /// `call`, for a caller that can wait: a call that runs the function without capturing (the
+    /// first call, or every call while the JIT is disabled) holds its kernel launches back
+    /// until all of them are compiled (`Tensor::realize_all_async`), so on WebGPU in a browser
+    /// the step's pipelines compile at once on the browser's threads while the page waits,
+    /// without blocking; other calls are `call`. Await it before calling again.
+    pub async fn call_async(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        match self.run_deferred(inputs)? {
+            Some(out) => {
+                crate::realize::launch_deferred().await?;
+                Ok(out)
+            }
+            None => self.call(inputs),
+        }
+    }
+
+    /// The first half of `call_async` (the JS binding awaits the second without holding the
+    /// TinyJit): when this call runs the function without capturing, run it with its launches
+    /// held back (`realize::defer`) and return its outputs; otherwise do nothing.
+    pub(crate) fn run_deferred(&mut self, inputs: &[&Tensor]) -> Result<Option<Vec<Tensor>>> {
+        let runs = self.captured.is_none() && (!enabled() || self.calls == 0);
+        if capturing() || !runs {
+            return Ok(None);
+        }
+        crate::realize::flush_deferred()?;
+        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        if !inputs.is_empty() {
+            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
+        }
+        input_buffers(&inputs)?;
+        if enabled() {
+            self.calls += 1;
+        }
+        crate::realize::defer(|| self.run(&inputs)).map(Some)
     }
 
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

@@ -167,20 +167,44 @@ pub fn program(device: Device, ast: &KernelAst) -> Result<Arc<Executable>> {
 /// `program` for an explicit target and BEAM width (what `program` reads from the `Context`,
 /// which is the calling thread's: `prepare` passes them to its worker threads).
 fn program_for(device: Device, ast: &KernelAst, t: Target, width: u32) -> Result<Arc<Executable>> {
-    let backend = device.backend();
-    let akey = (device, t, width, ast.key());
-    let recording = KERNEL_LOG.with(|l| l.borrow().is_some());
-    if !recording {
-        if let Some(p) = ast_cache()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&akey)
-            .filter(|e| e.stages.iter().all(|(p, _)| backend.can_run(p)))
-        {
-            return Ok(p.clone());
-        }
+    if let Some(p) = cached_program(device, ast, t, width) {
+        return Ok(p);
     }
     let compiled = compiled_for(device, ast, &t, width)?;
+    install(device, ast, t, width, compiled)
+}
+
+/// The program `program_for` made earlier for these arguments, if the device still runs it
+/// (none while kernels are being recorded: the log wants every kernel).
+fn cached_program(
+    device: Device,
+    ast: &KernelAst,
+    t: Target,
+    width: u32,
+) -> Option<Arc<Executable>> {
+    if KERNEL_LOG.with(|l| l.borrow().is_some()) {
+        return None;
+    }
+    let backend = device.backend();
+    ast_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(device, t, width, ast.key()))
+        .filter(|e| e.stages.iter().all(|(p, _)| backend.can_run(p)))
+        .cloned()
+}
+
+/// Compile the lowered kernels of `ast` (or fetch them from the program cache) and remember
+/// the program for `cached_program`.
+fn install(
+    device: Device,
+    ast: &KernelAst,
+    t: Target,
+    width: u32,
+    compiled: codegen::Compiled,
+) -> Result<Arc<Executable>> {
+    let backend = device.backend();
+    let akey = (device, t, width, ast.key());
     for s in &compiled.stages {
         dump_as(&s.kernel);
     }
@@ -368,6 +392,9 @@ pub fn graph_and_assigned(targets: &[Arc<UOp>]) -> (HashSet<u64>, HashSet<usize>
 /// are the nodes gradients may still be taken with respect to: realized nodes on a path to one
 /// of them keep their sources for autograd, every other realized node forgets its graph.
 pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
+    if !DEFERRING.with(|d| d.get()) {
+        flush_deferred()?;
+    }
     let todo: Vec<Arc<UOp>> = targets
         .iter()
         .filter(|t| !t.is_realized() && t.numel() > 0)
@@ -412,6 +439,87 @@ pub fn realize(targets: &[Arc<UOp>], grad_roots: &HashSet<u64>) -> Result<()> {
                 .collect();
             crate::context::log(&format!("realize: {}", parts.join(", ")));
         }
+    }
+    Ok(())
+}
+
+/// Kernel launches held back by `defer` (on devices whose backend compiles asynchronously:
+/// WebGPU in a browser) until `launch_deferred` has compiled them all at once. Everything else
+/// a realize does (allocating, binding buffers to nodes) happens at once, so holding a launch
+/// back changes nothing but when the device runs it: whatever needs its result first (a copy,
+/// a readback, a realize outside `defer`, a TinyJit call) launches the held-back ones, in order.
+struct Deferred {
+    dev: Device,
+    ast: KernelAst,
+    /// The target when it was held back (a `Context` inside the deferred function may set it).
+    target: Target,
+    bufs: Vec<Arc<Buffer>>,
+}
+
+thread_local! {
+    static DEFERRING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Run `f` with the launches of its realizes held back where the device compiles
+/// asynchronously (not under BEAM, whose search times kernels as it plans them, nor while a
+/// TinyJit captures); then `launch_deferred` compiles and runs them.
+pub fn defer<T>(f: impl FnOnce() -> T) -> T {
+    let was = DEFERRING.with(|d| d.get());
+    DEFERRING.with(|d| d.set(!capturing()));
+    let out = f();
+    DEFERRING.with(|d| d.set(was));
+    out
+}
+
+/// Compile the held-back launches' kernels (planned and lowered here, compiled by
+/// `Backend::precompile` all at once while the caller awaits, without blocking), then launch
+/// them in order. A launch that something needed meanwhile has run already (compiled then).
+pub async fn launch_deferred() -> Result<()> {
+    let todo: Vec<(Device, KernelAst, Target)> = DEFERRED.with(|d| {
+        let mut seen = HashSet::new();
+        d.borrow()
+            .iter()
+            .filter(|l| seen.insert((l.dev, l.target, l.ast.key())))
+            .map(|l| (l.dev, l.ast.clone(), l.target))
+            .collect()
+    });
+    let width = 0;
+    let mut lowered = vec![];
+    let mut kernels: HashMap<Device, Vec<LinearKernel>> = HashMap::new();
+    for (dev, ast, t) in todo {
+        if cached_program(dev, &ast, t, width).is_some() {
+            continue;
+        }
+        let c = compiled_for(dev, &ast, &t, width)?;
+        let ks = kernels.entry(dev).or_default();
+        ks.extend(c.stages.iter().map(|s| s.kernel.clone()));
+        lowered.push((dev, ast, t, c));
+    }
+    if !kernels.is_empty() {
+        let t0 = crate::runtime::host_clock_ns();
+        for (dev, ks) in &kernels {
+            dev.backend().precompile(ks).await;
+        }
+        GlobalCounters::add_stage(
+            Stage::Compile,
+            crate::runtime::host_clock_ns().saturating_sub(t0),
+        );
+    }
+    for (dev, ast, t, c) in lowered {
+        if cached_program(dev, &ast, t, width).is_none() {
+            install(dev, &ast, t, width, c)?;
+        }
+    }
+    flush_deferred()
+}
+
+/// Launch every held-back launch now, in order, compiling what is not compiled yet.
+pub fn flush_deferred() -> Result<()> {
+    let held = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    for l in held {
+        let exe = program_for(l.dev, &l.ast, l.target, 0)?;
+        launch_exe(l.dev, &exe, &l.bufs)?;
     }
     Ok(())
 }
@@ -673,6 +781,7 @@ fn input_buffer(n: &UOp) -> Result<Arc<Buffer>> {
 fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
     match item {
         ScheduleItem::Copy { out, src } => {
+            flush_deferred()?;
             let sb = input_buffer(src)?;
             let buf = Arc::new(out.device.backend().alloc(out.numel() * out.dtype.size())?);
             record_alloc(&buf);
@@ -686,7 +795,6 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
         ScheduleItem::Kernel { ast, out, inputs } => {
             let dev = out.device;
             let be = dev.backend();
-            let exe = program(dev, ast)?;
             let out_buf = if out.op == Op::Assign {
                 input_buffer(&out.src()[0])?
             } else {
@@ -701,37 +809,56 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                     return Err(Error::new(
                         ErrorKind::Device,
                         format!(
-                            "kernel {} on {dev} reads a buffer on {}; use .to() to move it",
-                            exe.name(),
-                            b.device
+                            "a kernel on {dev} computing {:?} reads a buffer on {}; use .to() to move it",
+                            out.shape, b.device
                         ),
                     ));
                 }
                 bufs.push(b);
             }
-            let mut scratch = vec![];
-            for &(dt, n) in &exe.scratch {
-                let b = Arc::new(be.alloc(n * dt.size())?);
-                record_alloc(&b);
-                scratch.push(b);
-            }
-            for (prog, slots) in &exe.stages {
-                let stage_bufs: Vec<Arc<Buffer>> = slots
-                    .iter()
-                    .map(|s| match *s {
-                        BufRef::Arg(i) => bufs[i].clone(),
-                        BufRef::Scratch(i) => scratch[i].clone(),
+            // Held back where asked (not under BEAM: its search times kernels as it plans).
+            if DEFERRING.with(|d| d.get()) && be.compiles_async() && crate::context::beam() == 0 {
+                DEFERRED.with(|d| {
+                    d.borrow_mut().push(Deferred {
+                        dev,
+                        ast: ast.clone(),
+                        target: target(dev),
+                        bufs,
                     })
-                    .collect();
-                launch(dev, prog, &stage_bufs)?;
-                record(Launch::Kernel {
-                    dev,
-                    prog: prog.clone(),
-                    bufs: stage_bufs,
                 });
+            } else {
+                launch_exe(dev, &*program(dev, ast)?, &bufs)?;
             }
             out.set_buffer(out_buf, keep.contains(&out.id));
         }
+    }
+    Ok(())
+}
+
+/// Launch the stages of a kernel's program on `bufs` (its slots in order) and the scratch
+/// buffers it needs.
+fn launch_exe(dev: Device, exe: &Executable, bufs: &[Arc<Buffer>]) -> Result<()> {
+    let be = dev.backend();
+    let mut scratch = vec![];
+    for &(dt, n) in &exe.scratch {
+        let b = Arc::new(be.alloc(n * dt.size())?);
+        record_alloc(&b);
+        scratch.push(b);
+    }
+    for (prog, slots) in &exe.stages {
+        let stage_bufs: Vec<Arc<Buffer>> = slots
+            .iter()
+            .map(|s| match *s {
+                BufRef::Arg(i) => bufs[i].clone(),
+                BufRef::Scratch(i) => scratch[i].clone(),
+            })
+            .collect();
+        launch(dev, prog, &stage_bufs)?;
+        record(Launch::Kernel {
+            dev,
+            prog: prog.clone(),
+            bufs: stage_bufs,
+        });
     }
     Ok(())
 }
@@ -747,11 +874,13 @@ pub fn run_launch(l: &Launch) -> Result<()> {
 /// A buffer's bytes, read now (natively this waits; in the browser only host memory is ready
 /// at once).
 pub fn read_now(buf: &Buffer) -> Result<Vec<u8>> {
+    flush_deferred()?;
     ready_now(buf.device.backend().copy_out(buf))
 }
 
 /// Copy the contents of one buffer into another (possibly on another device).
 pub fn copy(src: &Buffer, dst: &Buffer) -> Result<()> {
+    flush_deferred()?;
     let data = ready_now(src.device.backend().copy_out(src))?;
     dst.device
         .backend()

@@ -99,6 +99,81 @@ fn jit_replay_is_one_submit_without_new_gpu_objects() {
     });
 }
 
+/// An awaiting realize holds its launches back (`realize::defer`) until `launch_deferred` has
+/// made every pipeline they need (in the browser all at once through WebGPU's async path);
+/// anything that needs a held-back result first launches them in order: a realize outside
+/// `defer`, a readback. A TinyJit's `call_async` trains exactly as `call` does.
+#[test]
+fn async_realizes_launch_once_their_pipelines_are_made() {
+    use wgrad::realize::{defer, launch_deferred};
+    use wgrad::runtime::block_on;
+    on_gpu(|| {
+        let a = Tensor::arange(0.0, 64.0, 1.0, DType::F32)
+            .unwrap()
+            .realize()
+            .unwrap();
+        // A kernel no other test compiles: x * 3.25 - 1.
+        let b = a.mul(3.25).unwrap().sub(1.0).unwrap();
+        let before = stats();
+        defer(|| b.realize()).unwrap();
+        let held = stats();
+        assert_eq!(held.dispatches, before.dispatches, "nothing launched yet");
+        assert_eq!(held.pipelines, before.pipelines, "nothing compiled yet");
+        block_on(launch_deferred()).unwrap();
+        let after = stats();
+        assert_eq!(after.pipelines, before.pipelines + 1);
+        assert_eq!(after.dispatches, before.dispatches + 1);
+        let want: Vec<f32> = (0..64).map(|i| i as f32 * 3.25 - 1.0).collect();
+        assert_eq!(b.to_vec::<f32>().unwrap(), want);
+
+        // A realize outside `defer` runs what was held back first, then itself.
+        let c = a.mul(-0.5).unwrap();
+        defer(|| c.realize()).unwrap();
+        let d = c.add(&a).unwrap().realize().unwrap();
+        let half: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
+        assert_eq!(d.to_vec::<f32>().unwrap(), half);
+        block_on(launch_deferred()).unwrap(); // nothing left: a no-op
+                                              // A readback, too.
+        let e = a.mul(-0.75).unwrap();
+        defer(|| e.realize()).unwrap();
+        let quarter: Vec<f32> = (0..64).map(|i| i as f32 * -0.75).collect();
+        assert_eq!(e.to_vec::<f32>().unwrap(), quarter);
+
+        // Training: the first call awaited, the rest plain; the same losses as plain calls.
+        let losses = |first_async: bool| -> Vec<f32> {
+            Tensor::manual_seed(11);
+            let lin = Linear::new(16, 4).unwrap();
+            let mut opt = Adam::new(get_parameters(&lin)).unwrap();
+            let x = Tensor::randn(&[32, 16]).unwrap().realize().unwrap();
+            let y = Tensor::randint(&[32], 0, 4).unwrap().realize().unwrap();
+            let mut step = TinyJit::new(|_: &[Tensor]| {
+                Context::new().training(true).run(|| {
+                    opt.zero_grad();
+                    let loss = lin
+                        .forward(&x)?
+                        .sparse_categorical_crossentropy(&y, &CrossEntropyOpts::default())?;
+                    loss.backward()?;
+                    opt.step()?;
+                    Ok(vec![loss.realize()?])
+                })
+            });
+            (0..4)
+                .map(|i| {
+                    let out = if i == 0 && first_async {
+                        block_on(step.call_async(&[])).unwrap()
+                    } else {
+                        step.call(&[]).unwrap()
+                    };
+                    out[0].item::<f32>().unwrap()
+                })
+                .collect()
+        };
+        let plain = losses(false);
+        assert_eq!(losses(true), plain);
+        assert!(plain[3] < plain[0], "{plain:?}");
+    });
+}
+
 #[test]
 fn jit_replay_reads_new_inputs_and_writes_back_assigned_ones() {
     on_gpu(|| {

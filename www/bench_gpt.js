@@ -5,13 +5,17 @@
 // the second captures), then `steps` timed steps, each timed until `await loss.item()`. Prints the
 // device, median and min ms/step, launches per step and the first step's time, sets
 // `window.benchResult` and logs "BENCH {json}" (or "BENCH_ERROR message"). Knobs in the URL:
-// www/bench_gpt_common.js's, and `device` ("webgpu" | "wasm" | "cpu"; default: init's choice).
+// www/bench_gpt_common.js's, `device` ("webgpu" | "wasm" | "cpu"; default: init's choice) and
+// `first` ("async", the default: the first step is `await step.callAsync()`, whose WebGPU
+// pipelines compile all at once asynchronously; "sync": a plain call, pipelines made one by one).
 
 import { init, Tensor, GPT, jit, globalCounters } from "../js/wgrad.js";
 import { log, median, report, runBench } from "./bench_common.js";
 import { knobs as k, randomTokens, describeModel } from "./bench_gpt_common.js";
 
-const DEVICE = new URLSearchParams(location.search).get("device") ?? undefined;
+const params = new URLSearchParams(location.search);
+const DEVICE = params.get("device") ?? undefined;
+const FIRST = params.get("first") ?? "async";
 
 async function main() {
   const info = await init(DEVICE ? { device: DEVICE } : {});
@@ -25,11 +29,12 @@ async function main() {
   const step = jit(() => gpt.trainStep(opt, data, k.bs));
 
   const times = [];
-  const result = { engine: "wgrad", device: info.device, threads: info.threads, adapter, plansFromCache: info.plansFromCache, ...k };
+  if (!["async", "sync"].includes(FIRST)) throw new Error(`first must be async or sync, got ${FIRST}`);
+  const result = { engine: "wgrad", first: FIRST, device: info.device, threads: info.threads, adapter, plansFromCache: info.plansFromCache, ...k };
   for (let i = 0; i < k.steps + k.warmup; i++) {
     const t0 = performance.now();
     const k0 = globalCounters().kernelCount;
-    const loss = step();
+    const loss = i === 0 && FIRST === "async" ? await step.callAsync() : step();
     const v = await loss.item();
     loss.dispose();
     const ms = performance.now() - t0;

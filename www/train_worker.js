@@ -259,6 +259,7 @@ async function setup(config, resume, recovered = null) {
     profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
   };
   S.trainStep = makeStep();
+  S.fresh = true;
   if (resume) {
     const ck = await store.get(task.checkpointKey).catch(() => null);
     if (ck && sameRun(task, ck.config, config)) {
@@ -320,6 +321,16 @@ function queueStep() {
   S.step++;
 }
 
+/**
+ * The step that runs the jitted function (the first after `makeStep` or `reset`), awaited: its
+ * WebGPU pipelines compile all at once on the browser's threads (`callAsync`), so training
+ * starts sooner; it resolves to the loss.
+ */
+async function firstStep() {
+  S.fresh = false;
+  return S.trainStep.callAsync();
+}
+
 let lastMetricsAt = 0;
 function sendMetrics(extra) {
   const c = globalCounters();
@@ -348,6 +359,7 @@ async function beamSearch() {
   const json = beamCacheExport();
   await store.put("beam", json).catch(() => {});
   S.trainStep.reset();
+  S.fresh = true;
   S.beamDone = true;
   post({ type: "beam", searched: n, seconds: (performance.now() - t0) / 1000, imported: S.beamImported ?? 0 });
   status(`BEAM=${S.config.beam}: ${n} kernels searched in ${((performance.now() - t0) / 1000).toFixed(1)} s ` +
@@ -388,14 +400,20 @@ async function trainLoop(pending) {
     const first = S.step;
     if (config.metrics === "sync") {
       // The old way, for comparison: read every step's loss before queueing the next.
-      const l = tidy(() => S.trainStep());
+      const l = S.fresh ? await firstStep() : tidy(() => S.trainStep());
       const v = await l.item().finally(() => l.dispose());
       S.step++;
       S.losses.push(v);
       done(S.step);
     } else {
       const n = Math.min(R, config.steps - S.step, S.step < 2 ? 1 : R);
-      for (let k = 0; k < n; k++) queueStep();
+      for (let k = 0; k < n; k++) {
+        if (!S.fresh) queueStep();
+        else {
+          (await firstStep()).dispose();
+          S.step++;
+        }
+      }
       // A copy of the ring, taken now in queue order; read back while later steps run.
       const snap = tidy(() => S.ring.contiguous().realize());
       pending.push(snap.data().then((v) => {

@@ -470,6 +470,19 @@ pub trait Backend: Send + Sync {
     fn batch_class(&self, _k: &LinearKernel) -> u8 {
         0
     }
+    /// Compile `ks` and resolve when they are compiled, so that `compile` then finds them ready
+    /// (`realize::launch_deferred` awaits it before launching what it held back). For a
+    /// backend whose compiler runs elsewhere and asynchronously (WebGPU in a browser: pipelines
+    /// made through `createComputePipelineAsync` compile on the browser's threads, all at once,
+    /// while the page waits without blocking). By default nothing: `compile` does the work.
+    fn precompile<'a>(&'a self, _ks: &'a [LinearKernel]) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+    /// Whether an awaiting realize holds this backend's launches back (`realize::defer`) until
+    /// `precompile` has compiled them: where `precompile` does the work.
+    fn compiles_async(&self) -> bool {
+        false
+    }
     /// Whether this backend's `compile` may run on several threads at once, for a schedule's
     /// kernels compiled before it runs (`realize::prepare`): worth it where compiling is slow
     /// and independent per kernel (a C compiler process each).

@@ -752,6 +752,199 @@ impl Gpu {
             .ok_or_else(|| Error::new(ErrorKind::Device, "webgpu: buffer already released"))
     }
 
+    /// The WGSL of `k` for this device, or why the device cannot run it (too many buffers, too
+    /// large a workgroup or too much workgroup memory, too many invocations for one dispatch).
+    fn source(&self, k: &LinearKernel) -> Result<String> {
+        let limits = &self.limits;
+        if k.bufs.len() > limits.max_storage_buffers_per_shader_stage as usize {
+            bail!(
+                Device,
+                "webgpu: kernel {} binds {} buffers; this device allows {}",
+                k.name,
+                k.bufs.len(),
+                limits.max_storage_buffers_per_shader_stage
+            );
+        }
+        let ws = workgroup_size(k);
+        if ws > limits.max_compute_invocations_per_workgroup
+            || ws > limits.max_compute_workgroup_size_x
+        {
+            bail!(
+                Device,
+                "webgpu: kernel {} has workgroups of {ws} invocations; this device allows {}",
+                k.name,
+                limits.max_compute_invocations_per_workgroup
+            );
+        }
+        let shared: usize = k.shared.iter().map(|(dt, n)| n * dt.size().max(4)).sum();
+        if shared > limits.max_compute_workgroup_storage_size as usize {
+            bail!(
+                Device,
+                "webgpu: kernel {} needs {shared} bytes of workgroup memory; this device allows {}",
+                k.name,
+                limits.max_compute_workgroup_storage_size
+            );
+        }
+        let groups = k.global_size.div_ceil(ws as usize);
+        let max = MAX_WORKGROUPS_PER_DIM as usize;
+        if groups > max * max {
+            bail!(
+                Device,
+                "webgpu: kernel {} has {} invocations, more than one dispatch can cover",
+                k.name,
+                k.global_size
+            );
+        }
+        Ok(render_wgsl_for(
+            k,
+            Features {
+                shader_f16: self.info.shader_f16,
+            },
+        ))
+    }
+
+    /// The pipeline of WGSL `src` with `layout`: made once per source (identical kernels share
+    /// it), through the synchronous path.
+    fn pipeline(
+        &self,
+        name: &str,
+        src: &str,
+        layout: &(wgpu::BindGroupLayout, wgpu::PipelineLayout),
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
+        if let Some(p) = lock(&self.state).pipelines.get(src) {
+            return Ok(p.clone());
+        }
+        let p = self.scoped(&format!("compiling kernel {name}"), || {
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(name),
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                });
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(name),
+                    layout: Some(&layout.1),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+        })?;
+        bump(&COUNTERS.pipelines, 1);
+        let p = Arc::new(p);
+        lock(&self.state)
+            .pipelines
+            .insert(src.to_string(), p.clone());
+        Ok(p)
+    }
+
+    /// The browser's pipelines for `ks`, made through `createComputePipelineAsync`, all at once:
+    /// the browser compiles them on its own threads while the worker waits without blocking.
+    /// wgpu has no asynchronous path, so each is then made again through it, synchronously: the
+    /// browser's pipeline cache (Dawn's) returns the finished one, since the descriptor (source,
+    /// layout by content, entry point) is the same. Kernels that fail here are left to
+    /// `compile`, which reports them.
+    #[cfg(target_arch = "wasm32")]
+    async fn create_pipelines_async(&self, ks: &[LinearKernel]) {
+        use js_sys::{Array, Function, Object, Reflect};
+        use wasm_bindgen::{JsCast, JsValue};
+        let Some(device) = self.device.as_webgpu() else {
+            return;
+        };
+        let device: &JsValue = device.as_ref();
+        let call =
+            |on: &JsValue, method: &str, arg: &JsValue| -> std::result::Result<JsValue, JsValue> {
+                let f: Function = Reflect::get(on, &method.into())?.dyn_into()?;
+                f.call1(on, arg)
+            };
+        let object = |fields: &[(&str, &JsValue)]| -> JsValue {
+            let o = Object::new();
+            for (k, v) in fields {
+                let _ = Reflect::set(&o, &(*k).into(), v);
+            }
+            o.into()
+        };
+        // The pipeline layout for each pattern of written bindings, as `layout` makes it.
+        let mut layouts: HashMap<Vec<bool>, JsValue> = HashMap::new();
+        let mut started = vec![];
+        let mut seen = std::collections::HashSet::new();
+        for k in ks {
+            let Ok(src) = self.source(k) else { continue };
+            if lock(&self.state).pipelines.contains_key(&src) || !seen.insert(src.clone()) {
+                continue;
+            }
+            let writes: Vec<bool> = k.bufs.iter().map(|b| b.writes).collect();
+            let layout = match layouts.get(&writes) {
+                Some(l) => l.clone(),
+                None => {
+                    let entries: Array = writes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &w)| {
+                            let kind = if w { "storage" } else { "read-only-storage" };
+                            let buffer = object(&[("type", &kind.into())]);
+                            object(&[
+                                ("binding", &(i as u32).into()),
+                                ("visibility", &wgpu::ShaderStages::COMPUTE.bits().into()),
+                                ("buffer", &buffer),
+                            ])
+                        })
+                        .collect();
+                    let made = call(
+                        device,
+                        "createBindGroupLayout",
+                        &object(&[("entries", &entries)]),
+                    )
+                    .and_then(|bgl| {
+                        let groups: Array = std::iter::once(bgl).collect();
+                        call(
+                            device,
+                            "createPipelineLayout",
+                            &object(&[("bindGroupLayouts", &groups)]),
+                        )
+                    });
+                    let Ok(l) = made else { continue };
+                    layouts.insert(writes.clone(), l.clone());
+                    l
+                }
+            };
+            let module = call(
+                device,
+                "createShaderModule",
+                &object(&[
+                    ("label", &k.name.as_str().into()),
+                    ("code", &src.as_str().into()),
+                ]),
+            );
+            let Ok(module) = module else { continue };
+            let compute = object(&[("module", &module), ("entryPoint", &"main".into())]);
+            let desc = object(&[
+                ("label", &k.name.as_str().into()),
+                ("layout", &layout),
+                ("compute", &compute),
+            ]);
+            if let Ok(p) = call(device, "createComputePipelineAsync", &desc) {
+                if let Ok(p) = p.dyn_into::<js_sys::Promise>() {
+                    started.push((k, src, wasm_bindgen_futures::JsFuture::from(p)));
+                }
+            }
+        }
+        // Await them all, keeping each finished pipeline alive (the browser's cache holds live
+        // pipelines only) until wgpu's twin is made.
+        let mut done = vec![];
+        for (k, src, p) in started {
+            if let Ok(p) = p.await {
+                done.push((k, src, p));
+            }
+        }
+        for (k, src, _browsers) in &done {
+            if let Ok(layout) = self.layout(k.bufs.iter().map(|b| b.writes).collect()) {
+                let _ = self.pipeline(&k.name, src, &layout);
+            }
+        }
+    }
+
     /// The compiled form of `p`, which must have been compiled on this device.
     fn program<'a>(&self, p: &'a Program) -> Result<&'a WgpuProgram> {
         let w = match &p.imp {
@@ -926,80 +1119,10 @@ impl Backend for Wgpu {
 
     fn compile(&self, k: &LinearKernel) -> Result<Program> {
         let gpu = self.gpu()?;
-        if k.bufs.len() > gpu.limits.max_storage_buffers_per_shader_stage as usize {
-            bail!(
-                Device,
-                "webgpu: kernel {} binds {} buffers; this device allows {}",
-                k.name,
-                k.bufs.len(),
-                gpu.limits.max_storage_buffers_per_shader_stage
-            );
-        }
-        let ws = workgroup_size(k);
-        if ws > gpu.limits.max_compute_invocations_per_workgroup
-            || ws > gpu.limits.max_compute_workgroup_size_x
-        {
-            bail!(
-                Device,
-                "webgpu: kernel {} has workgroups of {ws} invocations; this device allows {}",
-                k.name,
-                gpu.limits.max_compute_invocations_per_workgroup
-            );
-        }
-        let shared: usize = k.shared.iter().map(|(dt, n)| n * dt.size().max(4)).sum();
-        if shared > gpu.limits.max_compute_workgroup_storage_size as usize {
-            bail!(
-                Device,
-                "webgpu: kernel {} needs {shared} bytes of workgroup memory; this device allows {}",
-                k.name,
-                gpu.limits.max_compute_workgroup_storage_size
-            );
-        }
-        let groups = k.global_size.div_ceil(ws as usize);
-        let max = MAX_WORKGROUPS_PER_DIM as usize;
-        if groups > max * max {
-            bail!(
-                Device,
-                "webgpu: kernel {} has {} invocations, more than one dispatch can cover",
-                k.name,
-                k.global_size
-            );
-        }
-        let src = render_wgsl_for(
-            k,
-            Features {
-                shader_f16: gpu.info.shader_f16,
-            },
-        );
+        let src = gpu.source(k)?;
         crate::context::dump_source(&src, "wgsl");
         let layout = gpu.layout(k.bufs.iter().map(|b| b.writes).collect())?;
-        let cached = lock(&gpu.state).pipelines.get(&src).cloned();
-        let pipeline = match cached {
-            Some(p) => p,
-            None => {
-                let p = gpu.scoped(&format!("compiling kernel {}", k.name), || {
-                    let module = gpu
-                        .device
-                        .create_shader_module(wgpu::ShaderModuleDescriptor {
-                            label: Some(&k.name),
-                            source: wgpu::ShaderSource::Wgsl(src.as_str().into()),
-                        });
-                    gpu.device
-                        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                            label: Some(&k.name),
-                            layout: Some(&layout.1),
-                            module: &module,
-                            entry_point: Some("main"),
-                            compilation_options: Default::default(),
-                            cache: None,
-                        })
-                })?;
-                bump(&COUNTERS.pipelines, 1);
-                let p = Arc::new(p);
-                lock(&gpu.state).pipelines.insert(src.clone(), p.clone());
-                p
-            }
-        };
+        let pipeline = gpu.pipeline(&k.name, &src, &layout)?;
         Ok(Program {
             name: k.name.clone(),
             global_size: k.global_size,
@@ -1009,10 +1132,33 @@ impl Backend for Wgpu {
                 gpu,
                 pipeline,
                 layout,
-                grid: dispatch_size(k.global_size, ws),
+                grid: dispatch_size(k.global_size, workgroup_size(k)),
                 nbufs: k.bufs.len(),
             }),
             source: src,
+        })
+    }
+
+    fn compiles_async(&self) -> bool {
+        true
+    }
+
+    /// In the browser, `Gpu::create_pipelines_async`; natively wgpu has no asynchronous path,
+    /// so the pipelines are made here one by one (the same work `compile` would do).
+    fn precompile<'a>(&'a self, ks: &'a [LinearKernel]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Ok(gpu) = self.gpu() else { return };
+            #[cfg(target_arch = "wasm32")]
+            gpu.create_pipelines_async(ks).await;
+            #[cfg(not(target_arch = "wasm32"))]
+            for k in ks {
+                let made = gpu.source(k).and_then(|src| {
+                    let layout = gpu.layout(k.bufs.iter().map(|b| b.writes).collect())?;
+                    gpu.pipeline(&k.name, &src, &layout)
+                });
+                // An error is `compile`'s to report, when the kernel is launched.
+                drop(made);
+            }
         })
     }
 

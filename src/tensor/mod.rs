@@ -832,6 +832,19 @@ impl Tensor {
         }
         Ok(())
     }
+    /// `realize_all`, for a caller that can wait: where a device compiles asynchronously
+    /// (WebGPU in a browser) the kernels are launched once all of them are compiled, at once on
+    /// the browser's threads, while the caller awaits without blocking; elsewhere
+    /// `realize_all`.
+    pub async fn realize_all_async(ts: &[&Tensor]) -> Result<()> {
+        crate::realize::defer(|| Tensor::realize_all(ts))?;
+        crate::realize::launch_deferred().await
+    }
+    /// `realize`, awaiting (see `realize_all_async`).
+    pub async fn realize_async(&self) -> Result<Tensor> {
+        Tensor::realize_all_async(&[self]).await?;
+        Ok(self.clone())
+    }
     /// Raw bytes of the realized tensor, awaiting the device.
     pub async fn bytes_async(&self) -> Result<Vec<u8>> {
         crate::realize::check_readback()?;
@@ -844,7 +857,7 @@ impl Tensor {
         } else {
             self.clone()
         };
-        t.realize()?;
+        t.realize_async().await?;
         let n = t.node();
         let buf = n.buffer().ok_or_else(|| {
             Error::new(ErrorKind::Other, "internal: realized tensor has no buffer")

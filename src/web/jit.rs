@@ -74,11 +74,33 @@ impl TinyJitJs {
         let ins = ins.unwrap_or_default();
         let refs: Vec<&Tensor> = ins.iter().collect();
         let out = self.jit.call(&refs).or_fail("jit")?;
-        match (self.single.get(), <[Tensor; 1]>::try_from(out)) {
-            (Some(true), Ok([t])) => Ok(register(t).into()),
-            (_, Ok(one)) => Ok(tensor_array(one.to_vec()).into()),
-            (_, Err(many)) => Ok(tensor_array(many).into()),
-        }
+        Ok(outputs(out, self.single.get() == Some(true)))
+    }
+
+    /// `call`, awaiting: the call that runs the function (the first) holds its launches back
+    /// until its WebGPU pipelines are compiled, all at once on the browser's threads, without
+    /// blocking the page; later calls resolve to what `call` returns. (js/wgrad.js's
+    /// `callAsync` disposes the tensors the function made, as `tidy` does: the outputs are
+    /// registered when the promise resolves.) Await it before the next call.
+    #[wasm_bindgen(js_name = callAsync, unchecked_return_type = "Promise<Tensor | Tensor[]>")]
+    pub fn call_async(
+        &mut self,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
+    ) -> JsResult<js_sys::Promise> {
+        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), "jit", "inputs")?;
+        let ins = ins.unwrap_or_default();
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        let (out, held) = match self.jit.run_deferred(&refs).or_fail("jit")? {
+            Some(out) => (out, true),
+            None => (self.jit.call(&refs).or_fail("jit")?, false),
+        };
+        let single = self.single.get() == Some(true);
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            if held {
+                crate::realize::launch_deferred().await.or_fail("jit")?;
+            }
+            Ok(outputs(out, single))
+        }))
     }
 
     /// Forget the capture: the next call runs, the one after captures again.
@@ -142,5 +164,14 @@ impl TinyJitJs {
     #[wasm_bindgen(getter)]
     pub fn launches(&self) -> u32 {
         self.jit.launches() as u32
+    }
+}
+
+/// What a call returns to JS: one Tensor where the function returned one, else an array.
+fn outputs(out: Vec<Tensor>, single: bool) -> JsValue {
+    match <[Tensor; 1]>::try_from(out) {
+        Ok([t]) if single => register(t).into(),
+        Ok(one) => tensor_array(one.to_vec()).into(),
+        Err(many) => tensor_array(many).into(),
     }
 }

@@ -192,6 +192,17 @@ impl JsTensor {
         Ok(register(t))
     }
 
+    /// `realize`, awaiting: on WebGPU the kernels it needs compile first, all at once on the
+    /// browser's threads, while the page waits without blocking. Resolves to this tensor.
+    #[wasm_bindgen(js_name = realizeAsync, unchecked_return_type = "Promise<Tensor>")]
+    pub fn realize_async(&self) -> JsResult<js_sys::Promise> {
+        let t = self.this("realizeAsync")?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            t.realize_async().await.or_fail("realizeAsync")?;
+            Ok(register(t).into())
+        }))
+    }
+
     /// A copy on another device ("webgpu", "wasm" or "cpu"), once the values are read back.
     #[wasm_bindgen(unchecked_return_type = "Promise<Tensor>")]
     pub fn to(
