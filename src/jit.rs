@@ -372,6 +372,8 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
                 "TinyJit: nothing captured yet (call the function twice first)"
             );
         };
+        // Launches an async call held back run first (the replay launches directly).
+        crate::realize::flush_deferred()?;
         let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
         if !inputs.is_empty() {
             Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;

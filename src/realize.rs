@@ -476,6 +476,18 @@ pub fn defer<T>(f: impl FnOnce() -> T) -> T {
 /// `Backend::precompile` all at once while the caller awaits, without blocking), then launch
 /// them in order. A launch that something needed meanwhile has run already (compiled then).
 pub async fn launch_deferred() -> Result<()> {
+    // Launched whatever happens, so an error is reported here, once.
+    let compiled = compile_deferred().await;
+    let launched = flush_deferred();
+    compiled.and(launched)
+}
+
+/// The first half of `launch_deferred`: every held-back kernel compiled (none while kernels
+/// are recorded: the log wants each launch's kernel once, as `flush_deferred` makes it).
+async fn compile_deferred() -> Result<()> {
+    if KERNEL_LOG.with(|l| l.borrow().is_some()) {
+        return Ok(());
+    }
     let todo: Vec<(Device, KernelAst, Target)> = DEFERRED.with(|d| {
         let mut seen = HashSet::new();
         d.borrow()
@@ -511,15 +523,31 @@ pub async fn launch_deferred() -> Result<()> {
             install(dev, &ast, t, width, c)?;
         }
     }
-    flush_deferred()
+    Ok(())
 }
 
-/// Launch every held-back launch now, in order, compiling what is not compiled yet.
+/// Launch every held-back launch now, in order, compiling what is not compiled yet. On an
+/// error the launches after the failing one are dropped, and the error says so: the tensors
+/// they compute were given buffers when they were held back, and hold no values.
 pub fn flush_deferred() -> Result<()> {
     let held = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    for l in held {
-        let exe = program_for(l.dev, &l.ast, l.target, 0)?;
-        launch_exe(l.dev, &exe, &l.bufs)?;
+    let n = held.len();
+    for (i, l) in held.into_iter().enumerate() {
+        let launched = program_for(l.dev, &l.ast, l.target, 0)
+            .and_then(|exe| launch_exe(l.dev, &exe, &l.bufs));
+        if let Err(e) = launched {
+            let dropped = n - i - 1;
+            if dropped == 0 {
+                return Err(e);
+            }
+            return Err(Error::new(
+                e.kind,
+                format!(
+                    "{e} (and the {dropped} kernel launches held back after it were dropped: \
+                     the tensors they compute hold no values)"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -816,8 +844,13 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                 }
                 bufs.push(b);
             }
-            // Held back where asked (not under BEAM: its search times kernels as it plans).
-            if DEFERRING.with(|d| d.get()) && be.compiles_async() && crate::context::beam() == 0 {
+            // Held back where asked (not under BEAM: its search times kernels as it plans; not
+            // while a TinyJit captures: it records launches as they run).
+            let hold = DEFERRING.with(|d| d.get())
+                && be.compiles_async()
+                && crate::context::beam() == 0
+                && !capturing();
+            if hold {
                 DEFERRED.with(|d| {
                     d.borrow_mut().push(Deferred {
                         dev,
@@ -827,6 +860,8 @@ fn run_item(item: &ScheduleItem, keep: &HashSet<u64>) -> Result<()> {
                     })
                 });
             } else {
+                // After what is held back, which it may read.
+                flush_deferred()?;
                 launch_exe(dev, &*program(dev, ast)?, &bufs)?;
             }
             out.set_buffer(out_buf, keep.contains(&out.id));

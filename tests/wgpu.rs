@@ -102,7 +102,8 @@ fn jit_replay_is_one_submit_without_new_gpu_objects() {
 /// An awaiting realize holds its launches back (`realize::defer`) until `launch_deferred` has
 /// made every pipeline they need (in the browser all at once through WebGPU's async path);
 /// anything that needs a held-back result first launches them in order: a realize outside
-/// `defer`, a readback. A TinyJit's `call_async` trains exactly as `call` does.
+/// `defer`, a readback, a kernel launched at once inside it. A TinyJit's `call_async` trains
+/// exactly as `call` does.
 #[test]
 fn async_realizes_launch_once_their_pipelines_are_made() {
     use wgrad::realize::{defer, launch_deferred};
@@ -138,6 +139,17 @@ fn async_realizes_launch_once_their_pipelines_are_made() {
         defer(|| e.realize()).unwrap();
         let quarter: Vec<f32> = (0..64).map(|i| i as f32 * -0.75).collect();
         assert_eq!(e.to_vec::<f32>().unwrap(), quarter);
+
+        // Inside `defer`, a kernel launched at once (under BEAM, never held back) runs after
+        // what is held back, which it reads.
+        let f = a.mul(2.0).unwrap();
+        let g = defer(|| -> wgrad::Result<Tensor> {
+            f.realize()?;
+            Context::new().beam(1).run(|| f.add(1.0)?.realize())
+        })
+        .unwrap();
+        let odd: Vec<f32> = (0..64).map(|i| i as f32 * 2.0 + 1.0).collect();
+        assert_eq!(g.to_vec::<f32>().unwrap(), odd);
 
         // Training: the first call awaited, the rest plain; the same losses as plain calls.
         let losses = |first_async: bool| -> Vec<f32> {

@@ -842,14 +842,26 @@ impl Gpu {
     /// The browser's pipelines for `ks`, made through `createComputePipelineAsync`, all at once:
     /// the browser compiles them on its own threads while the worker waits without blocking.
     /// wgpu has no asynchronous path, so each is then made again through it, synchronously: the
-    /// browser's pipeline cache (Dawn's) returns the finished one, since the descriptor (source,
-    /// layout by content, entry point) is the same. Kernels that fail here are left to
+    /// browser's pipeline cache (Chromium's Dawn) returns the finished one, since the descriptor
+    /// (source, layout by content, entry point) is the same. Kernels that fail here are left to
     /// `compile`, which reports them.
     #[cfg(target_arch = "wasm32")]
     async fn create_pipelines_async(&self, ks: &[LinearKernel]) {
         use js_sys::{Array, Function, Object, Reflect};
         use wasm_bindgen::{JsCast, JsValue};
-        let Some(device) = self.device.as_webgpu() else {
+        // Only Chromium's WebGPU (Dawn) hands wgpu's twin the finished pipeline from its cache;
+        // in other browsers each pipeline would be compiled twice, so they make them as
+        // `compile` does.
+        let agent = Reflect::get(&js_sys::global(), &"navigator".into())
+            .and_then(|n| Reflect::get(&n, &"userAgent".into()))
+            .ok()
+            .and_then(|a| a.as_string())
+            .unwrap_or_default();
+        let Some(device) = self
+            .device
+            .as_webgpu()
+            .filter(|_| agent.contains("Chrome/"))
+        else {
             return;
         };
         let device: &JsValue = device.as_ref();
