@@ -927,11 +927,30 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
         arith: f64,
         gathers: FastSet<Vec<u32>>,
         vloads: FastSet<(u32, u32, i64, i64)>,
+        splats: FastSet<u32>,
+        /// Arithmetic already counted: the compiler computes an identical expression once.
+        exprs: Vec<VExpr>,
         shuffles: f64,
     }
-    fn walk(e: &VExpr, b: &mut Body, lanes: usize) {
+    /// What `walk` reads of the kernel: the registers loads define, and those each body
+    /// defines (a vector load whose index is made outside its body reads the same lanes every
+    /// iteration: the compiler hoists it).
+    struct Regs {
+        loaded: FastSet<u32>,
+        varying: FastSet<u32>,
+    }
+    fn walk(e: &VExpr, b: &mut Body, lanes: usize, regs: &Regs) {
+        let loaded = &regs.loaded;
         match e {
-            VExpr::Splat(_) => {}
+            // A loaded scalar is broadcast by the load itself (`vbroadcastss` from memory); a
+            // computed one (a product of two loads) by a shuffle, after the scalar operation
+            // that computes it (not counted where its lanes are packed).
+            VExpr::Splat(r) => {
+                if !loaded.contains(r) && b.splats.insert(*r) {
+                    b.shuffles += 1.0;
+                    b.arith += 1.0;
+                }
+            }
             VExpr::Load {
                 slot,
                 dtype,
@@ -939,7 +958,8 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
                 offset,
                 stride,
             } => {
-                if b.vloads.insert((*slot, *base, *offset, *stride)) {
+                let varies = regs.varying.contains(base);
+                if varies && b.vloads.insert((*slot, *base, *offset, *stride)) {
                     // A strided load is two vector loads and a shuffle of their halves. A
                     // 512-bit load spans two cache lines unless aligned, which nothing
                     // arranges, and costs two (a convolution's gradient vectorized along
@@ -960,8 +980,17 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
                 }
             }
             // A vector exponential is a polynomial like the scalar ones it replaces.
-            VExpr::Unary(UnaryOp::Exp2, _) => b.arith += EXP2_OPS * (1.0 - lanes as f64),
-            VExpr::Binary(..) | VExpr::Unary(..) => b.arith += 1.0,
+            VExpr::Unary(UnaryOp::Exp2, _) if !b.exprs.contains(e) => {
+                b.exprs.push(e.clone());
+                b.arith += EXP2_OPS * (1.0 - lanes as f64)
+            }
+            VExpr::Binary(..) | VExpr::Unary(..) => {
+                if b.exprs.contains(e) {
+                    return;
+                }
+                b.exprs.push(e.clone());
+                b.arith += 1.0
+            }
             // Not counted, as the scalar comparisons, selects and casts they replace are not:
             // the cost follows the loads and the multiply-adds.
             VExpr::Cmp(..)
@@ -973,10 +1002,22 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
             | VExpr::IntCmp(..) => {}
         }
         for c in e.children() {
-            walk(c, b, lanes);
+            walk(c, b, lanes, regs);
         }
     }
     let k = super::linear_kernel_of(ast, l);
+    let loaded: FastSet<u32> = k
+        .insts
+        .iter()
+        .filter_map(|i| match i {
+            Inst::Load { dst, .. } => Some(*dst),
+            _ => None,
+        })
+        .collect();
+    let mut regs = Regs {
+        loaded,
+        varying: FastSet::default(),
+    };
     let packs = vectorize::packs(&k, lanes);
     let packed: FastSet<usize> = packs.iter().flat_map(|p| p.steps.iter().copied()).collect();
     // The innermost loop body of every instruction inside one.
@@ -1004,6 +1045,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
         }
         let Some(b) = cur else { continue };
         body_of.insert(i, b);
+        regs.varying.extend(vectorize::defined(inst));
         match inst {
             Inst::Load { .. } => bodies[b].loads += 1.0,
             Inst::Acc { .. } if !packed.contains(&i) => bodies[b].arith += 1.0,
@@ -1020,7 +1062,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
             if !matches!(p.expr, VExpr::Binary(BinaryOp::Mul, ..)) {
                 body.arith += 1.0;
             }
-            walk(&p.expr, body, p.accs.len());
+            walk(&p.expr, body, p.accs.len(), &regs);
         }
     }
     let cycles: f64 = bodies

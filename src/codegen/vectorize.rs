@@ -718,7 +718,7 @@ impl Analysis {
 }
 
 /// The registers an instruction defines.
-fn defined(inst: &Inst) -> Vec<Reg> {
+pub(crate) fn defined(inst: &Inst) -> Vec<Reg> {
     match inst {
         Inst::Const { dst, .. }
         | Inst::Gidx { dst }
