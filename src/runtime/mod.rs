@@ -594,6 +594,7 @@ pub(crate) fn host_copy_out(buf: &Buffer) -> Result<Vec<u8>> {
 
 /// Launches of fewer operations run on the calling thread alone in the host backends (C and
 /// WebAssembly): waking other threads costs more than they would save.
+#[cfg(any(feature = "cpu", feature = "wasm"))]
 pub(crate) const PARALLEL_MIN_OPS: u64 = 200_000;
 
 /// That `data` fits in `buf` (every backend's `copy_in` checks it first).
