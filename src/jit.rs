@@ -173,6 +173,15 @@ fn record_counts(launches: &[Launch]) {
     }
 }
 
+/// The inputs of a call, realized (in one schedule).
+fn realized(inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+    if !inputs.is_empty() {
+        Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
+    }
+    Ok(inputs)
+}
+
 /// The realized inputs' buffers (no two the same).
 fn input_buffers(inputs: &[Tensor]) -> Result<Vec<Arc<Buffer>>> {
     let mut bufs: Vec<Arc<Buffer>> = vec![];
@@ -374,10 +383,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
         };
         // Launches an async call held back run first (the replay launches directly).
         crate::realize::flush_deferred()?;
-        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-        if !inputs.is_empty() {
-            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
-        }
+        let inputs = realized(inputs)?;
         let bufs = input_buffers(&inputs)?;
         self.check_inputs(c, &inputs)?;
         let launches = bound(c, &bufs);
@@ -429,10 +435,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             // The same error start_capture gives, raised before anything runs.
             start_capture()?;
         }
-        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-        if !inputs.is_empty() {
-            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
-        }
+        let inputs = realized(inputs)?;
         let bufs = input_buffers(&inputs)?;
         if !enabled() {
             return self.run(&inputs);
@@ -561,10 +564,7 @@ impl<F: FnMut(&[Tensor]) -> Result<Vec<Tensor>>> TinyJit<F> {
             return Ok(None);
         }
         crate::realize::flush_deferred()?;
-        let inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-        if !inputs.is_empty() {
-            Tensor::realize_all(&inputs.iter().collect::<Vec<_>>())?;
-        }
+        let inputs = realized(inputs)?;
         input_buffers(&inputs)?;
         if enabled() {
             self.calls += 1;

@@ -463,10 +463,11 @@ thread_local! {
 
 /// Run `f` with the launches of its realizes held back where the device compiles
 /// asynchronously (not under BEAM, whose search times kernels as it plans them, nor while a
-/// TinyJit captures); then `launch_deferred` compiles and runs them.
+/// TinyJit captures: `run_item` decides per launch); then `launch_deferred` compiles and runs
+/// them.
 pub fn defer<T>(f: impl FnOnce() -> T) -> T {
     let was = DEFERRING.with(|d| d.get());
-    DEFERRING.with(|d| d.set(!capturing()));
+    DEFERRING.with(|d| d.set(true));
     let out = f();
     DEFERRING.with(|d| d.set(was));
     out

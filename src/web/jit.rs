@@ -70,8 +70,7 @@ impl TinyJitJs {
         &mut self,
         #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
     ) -> JsResult<JsValue> {
-        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), "jit", "inputs")?;
-        let ins = ins.unwrap_or_default();
+        let ins = tensors(inputs, "jit")?;
         let refs: Vec<&Tensor> = ins.iter().collect();
         let out = self.jit.call(&refs).or_fail("jit")?;
         Ok(outputs(out, self.single.get() == Some(true)))
@@ -87,8 +86,7 @@ impl TinyJitJs {
         &mut self,
         #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
     ) -> JsResult<js_sys::Promise> {
-        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), "jit", "inputs")?;
-        let ins = ins.unwrap_or_default();
+        let ins = tensors(inputs, "jit")?;
         let refs: Vec<&Tensor> = ins.iter().collect();
         let (out, held) = match self.jit.run_deferred(&refs).or_fail("jit")? {
             Some(out) => (out, true),
@@ -142,8 +140,7 @@ impl TinyJitJs {
         #[wasm_bindgen(unchecked_optional_param_type = "Tensor[]")] inputs: Option<JsValue>,
     ) -> JsResult<js_sys::Promise> {
         const OP: &str = "jit.profile";
-        let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), OP, "inputs")?;
-        let ins = ins.unwrap_or_default();
+        let ins = tensors(inputs, OP)?;
         let refs: Vec<&Tensor> = ins.iter().collect();
         let (_outputs, fut) = self.jit.replay_profiled(&refs).or_fail(OP)?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
@@ -174,4 +171,10 @@ fn outputs(out: Vec<Tensor>, single: bool) -> JsValue {
         Ok(one) => tensor_array(one.to_vec()).into(),
         Err(many) => tensor_array(many).into(),
     }
+}
+
+/// The input tensors a call is given (none where `inputs` is missing).
+fn tensors(inputs: Option<JsValue>, op: &str) -> JsResult<Vec<Tensor>> {
+    let ins: Option<Vec<Tensor>> = arg(&inputs.unwrap_or(JsValue::UNDEFINED), op, "inputs")?;
+    Ok(ins.unwrap_or_default())
 }
