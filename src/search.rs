@@ -427,6 +427,13 @@ fn neighbours(ast: &KernelAst, target: &Target, o: &Opts) -> Vec<Opts> {
                     out.push(c);
                 }
             }
+            if o.lanes.is_none() && !gpu {
+                for n in [4, 8, 16] {
+                    let mut c = o.clone();
+                    c.lanes = Some((axis, n));
+                    out.push(c);
+                }
+            }
         }
     }
     let tile_bytes = |c: &Opts| -> usize {
@@ -722,6 +729,7 @@ mod cache {
                 "group": o.group.map(|g| json!([g.0, g.1])),
                 "unroll": o.unroll.map(|u| json!([u.0, u.1])),
                 "stage": o.stage.map(|u| json!([u.0, u.1])),
+                "lanes": o.lanes.map(|u| json!([u.0, u.1])),
             }}),
             Plan::Split {
                 axis,
@@ -761,8 +769,9 @@ mod cache {
                 local: list(&o["local"])?,
                 group: opt_pair(&o["group"])?,
                 unroll: opt_pair(&o["unroll"])?,
-                // Absent from plans saved before staging existed.
+                // Absent from plans saved before staging (lanes) existed.
                 stage: opt_pair(&o["stage"])?,
+                lanes: opt_pair(&o["lanes"])?,
                 // From the target when lowered, never saved.
                 subgroup: None,
             }));
@@ -791,6 +800,7 @@ mod cache {
                     group: Some((1, 32)),
                     unroll: None,
                     stage: None,
+                    lanes: None,
                     subgroup: None,
                 })),
                 second: Box::new(Plan::One(Opts {
@@ -799,6 +809,12 @@ mod cache {
                     ..Opts::default()
                 })),
             };
+            assert_eq!(from_json(&to_json(&p)), Some(p));
+            let p = Plan::One(Opts {
+                upcast: vec![(0, 4)],
+                lanes: Some((2, 16)),
+                ..Opts::default()
+            });
             assert_eq!(from_json(&to_json(&p)), Some(p));
             // A plan saved before `stage` existed.
             let old = json!({"one": {"upcast": [], "local": [], "group": null, "unroll": null}});

@@ -807,3 +807,70 @@ fn cpu_weight_gradients_broadcast_loaded_values() {
         assert!(checked > 0, "no vectorized multiply-add");
     })
 }
+
+/// Row reductions along a contiguous row (a softmax's max and sum, a layer norm's mean and
+/// variance, over 128 elements) keep each row's partial results in vector lanes on the CPU
+/// (`Opts::lanes`): their packed steps load whole vectors of one row and gather nothing (an
+/// upcast across rows gathered every lane from another row: 10 GOP/s in the medium GPT). The C
+/// backend and the interpreter running these plans compute what the unoptimized kernels do,
+/// within rounding (the partials add in another order).
+#[test]
+fn cpu_row_reductions_keep_rows_in_vector_lanes() {
+    let outs = || -> wgrad::Result<Vec<Tensor>> {
+        Tensor::manual_seed(6);
+        let s = Tensor::randn(&[8, 4, 128, 128])?.realize()?;
+        let x = Tensor::randn(&[512, 128])?.mul(3.0)?.add(1.0)?.realize()?;
+        Ok(vec![s.softmax(-1)?, x.layernorm(-1, 1e-5)?])
+    };
+    Context::new().dev(Device::Interp).run(|| {
+        let outs = outs().unwrap();
+        let items = Tensor::schedule_all(&outs.iter().collect::<Vec<_>>()).unwrap();
+        for lanes in [8, 16] {
+            let target = Target {
+                lanes,
+                ..Target::new(OptTarget::Cpu)
+            };
+            let mut rows = 0;
+            for item in &items {
+                let ScheduleItem::Kernel { ast, .. } = item else {
+                    continue;
+                };
+                if ast.root.shape.last() != Some(&1) {
+                    continue;
+                }
+                rows += 1;
+                let o = wgrad::codegen::opt::default_opts(ast, &target);
+                let name = format!("{:?} at {lanes} lanes: {o:?}", ast.root.shape);
+                assert!(
+                    o.lanes.is_some_and(|l| l.0 == ast.root.shape.len() - 1),
+                    "{name}"
+                );
+                for s in compile(ast, &target).stages {
+                    let packs = wgrad::codegen::vectorize::packs(&s.kernel, lanes);
+                    assert!(!packs.is_empty(), "{name}: nothing packed");
+                    for p in packs {
+                        let e = format!("{:?}", p.expr);
+                        assert!(e.contains("Load") && !e.contains("Gather"), "{name}: {e}");
+                    }
+                }
+            }
+            assert_eq!(
+                rows, 4,
+                "a softmax's max and sum, a layer norm's mean and variance"
+            );
+        }
+    });
+    let run = |dev: Device, t: OptTarget| {
+        Context::new().dev(dev).opt_target(t).run(|| {
+            let o = outs().unwrap();
+            o.iter()
+                .map(|t| t.to_vec::<f32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let plain = run(Device::Interp, OptTarget::None);
+    assert_close("interpreter", &run(Device::Interp, OptTarget::Cpu), &plain);
+    if common::usable(Device::Cpu) {
+        assert_close("C", &run(Device::Cpu, OptTarget::Cpu), &plain);
+    }
+}

@@ -10,6 +10,10 @@
 //!   a partial result in workgroup memory, and after a barrier one invocation per output
 //!   combines them;
 //! - **unroll**: the loop over a reduce axis unrolled, its body repeated in one iteration;
+//! - **lanes**: the reduce over one axis kept in several partial results, element `i` of each
+//!   step into partial `i`, combined pairwise after the loop (halves first: `p[i] + p[i + n/2]`,
+//!   as a vector is folded). On the CPU the partials of a row contiguous in memory are one
+//!   vector (`vectorize.rs`): a row's sum or max without gathering lanes across rows;
 //! - **stage**: the loop over a reduce axis tiled: per step of `amount` elements along it, the
 //!   workgroup loads the tile of every load of the reduce that depends on that axis (all the
 //!   elements its invocations' outputs need for the step) into workgroup memory once,
@@ -42,6 +46,10 @@ pub struct Opts {
     pub group: Option<(usize, usize)>,
     /// (axis, amount): the loop over reduce `axis` unrolled `amount` times.
     pub unroll: Option<(usize, usize)>,
+    /// (axis, amount): the reduce over reduce `axis` kept in `amount` (a power of two) partial
+    /// results, element `i` of each step of `amount` into partial `i`, combined pairwise after
+    /// the loop (excludes `group`, `unroll` and `stage`).
+    pub lanes: Option<(usize, usize)>,
     /// (axis, amount): the loop over reduce `axis` in steps of `amount` whose operand tiles are
     /// staged in workgroup memory (needs `local`; excludes `group` and `unroll`).
     pub stage: Option<(usize, usize)>,
@@ -181,7 +189,8 @@ pub fn folded_reduce_axes(k: &KernelAst) -> Vec<usize> {
         .collect()
 }
 
-/// Check that `o` applies to `k`: amounts divide their axes, group and unroll name reduce axes.
+/// Check that `o` applies to `k`: amounts divide their axes, group, unroll, stage and lanes name
+/// reduce axes.
 pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
     let shape = &k.root.shape;
     let mut per_axis = vec![1usize; shape.len()];
@@ -197,16 +206,24 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
             ));
         }
     }
-    if o.group.is_some() || o.unroll.is_some() || o.stage.is_some() {
+    if o.group.is_some() || o.unroll.is_some() || o.stage.is_some() || o.lanes.is_some() {
         let Some(r) = aligned_reduce(k) else {
-            return Err("group/unroll/stage need a reduce at the kernel's output shape".into());
+            return Err(
+                "group/unroll/stage/lanes need a reduce at the kernel's output shape".into(),
+            );
         };
         let AstOp::Reduce(_, axes) = &r.op else {
             unreachable!("aligned_reduce returns a reduce")
         };
         let full = &r.src[0].shape;
         let mut per_red = vec![1usize; full.len()];
-        for &(axis, amount) in o.group.iter().chain(&o.unroll).chain(&o.stage) {
+        for &(axis, amount) in o
+            .group
+            .iter()
+            .chain(&o.unroll)
+            .chain(&o.stage)
+            .chain(&o.lanes)
+        {
             if !axes.contains(&axis) || amount == 0 {
                 return Err(format!("axis {axis} is not a reduce axis"));
             }
@@ -217,6 +234,16 @@ pub fn check(k: &KernelAst, o: &Opts) -> Result<(), Invalid> {
                     full[axis], per_red[axis]
                 ));
             }
+        }
+    }
+    if let Some((_, n)) = o.lanes {
+        if !n.is_power_of_two() || n < 2 {
+            return Err(format!(
+                "lanes of {n} partial results (not a power of two above 1)"
+            ));
+        }
+        if o.group.is_some() || o.unroll.is_some() || o.stage.is_some() {
+            return Err("lanes excludes group, unroll and stage".into());
         }
     }
     if o.unroll.is_some() && sums_products(k) {
@@ -402,6 +429,7 @@ struct Ctx {
     combine: FastMap<usize, Ref>,
     group: Option<Group>,
     unroll: Option<(usize, usize)>,
+    lanes: Option<(usize, usize)>,
     subgroup: Option<usize>,
     /// Writes of partial results to workgroup memory (the phase before the barrier).
     partials: Vec<Effect>,
@@ -535,6 +563,7 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
         combine: FastMap::default(),
         group,
         unroll: o.unroll,
+        lanes: o.lanes,
         subgroup: o.subgroup,
         partials: vec![],
         shared: vec![],
@@ -813,6 +842,9 @@ fn lower_reduce(
                     if let Some((_, u)) = unroll.filter(|u| u.0 == ax) {
                         size /= u;
                     }
+                    if let Some((_, n)) = ctx.lanes.filter(|l| l.0 == ax) {
+                        size /= n;
+                    }
                     if let Some(s) = ctx.stage.as_ref().filter(|s| s.axis == ax) {
                         size /= s.step;
                     }
@@ -825,6 +857,36 @@ fn lower_reduce(
     };
     if ctx.stage.is_some() {
         return lower_staged(g, n, op, axes, &ranges, idx, gate, ctx);
+    }
+    if let Some((axis, lanes)) = ctx.lanes {
+        // One reduce per lane over the shortened loop; `check` excludes group and unroll.
+        let mut partials: Vec<Ref> = (0..lanes)
+            .map(|c| {
+                let mut inner = idx.to_vec();
+                for (&ax, &r) in axes.iter().zip(&ranges) {
+                    inner[ax] = if ax == axis {
+                        let n = g.int(lanes as i64);
+                        let scaled = g.mul(r, n);
+                        let off = g.int(c as i64);
+                        g.add(scaled, off)
+                    } else {
+                        r
+                    };
+                }
+                let v = lower_summand(g, src, op, &inner, gate, ctx);
+                g.reduce(op, v, &ranges)
+            })
+            .collect();
+        while partials.len() > 1 {
+            let half = partials.len() / 2;
+            let (lo, hi) = partials.split_at(half);
+            partials = lo
+                .iter()
+                .zip(hi)
+                .map(|(&a, &b)| combine(g, op, a, b))
+                .collect();
+        }
+        return partials[0];
     }
     // The source index along each reduce axis: loop variable, unrolled copy, group member.
     let copies = unroll.map_or(1, |u| u.1);

@@ -414,11 +414,24 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                 // block of 2 vectors by 4 rows loads 6 values per 8 multiply-adds, where 1 by 8
                 // loads 9).
                 let pair = (t.lanes > c::VECTOR_LANES).then_some(2 * t.lanes);
-                let o = window_unrolls(ast, base)
-                    .into_iter()
-                    .map(|b| best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM, pair))
-                    .min_by(|a, b| cost(&a.1).total_cmp(&cost(&b.1)))
-                    .map_or_else(Opts::default, |c| c.0);
+                let plain = window_unrolls(ast, base.clone()).into_iter().map(|b| {
+                    let (o, l) = best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM, pair);
+                    (cost(&l), o)
+                });
+                // A reduce whose rows lie along the loop (a softmax's max and sum, a layer
+                // norm's mean) in vector lanes: each output's partials are a whole vector, so
+                // fewer outputs fit the registers, and folding them costs about a cycle each.
+                let lanes = row_lanes(ast, base, t).into_iter().map(|b| {
+                    let n = b.lanes.map_or(1, |l| l.1);
+                    let folded = |l: &Lowered| cost(l) + n as f64;
+                    let (o, l) =
+                        best_upcast(ast, b, max / n, 4 * cores, 1, &folded, CPU_BEAM, None);
+                    (folded(&l), o)
+                });
+                let o = plain
+                    .chain(lanes)
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+                    .map_or_else(Opts::default, |c| c.1);
                 fold_indices(ast, o, 4 * cores)
             } else {
                 best_upcast(
@@ -519,6 +532,30 @@ fn window_unrolls(ast: &KernelAst, base: Opts) -> Vec<Opts> {
             c.unroll = Some((r, size));
             if check(ast, &c).is_ok() {
                 v.push(c);
+            }
+        }
+    }
+    v
+}
+
+/// The bases with `lanes` a CPU upcast search also starts from: the reduce kept in vector lanes
+/// (`t.lanes`, and 8 where that is more) along each reduce axis an operand reads consecutive
+/// elements on (a row's elements), where the lanes divide it.
+fn row_lanes(ast: &KernelAst, base: Opts, t: &Target) -> Vec<Opts> {
+    let Some((_, axes)) = reduce_of(ast) else {
+        return vec![];
+    };
+    let rows: Vec<usize> = stageable_operands(ast)
+        .iter()
+        .filter_map(|op| op.contiguous)
+        .collect();
+    let mut v = vec![];
+    for &(axis, size) in axes.iter().filter(|a| rows.contains(&a.0)) {
+        for n in [t.lanes, c::VECTOR_LANES] {
+            let mut o = base.clone();
+            o.lanes = Some((axis, n));
+            if n > 1 && size > n && !v.contains(&o) && check(ast, &o).is_ok() {
+                v.push(o);
             }
         }
     }

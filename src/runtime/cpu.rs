@@ -69,7 +69,7 @@ impl Cpu {
     /// The C dialect for this machine's vectors.
     fn renderer(&self) -> CRenderer {
         CRenderer {
-            lanes: vector_lanes(),
+            lanes: super::vector_lanes(),
         }
     }
 
@@ -227,35 +227,6 @@ fn flags(k: &LinearKernel, source: &str) -> Vec<&'static str> {
         &[]
     };
     FLAGS.iter().chain(extra).copied().collect()
-}
-
-/// The vector registers of this machine, which `-march=native` compiles for: 32 with AVX-512
-/// (its VL extension gives 256-bit vectors the upper 16 too), 16 otherwise.
-fn vector_registers() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512vl") {
-        return 32;
-    }
-    16
-}
-
-/// The f32 lanes of the widest vectors kernels use (`Target::lanes`): 16 where the machine has
-/// AVX-512 (`-march=native` enables it; its two 512-bit FMA units do twice the multiply-adds per
-/// cycle of 256-bit vectors), else 8; `CPU_LANES=8` keeps 256-bit vectors (and 16 is taken
-/// only where the machine has AVX-512).
-fn vector_lanes() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    let avx512 = false;
-    // 16 only with AVX-512: elsewhere a 512-bit vector has no register to be pinned in.
-    crate::context::cpu_lanes()
-        .filter(|&l| l <= 8 || avx512)
-        .unwrap_or(if avx512 {
-            16
-        } else {
-            crate::codegen::c::VECTOR_LANES
-        })
 }
 
 /// Whether a C compiler can be run.
@@ -715,8 +686,6 @@ impl Backend for Cpu {
     }
     fn target(&self) -> Target {
         Target {
-            registers: vector_registers(),
-            lanes: vector_lanes(),
             tiles: false,
             ..super::host_target()
         }

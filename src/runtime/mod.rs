@@ -421,14 +421,46 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What a backend provides. Every method that can fail returns an error, never panics.
 /// The optimizer target of a backend that runs kernels on the host's cores (the interpreter,
-/// the CPU backend): no limit on workgroups worth the name, 16 vector registers.
+/// the CPU backend): no limit on workgroups worth the name, the vector registers and lanes of
+/// the machine the C backend compiles for, so that the interpreter plans kernels as it does.
 pub(crate) fn host_target() -> Target {
     Target {
         kind: OptTarget::Cpu,
         max_local: 1024,
         max_shared: 1 << 20,
+        registers: vector_registers(),
+        lanes: vector_lanes(),
         ..Target::new(OptTarget::Cpu)
     }
+}
+
+/// The vector registers of this machine, which `-march=native` compiles for: 32 with AVX-512
+/// (its VL extension gives 256-bit vectors the upper 16 too), 16 otherwise.
+fn vector_registers() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512vl") {
+        return 32;
+    }
+    16
+}
+
+/// The f32 lanes of the widest vectors kernels use (`Target::lanes`): 16 where the machine has
+/// AVX-512 (`-march=native` enables it; its two 512-bit FMA units do twice the multiply-adds per
+/// cycle of 256-bit vectors), else 8; `CPU_LANES=8` keeps 256-bit vectors (and 16 is taken
+/// only where the machine has AVX-512).
+pub(crate) fn vector_lanes() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
+    // 16 only with AVX-512: elsewhere a 512-bit vector has no register to be pinned in.
+    crate::context::cpu_lanes()
+        .filter(|&l| l <= 8 || avx512)
+        .unwrap_or(if avx512 {
+            16
+        } else {
+            crate::codegen::c::VECTOR_LANES
+        })
 }
 
 /// A backend: allocate buffers, copy in and out, compile linear kernels, launch them. Ops are
