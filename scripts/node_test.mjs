@@ -61,7 +61,8 @@ try {
   }
   let err = null;
   if (info.device === "webgpu" && RUNTIME === "Deno") {
-    console.log(`init(): webgpu (Deno's own WebGPU, adapter ${info.adapter && info.adapter.name})`);
+    const a = info.adapter;
+    console.log(`init(): webgpu (Deno's own WebGPU, adapter ${a && a.name}, subgroups of ${a && a.subgroupSize})`);
     const t = await new Tensor([1, 2, 3]).mul(2).sum().item();
     if (t !== 12) fail(`on Deno's WebGPU [1,2,3]*2 sums to ${t}`);
     info = await init({ device: "wasm" });

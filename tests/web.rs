@@ -1529,9 +1529,10 @@ async fn optimizer_groups_schedules_and_clipping() {
 }
 
 /// Kernels as a hardware GPU gets them (operand tiles staged in workgroup memory, with barriers
-/// inside loops; grouped reduces) compile in Chromium, whose WGSL compiler checks uniformity
-/// more strictly than naga, and compute what the interpreter does. (SwiftShader gets a software
-/// adapter's plans unless asked.)
+/// inside loops; grouped reduces summing through subgroups, `enable subgroups;`) compile in
+/// Chromium, whose WGSL compiler checks uniformity more strictly than naga, and compute what
+/// the interpreter does. (SwiftShader gets a software adapter's plans unless asked; its
+/// subgroups have 4 invocations.)
 #[wasm_bindgen_test]
 async fn gpu_plans_compile_and_compute_in_the_browser() {
     devices().await;
@@ -1544,30 +1545,48 @@ async fn gpu_plans_compile_and_compute_in_the_browser() {
         let a = Tensor::from_slice(&vals(128 * 64, 37), &[128, 64])?;
         let b = Tensor::from_slice(&vals(64 * 128, 53), &[64, 128])?;
         let c = Tensor::from_slice(&vals(4 * 64 * 48, 29), &[4, 64, 48])?;
+        let d = Tensor::from_slice(&vals(8 * 4096, 31), &[8, 4096])?;
         Ok(vec![
             a.matmul(&b)?.relu()?,
             c.transpose(1, 2)?.matmul(&c)?,
             a.sum(1, false)?,
+            d.sum(1, false)?,
         ])
     };
+    let subgroup = wgrad::runtime::wgpu::adapter_info().map_or(0, |a| a.subgroup_size as usize);
+    assert_eq!(
+        subgroup, 4,
+        "Chromium's SwiftShader sums through subgroups of 4"
+    );
     let staged = wgrad::Context::new()
         .dev(wgrad::Device::Wgpu)
         .opt_target(wgrad::codegen::OptTarget::Gpu)
         .run(|| {
             let items = build().and_then(|t| Tensor::schedule_all(&t.iter().collect::<Vec<_>>()));
             items.map(|items| {
-                items.iter().any(|it| match it {
-                    wgrad::schedule::ScheduleItem::Kernel { ast, .. } => {
-                        let t = wgrad::codegen::Target::new(wgrad::codegen::OptTarget::Gpu);
-                        let plan = wgrad::codegen::default_plan(ast, &t);
-                        plan.opts().iter().any(|o| o.stage.is_some())
-                    }
-                    _ => false,
-                })
+                items
+                    .iter()
+                    .map(|it| match it {
+                        wgrad::schedule::ScheduleItem::Kernel { ast, .. } => {
+                            let t = wgrad::codegen::Target {
+                                subgroup,
+                                ..wgrad::codegen::Target::new(wgrad::codegen::OptTarget::Gpu)
+                            };
+                            let plan = wgrad::codegen::default_plan(ast, &t);
+                            let opts = plan.opts();
+                            let staged = opts.iter().any(|o| o.stage.is_some());
+                            let subgroups =
+                                opts.iter().any(|o| o.for_target(&t).subgroup.is_some());
+                            (staged, subgroups)
+                        }
+                        _ => (false, false),
+                    })
+                    .fold((false, false), |a, b| (a.0 || b.0, a.1 || b.1))
             })
         })
         .unwrap();
-    assert!(staged, "the matmuls stage their tiles with GPU plans");
+    assert!(staged.0, "the matmuls stage their tiles with GPU plans");
+    assert!(staged.1, "the long sums combine through subgroups");
     let gpu = wgrad::Context::new()
         .dev(wgrad::Device::Wgpu)
         .opt_target(wgrad::codegen::OptTarget::Gpu)

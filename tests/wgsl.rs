@@ -87,7 +87,10 @@ fn every_recorded_kernel_validates() {
 /// atomics), and no kernel without f16 changes.
 #[test]
 fn shader_f16_kernels_store_f16_natively() {
-    let native = Features { shader_f16: true };
+    let native = Features {
+        shader_f16: true,
+        ..Features::default()
+    };
     let mut f16_kernels = 0;
     for k in kernels::workloads() {
         let src = render_wgsl_for(&k, native);

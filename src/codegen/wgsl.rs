@@ -62,6 +62,9 @@ pub struct WgslRenderer {
 pub struct Features {
     /// `shader-f16`: f16 buffers are `array<f16>` (no packing, no atomics).
     pub shader_f16: bool,
+    /// Kernels that sum through subgroups start with `enable subgroups;` (browsers want it;
+    /// naga, the WGSL front end of native wgpu and Deno, rejects it).
+    pub subgroups_directive: bool,
 }
 
 impl WgslRenderer {
@@ -371,6 +374,10 @@ impl Renderer for WgslRenderer {
         );
         if self.native_f16() && k.uses_dtype(DType::F16) {
             s.push_str("enable f16;\n");
+        }
+        let subgroups = |i: &Inst| matches!(i, Inst::SubgroupSum { .. });
+        if self.features.subgroups_directive && k.insts.iter().any(subgroups) {
+            s.push_str("enable subgroups;\n");
         }
         for (i, b) in k.bufs.iter().enumerate() {
             let access = if b.writes { "read_write" } else { "read" };

@@ -177,6 +177,8 @@ struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: AdapterInfo,
+    /// Whether kernels that use subgroups must say `enable subgroups;` (browsers).
+    subgroups_directive: bool,
     limits: wgpu::Limits,
     state: Mutex<State>,
     errors: Arc<Mutex<Errors>>,
@@ -359,6 +361,88 @@ fn no_browser_gpu() -> Option<String> {
     }
 }
 
+/// Subgroups in the browser, which wgpu's WebGPU backend does not know.
+#[cfg(target_arch = "wasm32")]
+mod browser {
+    use js_sys::{Function, Object, Promise, Reflect};
+    use wasm_bindgen::{JsCast, JsValue};
+
+    /// Wrap `GPUAdapter.prototype.requestDevice` so that devices made until the returned
+    /// function restores it also ask for `subgroups` where their adapter has it. `None` where
+    /// the page forbids making functions from source (a content security policy) or has no
+    /// `GPUAdapter`: the device is then made without subgroups.
+    pub fn ask_for_subgroups() -> Option<Function> {
+        let wrap = Function::new_no_args(
+            "const P = globalThis.GPUAdapter && GPUAdapter.prototype;
+             if (!P || !P.requestDevice) return null;
+             const plain = P.requestDevice;
+             P.requestDevice = function (desc) {
+               const wanted = Array.from((desc && desc.requiredFeatures) || []);
+               if (this.features.has('subgroups') && !wanted.includes('subgroups')) {
+                 wanted.push('subgroups');
+               }
+               return plain.call(this, Object.assign({}, desc, { requiredFeatures: wanted }));
+             };
+             return () => { P.requestDevice = plain; };",
+        );
+        wrap.call0(&JsValue::NULL).ok()?.dyn_into().ok()
+    }
+
+    /// Whether WGSL on `device` sums through subgroups: `Some(true)` where kernels must say
+    /// `enable subgroups;` (Chromium), `Some(false)` where they must not (naga: Deno), `None`
+    /// where neither compiles (the device lacks the feature).
+    pub async fn probe_subgroups(device: &wgpu::Device) -> Option<bool> {
+        let device: &JsValue = device.as_webgpu()?.as_ref();
+        let call = |on: &JsValue, method: &str, args: &[&JsValue]| -> Option<JsValue> {
+            let f: Function = Reflect::get(on, &method.into()).ok()?.dyn_into().ok()?;
+            match args {
+                [] => f.call0(on),
+                [a] => f.call1(on, a),
+                _ => return None,
+            }
+            .ok()
+        };
+        let features = Reflect::get(device, &"features".into()).ok()?;
+        if call(&features, "has", &[&"subgroups".into()])?.as_bool() != Some(true) {
+            return None;
+        }
+        let body = "@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) {
+  o[i] = subgroupAdd(f32(i));
+}";
+        for directive in [true, false] {
+            let code = if directive {
+                format!("enable subgroups;\n{body}")
+            } else {
+                body.to_string()
+            };
+            let desc = Object::new();
+            Reflect::set(&desc, &"code".into(), &code.into()).ok()?;
+            // The failing probe's error is caught here, not reported as the device's.
+            call(device, "pushErrorScope", &[&"validation".into()])?;
+            let module = call(device, "createShaderModule", &[&desc])?;
+            let info: Promise = call(&module, "getCompilationInfo", &[])?.dyn_into().ok()?;
+            let info = wasm_bindgen_futures::JsFuture::from(info).await.ok()?;
+            let popped: Promise = call(device, "popErrorScope", &[])?.dyn_into().ok()?;
+            wasm_bindgen_futures::JsFuture::from(popped).await.ok()?;
+            let messages: js_sys::Array = Reflect::get(&info, &"messages".into())
+                .ok()?
+                .dyn_into()
+                .ok()?;
+            let error = messages.iter().any(|m| {
+                Reflect::get(&m, &"type".into())
+                    .ok()
+                    .and_then(|t| t.as_string())
+                    == Some("error".into())
+            });
+            if !error {
+                return Some(directive);
+            }
+        }
+        None
+    }
+}
+
 fn leak(g: GpuOrWhy) -> &'static GpuOrWhy {
     Box::leak(Box::new(g))
 }
@@ -464,22 +548,47 @@ impl Gpu {
         if crate::context::shader_f16() {
             wanted |= wgpu::Features::SHADER_F16;
         }
-        // A kernel is planned for one subgroup size: adapters whose size varies get none. Natively
-        // only: browsers want `enable subgroups;`, which naga (wgpu's, Deno's) rejects.
+        // A kernel is planned for one subgroup size: adapters whose size varies get none.
         let one_size = ai.subgroup_min_size == ai.subgroup_max_size && ai.subgroup_min_size > 1;
-        if crate::context::subgroups() && one_size && cfg!(not(target_arch = "wasm32")) {
+        let subgroups = crate::context::subgroups() && one_size;
+        if subgroups {
             wanted |= wgpu::Features::SUBGROUP;
         }
         let features = adapter.features() & wanted;
-        let (device, queue) = adapter
+        // wgpu's WebGPU backend has no name for `subgroups`: the browser's device asks for it
+        // through a wrapped `requestDevice` while this one is made.
+        #[cfg(target_arch = "wasm32")]
+        let restore = subgroups.then(browser::ask_for_subgroups).flatten();
+        let made = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgrad"),
                 required_features: features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
-            .await
-            .map_err(|e| format!("cannot create a device on {}: {e}", ai.name))?;
+            .await;
+        #[cfg(target_arch = "wasm32")]
+        if let Some(f) = restore {
+            let _ = f.call0(&wasm_bindgen::JsValue::NULL);
+        }
+        let (device, queue) =
+            made.map_err(|e| format!("cannot create a device on {}: {e}", ai.name))?;
+        // Natively the feature says it all; in the browser a probe kernel finds whether WGSL
+        // there takes subgroups, and whether it wants `enable subgroups;` (Chromium does).
+        #[cfg(not(target_arch = "wasm32"))]
+        let (subgroup_size, subgroups_directive) = match features.contains(wgpu::Features::SUBGROUP)
+        {
+            true => (ai.subgroup_min_size, false),
+            false => (0, false),
+        };
+        #[cfg(target_arch = "wasm32")]
+        let (subgroup_size, subgroups_directive) = match subgroups {
+            true => match browser::probe_subgroups(&device).await {
+                Some(directive) => (ai.subgroup_min_size, directive),
+                None => (0, false),
+            },
+            false => (0, false),
+        };
         let errors: Arc<Mutex<Errors>> = Arc::default();
         let e2 = errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -504,11 +613,7 @@ impl Gpu {
             max_storage_binding_bytes: limits.max_storage_buffer_binding_size,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
-            subgroup_size: if features.contains(wgpu::Features::SUBGROUP) {
-                ai.subgroup_min_size
-            } else {
-                0
-            },
+            subgroup_size,
         };
         if crate::context::debug() >= 1 {
             crate::context::log(&format!("wgrad: webgpu adapter {info:?}"));
@@ -517,6 +622,7 @@ impl Gpu {
             device,
             queue,
             info,
+            subgroups_directive,
             limits,
             state: Mutex::default(),
             errors,
@@ -799,6 +905,7 @@ impl Gpu {
             k,
             Features {
                 shader_f16: self.info.shader_f16,
+                subgroups_directive: self.subgroups_directive,
             },
         ))
     }

@@ -79,6 +79,7 @@ pub fn init_engine(
                                     (a.max_storage_binding_bytes as f64).into(),
                                 ),
                                 ("shaderF16", a.shader_f16.into()),
+                                ("subgroupSize", a.subgroup_size.into()),
                             ] {
                                 Reflect::set(&ad, &k.into(), &v)?;
                             }

@@ -136,6 +136,9 @@ export interface AdapterInfo {
   maxStorageBindingBytes: number;
   /** Whether kernels store float16 natively (the adapter's `shader-f16`). */
   shaderF16: boolean;
+  /** The subgroup size long GPU sums combine through first (the adapter's `subgroups`, of one
+   * size), else 0. */
+  subgroupSize: number;
 }
 /** Options of `optim.GradScaler` (PyTorch's defaults: 65536, 2, 0.5, 2000). */
 export interface GradScalerOptions { initScale?: number; growthFactor?: number; backoffFactor?: number; growthInterval?: number; }
