@@ -192,7 +192,7 @@ impl Builder<'_> {
         } else {
             chain(n)
         };
-        let exact = exact && st.is_bijective(base.numel());
+        let exact = exact && st.is_bijective(base.numel()) && !self.shared_view(n);
         let leaf =
             base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
         if leaf {
@@ -261,6 +261,21 @@ impl Builder<'_> {
             src: vec![inner],
         };
         (Arc::new(node), slots)
+    }
+
+    /// Whether a view between `n` and the node it views is read by several consumers: each one
+    /// inlining what is below would compute it again, a reduce included (the uses of that node
+    /// count the view once). A GPT's attention backward computed `dO @ vᵀ` in a kernel of its
+    /// own for one consumer and again in the other's, which reads it through the same reshape.
+    fn shared_view(&self, n: &Arc<UOp>) -> bool {
+        let mut cur = n.clone();
+        while cur.op.is_movement() && !cur.is_realized() {
+            if cur.id != self.root && self.g.uses.get(&cur.id).copied().unwrap_or(0) > 1 {
+                return true;
+            }
+            cur = cur.src()[0].clone();
+        }
+        false
     }
 
     /// Whether `b` is computed from constants and `iota`s alone, through elementwise ops and

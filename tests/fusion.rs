@@ -175,3 +175,49 @@ fn a_gather_along_a_long_axis_loads_directly_on_every_device() {
         });
     }
 }
+
+/// A reduce read through one view by two kernels (a row sum of it, and an elementwise use) is
+/// computed once, in a kernel of its own that both read, not fused again into the second
+/// (a GPT's attention backward computed `dO @ vᵀ` twice so).
+#[test]
+fn a_reduce_read_through_a_shared_view_is_computed_once() {
+    fn reduces(n: &wgrad::kernel::AstNode) -> usize {
+        let own = matches!(n.op, wgrad::kernel::AstOp::Reduce(..)) as usize;
+        own + n.src.iter().map(|s| reduces(s)).sum::<usize>()
+    }
+    let (x, y) = (data(&[16, 8]), data(&[8, 12]));
+    Context::new().dev(Device::Interp).run(|| {
+        let p = x.matmul(&y).unwrap().reshape(&[4, 4, 12]).unwrap();
+        let out = p.mul(&p.sum(2, true).unwrap()).unwrap();
+        let items = Tensor::schedule_all(&[&out]).unwrap();
+        let total: usize = items
+            .iter()
+            .map(|it| match it {
+                ScheduleItem::Kernel { ast, .. } => reduces(&ast.root),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(total, 2, "the matmul once, its row sum once");
+        let want: Vec<f32> = {
+            let (xv, yv) = (x.to_vec::<f32>().unwrap(), y.to_vec::<f32>().unwrap());
+            let mut p = vec![0f32; 16 * 12];
+            for i in 0..16 {
+                for j in 0..12 {
+                    p[i * 12 + j] = (0..8).map(|k| xv[i * 8 + k] * yv[k * 12 + j]).sum();
+                }
+            }
+            let mut out = p.clone();
+            for (r, row) in p.chunks(12).enumerate() {
+                let s: f32 = row.iter().sum();
+                for j in 0..12 {
+                    out[r * 12 + j] = row[j] * s;
+                }
+            }
+            out
+        };
+        let got = out.to_vec::<f32>().unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    });
+}
