@@ -188,7 +188,7 @@ fn a_reduce_read_through_a_shared_view_is_computed_once() {
     let (x, y) = (data(&[16, 8]), data(&[8, 12]));
     Context::new().dev(Device::Interp).run(|| {
         let p = x.matmul(&y).unwrap().reshape(&[4, 4, 12]).unwrap();
-        let out = p.mul(&p.sum(2, true).unwrap()).unwrap();
+        let out = p.mul(p.sum(2, true).unwrap()).unwrap();
         let items = Tensor::schedule_all(&[&out]).unwrap();
         let total: usize = items
             .iter()

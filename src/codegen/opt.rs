@@ -13,7 +13,8 @@
 //! - **software GPU adapters** (lavapipe, SwiftShader): no barriers; a long reduce is split as
 //!   on the CPU (which also keeps loops far below the 65,535 iterations after which llvmpipe
 //!   silently stops an invocation's loops); upcasts chosen by the distinct loads and cache
-//!   lines per output of the reduce loop.
+//!   lines per output of the reduce loop, up to large blocks, and an elementwise kernel's row
+//!   of outputs per invocation (each invocation costs them more than a few operations).
 //! - **CPU** (C, and the interpreter): the upcasts a cycle model of the C dialect's vector code
 //!   (`vectorize.rs`) and of the cache lines read finds cheapest, every combination of up to
 //!   three axes tried, a window's short loop unrolled or not; a whole short axis upcast and a
@@ -45,10 +46,17 @@ const MAX_UPCAST: usize = 72;
 /// channels, 2x faster than 8 channels of 8 batches, whose input bytes are gathered (the
 /// same 104 made conv2's forward, 288 iterations long, 1.3x slower).
 const MAX_UPCAST_WINDOW: usize = 104;
-/// Outputs one invocation may compute on software GPU adapters: 88 lets a convolution keep a
-/// row of 11 outputs for 8 channels (19 loads per step of its reduce for 88 outputs; on
-/// lavapipe 2x faster than 22 outputs).
-const MAX_UPCAST_SOFT: usize = 96;
+/// Outputs one invocation may compute on software GPU adapters. Each invocation costs them more
+/// than its arithmetic, so large blocks pay: on SwiftShader (Chromium), 192 against 96 made the
+/// small GPT's step 222 -> 185 ms and the medium's 5.4 -> 4.4 s, the tutorial CNN's 5% faster,
+/// and every first step about 1 s longer (larger kernels compile longer); 384 was no faster
+/// and doubled the first step, 32 was 1.4x slower. On lavapipe, 88 let a convolution keep a row
+/// of 11 outputs for 8 channels, 2x faster than 22 outputs.
+const MAX_UPCAST_SOFT: usize = 192;
+/// Outputs of a row one invocation of an elementwise kernel computes on software GPU adapters:
+/// they run a workgroup at a time, and each costs more than a few elements (SwiftShader took
+/// 1.6 ms for 1,024 workgroups of 64 products each).
+const SOFT_ROW: usize = 8;
 /// Outputs `fold_indices` lets one CPU invocation compute.
 const MAX_UPCAST_FOLD: usize = 36;
 /// Operations of one exponential (`exp2`: the C dialect's polynomial, a clamp, a rounding and
@@ -434,6 +442,11 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                     .map_or_else(Opts::default, |c| c.1);
                 fold_indices(ast, o, 4 * cores)
             } else {
+                if reduce_of(ast).is_none() {
+                    if let Some(o) = elementwise_rows(ast, SOFT_ROW, 4 * cores) {
+                        return o;
+                    }
+                }
                 best_upcast(
                     ast,
                     base,
