@@ -142,6 +142,8 @@ struct Builder<'a> {
     /// Buffer identity -> slot; slot 0 is the output.
     slots: Vec<(BufKey, Arc<UOp>)>,
     has_reduce: bool,
+    /// The reduces below the root this kernel computes (fused into it).
+    fused: Vec<u64>,
     /// Inlined nodes of this kernel with the slots they (transitively) read.
     inlined: Vec<(u64, HashSet<usize>)>,
     memo: HashMap<(u64, bool), (Arc<AstNode>, HashSet<usize>)>,
@@ -192,7 +194,13 @@ impl Builder<'_> {
         } else {
             chain(n)
         };
-        let exact = exact && st.is_bijective(base.numel()) && !self.shared_view(n);
+        let mut exact = exact && st.is_bijective(base.numel());
+        // A reduce this kernel computes already, read again element for element through a node
+        // that other parts of this kernel read too (a GELU's input, used three times by its
+        // epilogue): the same value, not a second reduce.
+        if !exact && st.is_identity() && self.fused.contains(&base.id) {
+            exact = true;
+        }
         let leaf =
             base.is_realized() || (self.materialize.contains(&base.id) && base.id != self.root);
         if leaf {
@@ -261,21 +269,6 @@ impl Builder<'_> {
             src: vec![inner],
         };
         (Arc::new(node), slots)
-    }
-
-    /// Whether a view between `n` and the node it views is read by several consumers: each one
-    /// inlining what is below would compute it again, a reduce included (the uses of that node
-    /// count the view once). A GPT's attention backward computed `dO @ vᵀ` in a kernel of its
-    /// own for one consumer and again in the other's, which reads it through the same reshape.
-    fn shared_view(&self, n: &Arc<UOp>) -> bool {
-        let mut cur = n.clone();
-        while cur.op.is_movement() && !cur.is_realized() {
-            if cur.id != self.root && self.g.uses.get(&cur.id).copied().unwrap_or(0) > 1 {
-                return true;
-            }
-            cur = cur.src()[0].clone();
-        }
-        false
     }
 
     /// Whether `b` is computed from constants and `iota`s alone, through elementwise ops and
@@ -381,6 +374,9 @@ impl Builder<'_> {
                     return self.build(b, exact);
                 }
                 self.has_reduce = true;
+                if b.id != self.root {
+                    self.fused.push(b.id);
+                }
                 mk(
                     AstOp::Reduce(*r, axes.clone()),
                     vec![sub(self, &src[0], false)],
@@ -436,7 +432,21 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
     }
     loop {
         let mut items: HashMap<u64, ScheduleItem> = HashMap::new();
+        let mut fused_by: HashMap<u64, Vec<u64>> = HashMap::new();
         loop {
+            // A kernel that fused a reduce which a later kernel found it needs in memory (a
+            // reduce read by two kernels through one view, whose uses count that view once:
+            // a GPT's `dO @ vᵀ` in the attention backward) would compute it a second time:
+            // built again, it reads the reduce's buffer.
+            let stale: Vec<u64> = fused_by
+                .iter()
+                .filter(|(_, f)| f.iter().any(|r| materialize.contains(r)))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in stale {
+                items.remove(&id);
+                fused_by.remove(&id);
+            }
             let pending: Vec<u64> = g
                 .order
                 .iter()
@@ -458,8 +468,9 @@ pub fn schedule(targets: &[Arc<UOp>], max_bufs: usize) -> Result<Vec<ScheduleIte
                     );
                     continue;
                 }
-                let item = build_kernel(&g, &n, &mut materialize, max_bufs)?;
+                let (item, fused) = build_kernel(&g, &n, &mut materialize, max_bufs)?;
                 items.insert(id, item);
+                fused_by.insert(id, fused);
             }
         }
         if let Some(ids) = order(&g, &items) {
@@ -510,7 +521,7 @@ fn build_kernel(
     n: &Arc<UOp>,
     materialize: &mut HashSet<u64>,
     max_bufs: usize,
-) -> Result<ScheduleItem> {
+) -> Result<(ScheduleItem, Vec<u64>)> {
     if n.numel() > MAX_NUMEL {
         bail!(
             Shape,
@@ -527,6 +538,7 @@ fn build_kernel(
             root: n.id,
             slots: vec![],
             has_reduce: false,
+            fused: vec![],
             inlined: vec![],
             memo: HashMap::new(),
             costs: HashMap::new(),
@@ -594,11 +606,12 @@ fn build_kernel(
         let mut bufs = bufs;
         bufs[0] = (n.dtype, n.numel());
         let inputs: Vec<Arc<UOp>> = b.slots.iter().skip(1).map(|(_, u)| u.clone()).collect();
-        return Ok(ScheduleItem::Kernel {
+        let item = ScheduleItem::Kernel {
             ast: KernelAst { root, bufs },
             out: n.clone(),
             inputs,
-        });
+        };
+        return Ok((item, b.fused));
     }
 }
 

@@ -528,10 +528,10 @@ fn cpu_exp2_is_within_two_ulp_of_the_interpreters() {
 }
 
 /// Exponentials and a reduce's epilogue as vectors on the CPU: a GELU MLP, forward and
-/// backward, and a softmax over attention-like rows of its output (a causal mask from a bool
-/// tensor). The matmul whose epilogue is the GELU's backward (exponential, divisions, masks)
-/// stores its upcast outputs as vectors and the softmax's sums take their exponentials as
-/// vectors. The MLP's values equal the scalar kernels' (`OptTarget::None`: no upcast, no
+/// backward, the same first layer without gradients, and a softmax over attention-like rows of
+/// the MLP's output (a causal mask from a bool tensor). The matmul whose epilogue is the GELU
+/// (exponential, divisions, masks) stores its upcast outputs as vectors and the softmax's sums
+/// take their exponentials as vectors. The MLP's values equal the scalar kernels' (`OptTarget::None`: no upcast, no
 /// vectors) bit for bit; the softmax's within rounding, as its rows are summed in vector lanes
 /// (`Opts::lanes`: another order).
 #[test]
@@ -555,6 +555,10 @@ fn vector_exponentials_and_epilogues_match_the_scalar_kernels_bit_for_bit() {
                 let mut mlp = h.to_vec_f32()?;
                 mlp.extend(x.grad().expect("gradient").to_vec_f32()?);
                 mlp.extend(w1.grad().expect("gradient").to_vec_f32()?);
+                // Without gradients nothing else reads the pre-activation: the GELU is the
+                // matmul's epilogue.
+                let y = x.detach().matmul(&w1.detach())?.gelu()?;
+                mlp.extend(y.to_vec_f32()?);
                 let s = h.detach();
                 s.set_requires_grad(true);
                 let mask = Tensor::ones(&[64, 64])?.tril(0)?.cast(DType::Bool)?;
@@ -571,6 +575,17 @@ fn vector_exponentials_and_epilogues_match_the_scalar_kernels_bit_for_bit() {
         Ok(())
     });
     let c: Vec<String> = kernels.iter().map(wgrad::codegen::c::render_c).collect();
+    for (k, s) in kernels.iter().zip(&c) {
+        eprintln!(
+            "KERNEL {} st8={} st16={} exp2v8={} exp2v16={} store={}",
+            k.name,
+            s.contains("st8("),
+            s.contains("st16("),
+            s.contains("exp2v8("),
+            s.contains("exp2v16("),
+            s.matches("b0[").count()
+        );
+    }
     for (what, needle) in [
         ("a vector exponential", "exp2v8("),
         ("a vector store", "  st8(b"),
