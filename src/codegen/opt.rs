@@ -567,7 +567,7 @@ fn row_lanes(ast: &KernelAst, base: Opts, t: &Target) -> Vec<Opts> {
         for n in [t.lanes, c::VECTOR_LANES] {
             let mut o = base.clone();
             o.lanes = Some((axis, n));
-            if n > 1 && size > n && !v.contains(&o) && check(ast, &o).is_ok() {
+            if size > n && !v.contains(&o) && check(ast, &o).is_ok() {
                 v.push(o);
             }
         }

@@ -367,6 +367,21 @@ mod browser {
     use js_sys::{Function, Object, Promise, Reflect};
     use wasm_bindgen::{JsCast, JsValue};
 
+    /// `on[method](arg)`, as JavaScript calls it (WebGPU methods wgpu has no binding for).
+    pub fn call(on: &JsValue, method: &str, arg: &JsValue) -> Result<JsValue, JsValue> {
+        let f: Function = Reflect::get(on, &method.into())?.dyn_into()?;
+        f.call1(on, arg)
+    }
+
+    /// A plain JavaScript object with these fields (a WebGPU descriptor).
+    pub fn object(fields: &[(&str, &JsValue)]) -> JsValue {
+        let o = Object::new();
+        for (k, v) in fields {
+            let _ = Reflect::set(&o, &(*k).into(), v);
+        }
+        o.into()
+    }
+
     /// Wrap `GPUAdapter.prototype.requestDevice` so that devices made until the returned
     /// function restores it also ask for `subgroups` where their adapter has it. `None` where
     /// the page forbids making functions from source (a content security policy) or has no
@@ -393,17 +408,9 @@ mod browser {
     /// where neither compiles (the device lacks the feature).
     pub async fn probe_subgroups(device: &wgpu::Device) -> Option<bool> {
         let device: &JsValue = device.as_webgpu()?.as_ref();
-        let call = |on: &JsValue, method: &str, args: &[&JsValue]| -> Option<JsValue> {
-            let f: Function = Reflect::get(on, &method.into()).ok()?.dyn_into().ok()?;
-            match args {
-                [] => f.call0(on),
-                [a] => f.call1(on, a),
-                _ => return None,
-            }
-            .ok()
-        };
+        let call = |on: &JsValue, method: &str, arg: &JsValue| call(on, method, arg).ok();
         let features = Reflect::get(device, &"features".into()).ok()?;
-        if call(&features, "has", &[&"subgroups".into()])?.as_bool() != Some(true) {
+        if call(&features, "has", &"subgroups".into())?.as_bool() != Some(true) {
             return None;
         }
         let body = "@group(0) @binding(0) var<storage, read_write> o: array<f32>;
@@ -416,14 +423,16 @@ mod browser {
             } else {
                 body.to_string()
             };
-            let desc = Object::new();
-            Reflect::set(&desc, &"code".into(), &code.into()).ok()?;
+            let desc = object(&[("code", &code.into())]);
             // The failing probe's error is caught here, not reported as the device's.
-            call(device, "pushErrorScope", &[&"validation".into()])?;
-            let module = call(device, "createShaderModule", &[&desc])?;
-            let info: Promise = call(&module, "getCompilationInfo", &[])?.dyn_into().ok()?;
+            call(device, "pushErrorScope", &"validation".into())?;
+            let module = call(device, "createShaderModule", &desc)?;
+            let none = JsValue::UNDEFINED;
+            let info: Promise = call(&module, "getCompilationInfo", &none)?
+                .dyn_into()
+                .ok()?;
             let info = wasm_bindgen_futures::JsFuture::from(info).await.ok()?;
-            let popped: Promise = call(device, "popErrorScope", &[])?.dyn_into().ok()?;
+            let popped: Promise = call(device, "popErrorScope", &none)?.dyn_into().ok()?;
             wasm_bindgen_futures::JsFuture::from(popped).await.ok()?;
             let messages: js_sys::Array = Reflect::get(&info, &"messages".into())
                 .ok()?
@@ -576,19 +585,14 @@ impl Gpu {
         // Natively the feature says it all; in the browser a probe kernel finds whether WGSL
         // there takes subgroups, and whether it wants `enable subgroups;` (Chromium does).
         #[cfg(not(target_arch = "wasm32"))]
-        let (subgroup_size, subgroups_directive) = match features.contains(wgpu::Features::SUBGROUP)
-        {
-            true => (ai.subgroup_min_size, false),
-            false => (0, false),
-        };
+        let probed = features.contains(wgpu::Features::SUBGROUP).then_some(false);
         #[cfg(target_arch = "wasm32")]
-        let (subgroup_size, subgroups_directive) = match subgroups {
-            true => match browser::probe_subgroups(&device).await {
-                Some(directive) => (ai.subgroup_min_size, directive),
-                None => (0, false),
-            },
-            false => (0, false),
+        let probed = match subgroups {
+            true => browser::probe_subgroups(&device).await,
+            false => None,
         };
+        let (subgroup_size, subgroups_directive) =
+            probed.map_or((0, false), |directive| (ai.subgroup_min_size, directive));
         let errors: Arc<Mutex<Errors>> = Arc::default();
         let e2 = errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -954,7 +958,7 @@ impl Gpu {
     /// `compile`, which reports them.
     #[cfg(target_arch = "wasm32")]
     async fn create_pipelines_async(&self, ks: &[LinearKernel]) {
-        use js_sys::{Array, Function, Object, Reflect};
+        use js_sys::{Array, Reflect};
         use wasm_bindgen::{JsCast, JsValue};
         // Only Chromium's WebGPU (Dawn) hands wgpu's twin the finished pipeline from its cache;
         // in other browsers each pipeline would be compiled twice, so they make them as
@@ -972,18 +976,7 @@ impl Gpu {
             return;
         };
         let device: &JsValue = device.as_ref();
-        let call =
-            |on: &JsValue, method: &str, arg: &JsValue| -> std::result::Result<JsValue, JsValue> {
-                let f: Function = Reflect::get(on, &method.into())?.dyn_into()?;
-                f.call1(on, arg)
-            };
-        let object = |fields: &[(&str, &JsValue)]| -> JsValue {
-            let o = Object::new();
-            for (k, v) in fields {
-                let _ = Reflect::set(&o, &(*k).into(), v);
-            }
-            o.into()
-        };
+        let (call, object) = (browser::call, browser::object);
         // The pipeline layout for each pattern of written bindings, as `layout` makes it.
         let mut layouts: HashMap<Vec<bool>, JsValue> = HashMap::new();
         let mut started = vec![];
