@@ -16,6 +16,7 @@ mod common;
 mod model;
 
 use model::Model;
+use wgrad::codegen::c::CRenderer;
 use wgrad::codegen::lower::{gathers_per_output, loads_per_output, lower};
 use wgrad::codegen::{compile, compile_plan, default_plan, OptTarget, Plan, Target};
 use wgrad::nn::optim::{Adam, Optimizer};
@@ -857,6 +858,83 @@ fn cpu_row_reductions_keep_rows_in_vector_lanes() {
             assert_eq!(
                 rows, 4,
                 "a softmax's max and sum, a layer norm's mean and variance"
+            );
+        }
+    });
+    let run = |dev: Device, t: OptTarget| {
+        Context::new().dev(dev).opt_target(t).run(|| {
+            let o = outs().unwrap();
+            o.iter()
+                .map(|t| t.to_vec::<f32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let plain = run(Device::Interp, OptTarget::None);
+    assert_close("interpreter", &run(Device::Interp, OptTarget::Cpu), &plain);
+    if common::usable(Device::Cpu) {
+        assert_close("C", &run(Device::Cpu, OptTarget::Cpu), &plain);
+    }
+}
+
+/// CPU elementwise kernels compute a row of outputs per invocation along their last axis
+/// (`opt::elementwise_rows`: four vectors' worth where it divides), so their index arithmetic
+/// (a causal mask's row and column, a softmax's row) is done once a row and the C dialect writes
+/// whole vectors: the causal attention's softmax kernels, forward and backward, at 8 and 16
+/// lanes. The C backend and the interpreter running these plans compute what the unoptimized
+/// kernels do.
+#[test]
+fn cpu_elementwise_kernels_compute_rows() {
+    let outs = || -> wgrad::Result<Vec<Tensor>> {
+        Tensor::manual_seed(7);
+        let qkv: Vec<Tensor> = (0..3)
+            .map(|_| Tensor::randn(&[2, 4, 128, 32])?.realize())
+            .collect::<wgrad::Result<_>>()?;
+        for t in &qkv {
+            t.set_requires_grad(true);
+        }
+        let o = qkv[0].scaled_dot_product_attention(&qkv[1], &qkv[2], None, 0.0, true, false)?;
+        o.square()?.sum((), false)?.backward()?;
+        let mut v = vec![o.detach()];
+        v.extend(qkv.iter().map(|t| t.grad().expect("grad")));
+        Ok(v)
+    };
+    Context::new().dev(Device::Interp).run(|| {
+        let outs = outs().unwrap();
+        let items = Tensor::schedule_all(&outs.iter().collect::<Vec<_>>()).unwrap();
+        for lanes in [8, 16] {
+            let target = Target {
+                lanes,
+                ..Target::new(OptTarget::Cpu)
+            };
+            let mut rows = 0;
+            for item in &items {
+                let ScheduleItem::Kernel { ast, .. } = item else {
+                    continue;
+                };
+                let elementwise = ast
+                    .root
+                    .find(
+                        &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
+                        &|_| false,
+                    )
+                    .is_none();
+                if !elementwise || ast.root.shape != [2, 4, 128, 128] {
+                    continue;
+                }
+                rows += 1;
+                let o = wgrad::codegen::opt::default_opts(ast, &target);
+                assert_eq!(o.upcast, [(3, 4 * lanes)], "at {lanes} lanes");
+                let k = &compile(ast, &target).stages[0].kernel;
+                let c = wgrad::codegen::render::render(k, &CRenderer { lanes });
+                assert!(
+                    c.contains(&format!("st{lanes}(b")),
+                    "{} at {lanes} lanes stores no vector:\n{c}",
+                    k.name
+                );
+            }
+            assert!(
+                rows >= 2,
+                "the softmax's kernels forward and backward: {rows}"
             );
         }
     });

@@ -17,7 +17,8 @@
 //!   of outputs per invocation (each invocation costs them more than a few operations).
 //! - **CPU** (C, and the interpreter): the upcasts a cycle model of the C dialect's vector code
 //!   (`vectorize.rs`) and of the cache lines read finds cheapest, every combination of up to
-//!   three axes tried, a window's short loop unrolled or not; a whole short axis upcast and a
+//!   three axes tried, a window's short loop unrolled or not; an elementwise kernel's row of
+//!   outputs per invocation (its indices computed once a row); a whole short axis upcast and a
 //!   short reduce loop unrolled where that folds most of the index divisions to constants; a
 //!   long reduce split into parts whose inputs stay in L2 and whose sums run as independent
 //!   chains on every core.
@@ -408,14 +409,13 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                 } else {
                     MAX_UPCAST * t.registers / 16
                 };
-                if !t.loop_vectorizer && reduce_of(ast).is_none() {
-                    if let Some(o) = elementwise_rows(ast, max, 4 * cores) {
-                        return o;
-                    }
-                }
                 if reduce_of(ast).is_none() {
                     if let Some(o) = transposed_rows(ast, 4 * cores) {
                         return fold_indices(ast, o, 4 * cores);
+                    }
+                    let rows = if t.loop_vectorizer { 4 * t.lanes } else { 16 };
+                    if let Some(o) = elementwise_rows(ast, max.min(rows), 4 * cores) {
+                        return o;
                     }
                 }
                 // With 512-bit vectors, two of them along one axis too (32 outputs: a matmul's
@@ -464,15 +464,19 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
     }
 }
 
-/// An elementwise kernel's upcast for a target whose compiler vectorizes no loop by itself
-/// (WebAssembly): a row of 16, 8 or 4 outputs of its last axis (the largest that divides it and
-/// leaves every core a few invocations), which the dialect computes as SIMD vectors, its index
-/// arithmetic done once per row (V8's scalar loop over a GELU took 14 ns an element). `None`
-/// where no such row divides the axis (the other heuristics then apply: `fold_indices`).
+/// An elementwise kernel's upcast: a row of up to `max` outputs of its last axis (64, 32, 16, 8
+/// or 4: the largest that divides it and leaves every core a few invocations), which the C
+/// dialect computes as SIMD vectors, its index arithmetic done once per row. WebAssembly's
+/// compiler vectorizes no loop by itself (V8's scalar loop over a GELU took 14 ns an element);
+/// GCC vectorizes the invocation loop, but recomputes each element's indices (a causal mask's
+/// `row % 16384 / 128`) in vector integer code: rows of 64 made the medium GPT's attention
+/// softmax kernels 17.8 -> 7.6 ms a step and the step 184 -> 158-165 ms (2-vCPU AVX-512 Xeon;
+/// rows of 16 and 32 measured within noise of 64, the tutorial's CNN unchanged). `None` where no
+/// such row divides the axis (the other heuristics then apply: `fold_indices`).
 fn elementwise_rows(ast: &KernelAst, max: usize, min_inv: usize) -> Option<Opts> {
     let out: usize = ast.root.shape.iter().product();
     let (axis, &size) = ast.root.shape.iter().enumerate().rev().find(|a| *a.1 > 1)?;
-    [16, 8, 4]
+    [64, 32, 16, 8, 4]
         .into_iter()
         .filter(|&n| size % n == 0 && n <= max && out / n >= min_inv)
         .map(|n| Opts {
