@@ -1,7 +1,7 @@
 //! Split reductions across workgroups: one kernel's long reduce becomes two kernels. The first
-//! reduces each of `parts` slices of a reduce axis into a scratch buffer (so it launches
-//! `parts` times as many invocations, each looping `parts` times less); the second reduces
-//! the partial results and computes the rest of the original kernel (its epilogue). Both are
+//! reduces each of `parts` slices of a reduce axis into a scratch buffer, the parts its
+//! outermost axis (so it launches `parts` times as many invocations, each looping `parts` times
+//! less); the second reduces the partial results and computes the rest of the original kernel (its epilogue). Both are
 //! ordinary `KernelAst`s, optimized and lowered like any other. An axis that `parts` does not
 //! divide (a prime length) is padded up to a multiple of it, the padding reading the reduce's
 //! identity: no loop is ever left longer than a split meant it to be.
@@ -45,17 +45,25 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
         return None;
     }
     // First kernel: view the source with the axis (padded to a multiple of `parts`) split into
-    // (parts, rest) and reduce `rest` (and the other reduce axes), keeping `parts`.
+    // (parts, rest), `parts` moved in front, and reduce `rest` (and the other reduce axes),
+    // keeping `parts`. In front, the parts are the outermost axis of the first kernel's
+    // invocations: consecutive invocations (a CPU thread's run of them, a GPU's neighbouring
+    // workgroups) work on one part, whose inputs they share from cache. (Where the reduce axis
+    // was last, a matmul's `K`, its parts were the innermost: consecutive invocations read
+    // rows a part apart and shared nothing, and a weight gradient `dyᵀ @ x` written with
+    // `matmul` took 14 ms on the CPU, against 4.4 for the same product from a Linear's
+    // backward.)
     let rest = full[axis].div_ceil(parts);
     let mut padded = full.clone();
     padded[axis] = rest * parts;
-    let mut split_shape = full.clone();
-    split_shape[axis] = rest;
-    split_shape.insert(axis, parts);
-    let shifted: Vec<usize> = axes
-        .iter()
-        .map(|&a| if a >= axis { a + 1 } else { a })
-        .collect();
+    let mut unmoved = full.clone();
+    unmoved[axis] = rest;
+    unmoved.insert(axis, parts);
+    let mut order: Vec<usize> = (0..unmoved.len()).collect();
+    order.remove(axis);
+    order.insert(0, axis);
+    let split_shape: Vec<usize> = order.iter().map(|&a| unmoved[a]).collect();
+    let shifted: Vec<usize> = axes.iter().map(|&a| a + 1).collect();
     let mut partial_shape = split_shape.clone();
     for &a in &shifted {
         partial_shape[a] = 1;
@@ -66,7 +74,8 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     pad[axis].1 = padded[axis] - full[axis];
     let st = ShapeTracker::contiguous(full)
         .pad(&pad)
-        .reshape(&split_shape);
+        .reshape(&unmoved)
+        .permute(&order);
     let node = |op: AstOp, dtype, src: Vec<Arc<AstNode>>| {
         Arc::new(AstNode {
             op,
@@ -108,14 +117,20 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     let mut first_bufs = vec![(wide, numel)];
     first_bufs.extend(first_slots.order.iter().map(|&s| k.bufs[s]));
     // Second kernel: the original AST with the reduce replaced by a reduce of the partials,
-    // read as the reduce's own shape with `parts` in place of its size-1 axis (the same bytes),
-    // so the new reduce is at the kernel's output shape and can be optimized like any other.
+    // read as the reduce's own shape with `parts` in place of its size-1 axis (the partials
+    // with their front axis moved there), so the new reduce is at the kernel's output shape
+    // and can be optimized like any other.
     let mut parts_shape = r.shape.clone();
     parts_shape[axis] = parts;
+    let mut stored = r.shape.clone();
+    stored.remove(axis);
+    stored.insert(0, parts);
+    let mut back: Vec<usize> = (1..stored.len()).collect();
+    back.insert(axis, 0);
     let load = Arc::new(AstNode {
         op: AstOp::Load {
             slot: 1,
-            st: ShapeTracker::contiguous(&parts_shape),
+            st: ShapeTracker::contiguous(&stored).permute(&back),
         },
         dtype: wide,
         shape: parts_shape,
@@ -330,7 +345,7 @@ mod tests {
     #[test]
     fn the_first_kernel_keeps_the_parts_and_the_second_has_the_epilogue() {
         let s = split(&kernel(3, 64), 1, 8).expect("splits");
-        assert_eq!(s.first.root.shape, vec![3, 8, 1]);
+        assert_eq!(s.first.root.shape, vec![8, 3, 1], "the parts in front");
         assert_eq!(s.first.bufs[0], (DType::F32, 24), "the scratch buffer");
         assert_eq!(s.first_args, vec![1], "the first kernel reads only x");
         assert_eq!(s.second.root.shape, vec![3, 1]);
@@ -392,9 +407,9 @@ mod tests {
     #[test]
     fn parts_that_do_not_divide_the_axis_pad_it() {
         let s = split(&kernel(3, 67), 1, 8).expect("splits");
-        // 67 padded to 72 = 8 x 9: the partials are [3, 8, 1].
-        assert_eq!(s.first.root.shape, vec![3, 8, 1]);
-        assert_eq!(s.first.root.src[0].shape, vec![3, 8, 9]);
+        // 67 padded to 72 = 8 x 9: the partials are [8, 3, 1].
+        assert_eq!(s.first.root.shape, vec![8, 3, 1]);
+        assert_eq!(s.first.root.src[0].shape, vec![8, 3, 9]);
         assert!(
             split(&kernel(3, 64), 1, 64).is_none(),
             "parts below the length"
