@@ -548,7 +548,8 @@ pub fn golden_cases() -> Vec<(&'static str, Build)> {
                 .run(|| f32s(&[3, 8192], 8, -1.0, 1.0)?.sum(1, false)?.realize())
         }),
         ("matmul_staged_gpu", || {
-            // Operand tiles staged in workgroup memory: 16x16 invocations of 4x4 outputs.
+            // Operand tiles staged in workgroup memory: 16x16 invocations of 2x2 outputs, the
+            // product split in two along its reduce (the parts the first kernel's outer axis).
             Context::new().opt_target(OptTarget::Gpu).run(|| {
                 let a = f32s(&[128, 64], 9, -1.0, 1.0)?;
                 let b = f32s(&[64, 128], 10, -1.0, 1.0)?;
