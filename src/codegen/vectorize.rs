@@ -6,7 +6,7 @@
 //! once as a vector: contiguous loads become one vector load (every other element, a pooling
 //! window's columns, two loads and a shuffle), a value shared by every lane is broadcast, and
 //! anything else is gathered lane by lane. Sums and maxes pack; the expression may add,
-//! multiply, divide, negate, take maxima and exponentials, compare (f32 values, or bytes with
+//! multiply, divide, negate, take maxima, reciprocals and exponentials, compare (f32 values, or bytes with
 //! a constant: a causal mask), negate masks, select and turn comparisons into 1.0 or 0.0 (a
 //! ReLU inside a max-pool, and its tie count), each lane as the scalar code computes it. After
 //! the loop nest the lanes are written back into the scalar accumulators. Every lane still
@@ -320,7 +320,7 @@ impl Analysis {
             }
             Inst::Unary {
                 dst,
-                op: op @ (UnaryOp::Neg | UnaryOp::Exp2),
+                op: op @ (UnaryOp::Neg | UnaryOp::Exp2 | UnaryOp::Recip),
                 dtype: DType::F32,
                 a,
             } => {

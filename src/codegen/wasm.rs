@@ -752,6 +752,11 @@ impl<'a> Emitter<'a> {
                 self.vexpr(s, a);
                 self.vexp2(s);
             }
+            VExpr::Unary(UnaryOp::Recip, a) => {
+                s.f32_const(1.0f32.into()).f32x4_splat();
+                self.vexpr(s, a);
+                s.f32x4_div();
+            }
             VExpr::Unary(_, a) => {
                 self.vexpr(s, a);
                 s.f32x4_neg();
