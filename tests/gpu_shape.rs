@@ -775,15 +775,16 @@ fn cpu_weight_gradients_broadcast_loaded_values() {
                 };
                 for s in compile(ast, &target).stages {
                     let k = &s.kernel;
+                    use wgrad::codegen::linearize::Inst;
                     let loaded: Vec<String> = k
                         .insts
                         .iter()
-                        .filter_map(|i| match i {
-                            wgrad::codegen::linearize::Inst::Load { dst, .. } => {
-                                Some(format!("Splat({dst})"))
-                            }
-                            _ => None,
+                        .flat_map(|i| match i {
+                            Inst::Load { dst, .. } => vec![*dst],
+                            Inst::LoadVec { dsts, .. } => dsts.to_vec(),
+                            _ => vec![],
                         })
+                        .map(|dst| format!("Splat({dst})"))
                         .collect();
                     for p in wgrad::codegen::vectorize::packs(k, lanes) {
                         let e = format!("{:?}", p.expr);
@@ -1007,4 +1008,73 @@ fn cpu_elementwise_rows_vectorize_reciprocals() {
             assert_eq!(differ, 0, "elements where {dev} and the interpreter differ");
         }
     }
+}
+
+/// A CPU weight gradient `dW = dyᵀ x` (a Linear's, with `dy` in memory) shares each vector
+/// it loads among at least four multiply-adds, broadcasting as many loaded values of the other
+/// operand. The lowering loads runs of four consecutive scalars together (`LoadVec`); the
+/// CPU cost model once took broadcasts of those for computed values (a shuffle each) and chose
+/// two parts of the split at once instead, loading two vectors per two multiply-adds: 1.5x
+/// slower on the medium GPT's weight gradients.
+#[test]
+fn cpu_weight_gradients_share_vector_loads() {
+    Context::new().dev(Device::Interp).run(|| {
+        Tensor::manual_seed(9);
+        let x = Tensor::randn(&[32, 128, 128]).unwrap().realize().unwrap();
+        let w = Tensor::randn(&[512, 128]).unwrap().realize().unwrap();
+        let g = Tensor::randn(&[32, 128, 512]).unwrap().realize().unwrap();
+        w.set_requires_grad(true);
+        x.linear(&w.t().unwrap(), None)
+            .unwrap()
+            .mul(&g)
+            .unwrap()
+            .sum((), false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        let gw = w.grad().unwrap();
+        let items = Tensor::schedule_all(&[&gw]).unwrap();
+        let mut checked = 0;
+        for lanes in [8, 16] {
+            let target = Target {
+                lanes,
+                registers: if lanes == 16 { 32 } else { 16 },
+                ..Target::new(OptTarget::Cpu)
+            };
+            for item in &items {
+                let ScheduleItem::Kernel { ast, .. } = item else {
+                    continue;
+                };
+                if ast.root.shape.iter().product::<usize>() != 512 * 128 {
+                    continue;
+                }
+                let k = &compile(ast, &target).stages[0].kernel;
+                let packs = wgrad::codegen::vectorize::packs(k, lanes);
+                let mut loads = std::collections::HashSet::new();
+                for p in &packs {
+                    let e = format!("{:?}", p.expr);
+                    for (i, _) in e.match_indices("Load {") {
+                        loads.insert(e[i..i + e[i..].find('}').unwrap_or(0)].to_string());
+                    }
+                }
+                assert!(
+                    !loads.is_empty(),
+                    "{} at {lanes} lanes: no vector load",
+                    k.name
+                );
+                assert!(
+                    packs.len() >= 4 * loads.len(),
+                    "{} at {lanes} lanes: {} multiply-adds for {} vector loads",
+                    k.name,
+                    packs.len(),
+                    loads.len()
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(
+            checked, 2,
+            "the weight gradient's first kernel at 8 and 16 lanes"
+        );
+    });
 }

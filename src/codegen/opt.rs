@@ -1060,12 +1060,15 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
         }
     }
     let k = super::linear_kernel_of(ast, l);
+    // (A run of four consecutive scalars the lowering loads together, `LoadVec`, is four
+    // loads: a broadcast of one is a broadcast load too.)
     let loaded: FastSet<u32> = k
         .insts
         .iter()
-        .filter_map(|i| match i {
-            Inst::Load { dst, .. } => Some(*dst),
-            _ => None,
+        .flat_map(|i| match i {
+            Inst::Load { dst, .. } => vec![*dst],
+            Inst::LoadVec { dsts, .. } => dsts.to_vec(),
+            _ => vec![],
         })
         .collect();
     let mut regs = Regs {
@@ -1102,6 +1105,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
         regs.varying.extend(vectorize::defined(inst));
         match inst {
             Inst::Load { .. } => bodies[b].loads += 1.0,
+            Inst::LoadVec { .. } => bodies[b].loads += 4.0,
             Inst::Acc { .. } if !packed.contains(&i) => bodies[b].arith += 1.0,
             Inst::Unary {
                 op: UnaryOp::Exp2, ..
