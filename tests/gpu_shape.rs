@@ -416,6 +416,24 @@ fn assert_close(what: &str, got: &[Vec<f32>], want: &[Vec<f32>]) {
     }
 }
 
+/// `outs` computed with the CPU target's plans, on the interpreter and (where it runs) the C
+/// backend, equal what the unoptimized kernels compute on the interpreter, within rounding.
+fn assert_cpu_plans_compute_the_same(outs: impl Fn() -> wgrad::Result<Vec<Tensor>>) {
+    let run = |dev: Device, t: OptTarget| {
+        Context::new().dev(dev).opt_target(t).run(|| {
+            let o = outs().unwrap();
+            o.iter()
+                .map(|t| t.to_vec::<f32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let plain = run(Device::Interp, OptTarget::None);
+    assert_close("interpreter", &run(Device::Interp, OptTarget::Cpu), &plain);
+    if common::usable(Device::Cpu) {
+        assert_close("C", &run(Device::Cpu, OptTarget::Cpu), &plain);
+    }
+}
+
 #[test]
 fn optimized_kernels_equal_unoptimized_ones_on_the_interpreter() {
     let plain = run_step(Device::Interp, OptTarget::None);
@@ -862,19 +880,7 @@ fn cpu_row_reductions_keep_rows_in_vector_lanes() {
             );
         }
     });
-    let run = |dev: Device, t: OptTarget| {
-        Context::new().dev(dev).opt_target(t).run(|| {
-            let o = outs().unwrap();
-            o.iter()
-                .map(|t| t.to_vec::<f32>().unwrap())
-                .collect::<Vec<_>>()
-        })
-    };
-    let plain = run(Device::Interp, OptTarget::None);
-    assert_close("interpreter", &run(Device::Interp, OptTarget::Cpu), &plain);
-    if common::usable(Device::Cpu) {
-        assert_close("C", &run(Device::Cpu, OptTarget::Cpu), &plain);
-    }
+    assert_cpu_plans_compute_the_same(outs);
 }
 
 /// CPU elementwise kernels compute a row of outputs per invocation along their last axis
@@ -939,19 +945,7 @@ fn cpu_elementwise_kernels_compute_rows() {
             );
         }
     });
-    let run = |dev: Device, t: OptTarget| {
-        Context::new().dev(dev).opt_target(t).run(|| {
-            let o = outs().unwrap();
-            o.iter()
-                .map(|t| t.to_vec::<f32>().unwrap())
-                .collect::<Vec<_>>()
-        })
-    };
-    let plain = run(Device::Interp, OptTarget::None);
-    assert_close("interpreter", &run(Device::Interp, OptTarget::Cpu), &plain);
-    if common::usable(Device::Cpu) {
-        assert_close("C", &run(Device::Cpu, OptTarget::Cpu), &plain);
-    }
+    assert_cpu_plans_compute_the_same(outs);
 }
 
 /// A reciprocal in a CPU elementwise row is computed as a vector (`1.0f / v`), like the other

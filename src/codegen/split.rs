@@ -1,9 +1,9 @@
 //! Split reductions across workgroups: one kernel's long reduce becomes two kernels. The first
-//! reduces each of `parts` slices of a reduce axis into a scratch buffer, the parts its
-//! outermost axis (so it launches `parts` times as many invocations, each looping `parts` times
-//! less); the second reduces the partial results and computes the rest of the original kernel (its epilogue). Both are
-//! ordinary `KernelAst`s, optimized and lowered like any other. An axis that `parts` does not
-//! divide (a prime length) is padded up to a multiple of it, the padding reading the reduce's
+//! reduces each of `parts` slices of a reduce axis into a scratch buffer, the parts its outermost
+//! axis (so it launches `parts` times as many invocations, each looping `parts` times less); the
+//! second reduces the partial results and computes the rest of the original kernel (its epilogue).
+//! Both are ordinary `KernelAst`s, optimized and lowered like any other. An axis that `parts` does
+//! not divide (a prime length) is padded up to a multiple of it, the padding reading the reduce's
 //! identity: no loop is ever left longer than a split meant it to be.
 
 use crate::dtype::DType;
