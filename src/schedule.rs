@@ -571,6 +571,7 @@ fn build_kernel(
             }
             _ => root,
         };
+        let root = crate::kernel::push_views(&root);
         if n.op == Op::Assign && b.reads_out_shifted {
             // Writing in place while reading other elements of the same buffer would race:
             // compute the value into its own buffer first.

@@ -564,7 +564,7 @@ fn row_lanes(ast: &KernelAst, base: Opts, t: &Target) -> Vec<Opts> {
     };
     let rows: Vec<usize> = stageable_operands(ast)
         .iter()
-        .filter_map(|op| op.contiguous)
+        .flat_map(|op| op.contiguous.clone())
         .collect();
     let mut v = vec![];
     for &(axis, size) in axes.iter().filter(|a| rows.contains(&a.0)) {
@@ -700,6 +700,17 @@ fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
     stage_opts(ast, &o, t, min_inv)
 }
 
+/// An axis short enough to take whole into a staged kernel's register block or step, where no
+/// power of two divides it usefully (a convolution's row of 11 or 13, a window of 3).
+fn short_axis(size: usize) -> Option<usize> {
+    (size <= 16 && !size.is_power_of_two()).then_some(size)
+}
+
+/// The amounts a staged kernel's register block tries along an axis of `size`.
+fn block_sizes(size: usize) -> impl Iterator<Item = usize> {
+    [1, 2, 4, 8, 16].into_iter().chain(short_axis(size))
+}
+
 /// Workgroup sizes a staged kernel tries (invocations).
 const STAGE_LOCALS: [usize; 3] = [256, 128, 64];
 /// Steps of a staged reduce tried (elements of the reduce axis per tile).
@@ -731,10 +742,11 @@ const GLOBAL_PER_SHARED: f64 = 8.0;
 
 /// `o` (the heuristic's upcasts for an unstaged kernel) staged in workgroup memory
 /// (`Opts::stage`) where that costs less than it: a workgroup of `STAGE_LOCALS` invocations
-/// over up to two output axes, a step of `STAGE_STEPS`, and a register block of up to
-/// `MAX_UPCAST_GPU` outputs over up to two axes keeping `min_inv` invocations; chosen for the
-/// fewest loads per multiply-add (global ones, tile elements over the workgroup's outputs
-/// times the step, weighted by `GLOBAL_PER_SHARED`, plus workgroup-memory ones, the register
+/// over up to two output axes, a step of `STAGE_STEPS` (or a whole short axis), and a register
+/// block of up to `MAX_UPCAST_GPU` outputs over up to two axes keeping `min_inv` invocations;
+/// chosen for the fewest loads per multiply-add (global ones: tile elements over the
+/// workgroup's outputs times the step, and the loads read directly where their tiles would be
+/// scattered, weighted by `GLOBAL_PER_SHARED`; plus workgroup-memory ones, the register
 /// block's), within the target's workgroup memory and keeping a workgroup per multiprocessor.
 fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<Opts> {
     if !o.local.is_empty() || o.group.is_some() || o.unroll.is_some() {
@@ -762,8 +774,8 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
     let mut blocks = vec![o.upcast.clone()];
     for (i, &a1) in free.iter().enumerate() {
         for &a2 in &free[i + 1..] {
-            for u1 in [1, 2, 4, 8, 16] {
-                for u2 in [1, 2, 4, 8, 16] {
+            for u1 in block_sizes(shape[a1]) {
+                for u2 in block_sizes(shape[a2]) {
                     let n = u1 * u2;
                     if (2..=max_outs).contains(&n) && shape[a1] % u1 == 0 && shape[a2] % u2 == 0 {
                         let b: Vec<(usize, usize)> = [(a1, u1), (a2, u2)]
@@ -783,32 +795,43 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
     let mut consider = |c: Opts, step: usize, up: &[usize]| {
         let wg = c.local_size();
         let outs: usize = up.iter().product();
+        if total / (outs * wg) < workgroups_min {
+            return;
+        }
+        // The loads staged, and those read directly (from global memory, once per distinct
+        // element among the register block's outputs).
+        let tiles = tiles_of(ast, &loads, &c);
+        let (staged, direct): (Vec<Operand>, Vec<Operand>) = loads
+            .iter()
+            .cloned()
+            .partition(|l| tiles.iter().any(|t| std::ptr::eq(t.0, l.node)));
         // Each multiply-add reads at most one element from workgroup memory: a register block
         // that shares no operand (a row of a convolution's outputs, whose inputs overlap only
         // in the window) gains nothing there that the caches do not give it already. (On an
         // H200 conv2's forward with a row of 11 outputs per invocation ran 1.8x slower staged.)
-        let shared = unstaged_loads_per_fma(&loads, up);
+        let shared = unstaged_loads_per_fma(&staged, up);
         if shared > 1.0 {
             return;
         }
-        if total / (outs * wg) < workgroups_min {
-            return;
-        }
-        let tiles = tiles_of(ast, &loads, &c);
-        // A tile is read in runs of at least 4 consecutive elements (whole memory
-        // transactions) where its operand reads consecutive elements along some axis;
-        // scattered elements cost a transaction each, staged or not (conv2's
-        // forward staged over 4 batches x 4 channels, its input read one element per batch,
-        // ran 1.2x slower on an H200).
-        if tiles.iter().any(|t| t.2.is_some_and(|a| t.1[a] < 4)) {
-            return;
-        }
-        let lens: Vec<usize> = tiles.iter().map(|t| t.1.iter().product()).collect();
+        // A tile is loaded in rounds of the whole workgroup (the last one padded), and its
+        // array padded to match.
+        let lens: Vec<usize> = tiles
+            .iter()
+            .map(|t| t.1.iter().product::<usize>().next_multiple_of(wg))
+            .collect();
         let bytes: usize = lens.iter().sum::<usize>() * 4;
-        if tiles.is_empty() || bytes > t.max_shared || lens.iter().any(|l| l % wg != 0) {
+        if tiles.is_empty() || bytes > t.max_shared {
             return;
         }
-        let global = lens.iter().sum::<usize>() as f64 / (outs * wg * step) as f64;
+        // A load read directly costs a global read per distinct element of the block: worth
+        // it only where the block shares it so widely that this costs no more than one
+        // workgroup-memory read per multiply-add (a convolution's weights, shared by a row of
+        // 11 outputs times 4 channels); otherwise a split that stages everything does better.
+        let direct = unstaged_loads_per_fma(&direct, up);
+        if GLOBAL_PER_SHARED * direct > 1.0 {
+            return;
+        }
+        let global = lens.iter().sum::<usize>() as f64 / (outs * wg * step) as f64 + direct;
         let cost = GLOBAL_PER_SHARED * global + shared;
         if best.as_ref().is_none_or(|b| cost < b.0) && check(ast, &c).is_ok() {
             best = Some((cost, c));
@@ -817,7 +840,8 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
     for block in &blocks {
         let up = per_axis(block);
         for &(axis, size) in &raxes {
-            for step in STAGE_STEPS.into_iter().filter(|s| size % s == 0) {
+            let steps = STAGE_STEPS.into_iter().chain(short_axis(size));
+            for step in steps.filter(|s| size % s == 0) {
                 for wg in STAGE_LOCALS.into_iter().filter(|&w| w <= t.max_local) {
                     // One axis, or two with the workgroup split between them.
                     for (i, &a1) in free.iter().enumerate() {

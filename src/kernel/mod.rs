@@ -89,6 +89,119 @@ impl AstNode {
     }
 }
 
+/// `n` with every view that only reorders a computed value (a permutation or reshape of an
+/// elementwise expression of loads: a convolution's input gradient permutes the product
+/// `dy * w` before summing it) moved onto the loads below it. The expression's operands are
+/// then loads of the kernel's own shape, which the optimizer sees one by one (a staged reduce
+/// tiles each; a view of a computed value is a single operand it can only read as a whole).
+/// Views that pad, broadcast, flip or drop elements stay, as do those above reduces or
+/// `iota`s.
+pub fn push_views(n: &Arc<AstNode>) -> Arc<AstNode> {
+    fn walk(n: &Arc<AstNode>, memo: &mut HashMap<usize, Arc<AstNode>>) -> Arc<AstNode> {
+        let key = Arc::as_ptr(n) as usize;
+        if let Some(r) = memo.get(&key) {
+            return r.clone();
+        }
+        let src: Vec<Arc<AstNode>> = n.src.iter().map(|s| walk(s, memo)).collect();
+        let moved = match &n.op {
+            AstOp::View(st) => reorder_of(st, &src[0].shape)
+                .and_then(|m| move_into(&src[0], &m, &mut HashMap::new())),
+            _ => None,
+        };
+        let r = moved.unwrap_or_else(|| {
+            if src.iter().zip(&n.src).all(|(a, b)| Arc::ptr_eq(a, b)) {
+                n.clone()
+            } else {
+                Arc::new(AstNode {
+                    src,
+                    ..(**n).clone()
+                })
+            }
+        });
+        memo.insert(key, r.clone());
+        r
+    }
+    walk(n, &mut HashMap::new())
+}
+
+/// A view of a contiguous value of shape `base` that only reorders it, as a reshape to the
+/// view's axes in memory order followed by a permutation to its own order: (reshaped shape,
+/// permutation). `None` for any other view.
+fn reorder_of(st: &ShapeTracker, base: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
+    let [v] = st.views.as_slice() else {
+        return None;
+    };
+    if v.mask.is_some()
+        || v.offset != 0
+        || v.shape.iter().product::<usize>() != base.iter().product::<usize>()
+    {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..v.shape.len()).collect();
+    // Size-1 axes (stride 0) last: where they go does not change the order of elements.
+    order.sort_by_key(|&a| (v.shape[a] == 1, std::cmp::Reverse(v.strides[a])));
+    let shape: Vec<usize> = order.iter().map(|&a| v.shape[a]).collect();
+    let contiguous = crate::shape::strides_for(&shape);
+    let reorders = order
+        .iter()
+        .zip(&contiguous)
+        .all(|(&a, &c)| v.shape[a] == 1 || v.strides[a] == c);
+    if !reorders || order.iter().enumerate().all(|(i, &a)| i == a) {
+        return None;
+    }
+    let mut back = vec![0; order.len()];
+    for (i, &a) in order.iter().enumerate() {
+        back[a] = i;
+    }
+    Some((shape, back))
+}
+
+/// `n` (an elementwise expression of loads, constants and views) reshaped to `m.0` and
+/// permuted by `m.1`, the movement applied to its leaves; `None` if a reduce or `iota` is
+/// below it.
+fn move_into(
+    n: &Arc<AstNode>,
+    m: &(Vec<usize>, Vec<usize>),
+    memo: &mut HashMap<usize, Option<Arc<AstNode>>>,
+) -> Option<Arc<AstNode>> {
+    let key = Arc::as_ptr(n) as usize;
+    if let Some(r) = memo.get(&key) {
+        return r.clone();
+    }
+    let moved = |st: &ShapeTracker| st.clone().reshape(&m.0).permute(&m.1);
+    let op = match &n.op {
+        AstOp::Load { slot, st } => Some(AstOp::Load {
+            slot: *slot,
+            st: moved(st),
+        }),
+        AstOp::View(st) => Some(AstOp::View(moved(st))),
+        AstOp::Const(_) | AstOp::Unary(_) | AstOp::Binary(_) | AstOp::Where | AstOp::Cast(_) => {
+            Some(n.op.clone())
+        }
+        AstOp::Iota | AstOp::Reduce(..) => None,
+    };
+    let r = op.and_then(|op| {
+        let src = match &n.op {
+            // A view's source stays: the view re-addresses it.
+            AstOp::View(_) => n.src.clone(),
+            _ => n
+                .src
+                .iter()
+                .map(|s| move_into(s, m, memo))
+                .collect::<Option<Vec<_>>>()?,
+        };
+        let shape = m.1.iter().map(|&a| m.0[a]).collect();
+        Some(Arc::new(AstNode {
+            op,
+            dtype: n.dtype,
+            shape,
+            src,
+        }))
+    });
+    memo.insert(key, r.clone());
+    r
+}
+
 /// One kernel: its AST and the (dtype, element count) of each buffer slot; slot 0 is written.
 #[derive(Clone, Debug)]
 pub struct KernelAst {
@@ -724,5 +837,71 @@ mod tests {
             .map(|i| Some(((i / 8) * 4 + ((i / 4) % 2) * 12 + i % 4) as i64))
             .collect();
         assert_eq!(eval(&st), reference);
+    }
+
+    fn load(slot: u32, st: ShapeTracker) -> Arc<AstNode> {
+        Arc::new(AstNode {
+            shape: st.shape().to_vec(),
+            op: AstOp::Load { slot, st },
+            dtype: DType::F32,
+            src: vec![],
+        })
+    }
+
+    fn node(op: AstOp, shape: &[usize], src: Vec<Arc<AstNode>>) -> Arc<AstNode> {
+        Arc::new(AstNode {
+            op,
+            dtype: DType::F32,
+            shape: shape.to_vec(),
+            src,
+        })
+    }
+
+    #[test]
+    fn reordering_views_move_onto_the_loads() {
+        // (a * b) for a [2, 3, 4] (b broadcast along the middle axis), permuted and reshaped.
+        let a = ShapeTracker::contiguous(&[2, 3, 4]);
+        let b = ShapeTracker::contiguous(&[2, 1, 4]).expand(&[2, 3, 4]);
+        let mul = node(
+            AstOp::Binary(BinaryOp::Mul),
+            &[2, 3, 4],
+            vec![load(1, a.clone()), load(2, b.clone())],
+        );
+        let view = ShapeTracker::contiguous(&[2, 3, 4])
+            .permute(&[2, 0, 1])
+            .reshape(&[4, 6]);
+        let root = node(AstOp::View(view.clone()), &[4, 6], vec![mul]);
+        let pushed = push_views(&root);
+        assert!(
+            matches!(pushed.op, AstOp::Binary(BinaryOp::Mul)),
+            "{pushed:?}"
+        );
+        assert_eq!(pushed.shape, [4, 6]);
+        // Each load reads, for every output, the element the view of the product read.
+        let through = |inner: &ShapeTracker| -> Vec<Option<i64>> {
+            let base = eval(inner);
+            eval(&view)
+                .iter()
+                .map(|j| base[j.unwrap() as usize])
+                .collect()
+        };
+        for (src, want) in pushed.src.iter().zip([&a, &b]) {
+            let AstOp::Load { st, .. } = &src.op else {
+                panic!("{src:?}");
+            };
+            assert_eq!(src.shape, [4, 6]);
+            assert_eq!(eval(st), through(want));
+        }
+        // A view that pads, or one above an iota, stays.
+        let padded = ShapeTracker::contiguous(&[2, 3, 4]).pad(&[(0, 1), (0, 0), (0, 0)]);
+        let mul = node(AstOp::Unary(UnaryOp::Exp2), &[2, 3, 4], vec![load(1, a)]);
+        let kept = node(AstOp::View(padded), &[3, 3, 4], vec![mul]);
+        assert!(matches!(push_views(&kept).op, AstOp::View(_)));
+        let iota = node(AstOp::Iota, &[6], vec![]);
+        let st = ShapeTracker::contiguous(&[6])
+            .reshape(&[2, 3])
+            .permute(&[1, 0]);
+        let kept = node(AstOp::View(st), &[3, 2], vec![iota]);
+        assert!(matches!(push_views(&kept).op, AstOp::View(_)));
     }
 }
