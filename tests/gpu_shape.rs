@@ -756,11 +756,13 @@ fn gpu_matmuls_and_convolutions_stage_their_tiles() {
 
 /// Every tile a staged kernel loads is read coalesced: consecutive invocations read
 /// consecutive addresses, so a warp's loads touch few more 32-byte segments than their bytes
-/// fill. For the 1024^3 matmul and the CNN's and GPT's steps compiled for a GPU (43 staged
+/// fill. For the 1024^3 matmul and the CNN's and GPT's steps compiled for a GPU (45 staged
 /// kernels), each staged load's worst warp in the first, middle and last workgroups: the
-/// matmul's and the GPT's touch exactly the fewest; the convolutions' rows of 11 or 13 (44 or
-/// 52 bytes, wherever the row starts) touch twice as many, 1.75 for rows of 13, and the
-/// dense layer's gradient reads runs of 5 (2.25).
+/// matmul's and the GPT's Linear layers' and attention's touch exactly the fewest; the
+/// convolutions' rows of 11 or 13 (44 or 52 bytes, wherever the row starts) touch twice as
+/// many, 1.75 for rows of 13, the dense layer's gradient runs of 5 (2.25), and the GPT's
+/// output layer steps of 13 along its vocabulary's rows of 65 (2-2.5). (A tile is staged only
+/// where it is read in runs of at least 4 elements, `lower::MIN_RUN`: at most 4x.)
 #[test]
 fn staged_tiles_load_in_whole_segments() {
     Context::new().dev(Device::Interp).run(|| {
@@ -787,7 +789,7 @@ fn staged_tiles_load_in_whole_segments() {
                     report += &format!("  {what} {:<28} {r:.2?}\n", s.kernel.name);
                     assert!(!r.is_empty(), "{}: no tile load found", s.kernel.name);
                     let most = r.iter().copied().fold(0.0, f64::max);
-                    assert!(what == "CNN" || most == 1.0, "{}: {r:?}", s.kernel.name);
+                    assert!(what != "matmul" || most == 1.0, "{}: {r:?}", s.kernel.name);
                     worst = worst.max(most);
                     kernels += 1;
                 }
@@ -795,14 +797,14 @@ fn staged_tiles_load_in_whole_segments() {
         }
         eprintln!("{kernels} staged kernels; segments per warp over the fewest:\n{report}");
         assert!(kernels >= 40, "{report}");
-        assert!(worst <= 2.25, "{report}");
+        assert!(worst <= 2.5, "{report}");
     });
 }
 
 /// Staged kernels compute what unoptimized ones do, on the interpreter and on every backend
 /// that runs them (WebGPU; the C backend's target never stages): matmuls of several shapes
-/// (square, transposed operands, batched, a reduce of 48 = 3 steps of 16) and a bias and
-/// activation fused after the reduce.
+/// (square, transposed operands, batched, a reduce of 48 = 3 steps of 16, one of 65 = 5 steps
+/// of 13) and a bias and activation fused after the reduce.
 #[test]
 fn staged_matmuls_equal_unoptimized_ones() {
     let run = |dev: Device, t: OptTarget| -> Vec<Vec<f32>> {
@@ -813,6 +815,9 @@ fn staged_matmuls_equal_unoptimized_ones() {
             let c = Tensor::randn(&[4, 128, 64]).unwrap();
             let d = Tensor::randn(&[4, 64, 128]).unwrap();
             let bias = Tensor::randn(&[128]).unwrap();
+            // A reduce of 65 (a GPT's vocabulary): steps of 13.
+            let e = Tensor::randn(&[1024, 65]).unwrap();
+            let f = Tensor::randn(&[65, 64]).unwrap();
             let outs = [
                 a.matmul(&b).unwrap().add(&bias).unwrap().relu().unwrap(),
                 b.transpose(0, 1)
@@ -820,6 +825,7 @@ fn staged_matmuls_equal_unoptimized_ones() {
                     .matmul(&a.transpose(0, 1).unwrap())
                     .unwrap(),
                 c.matmul(&d).unwrap(),
+                e.matmul(&f).unwrap(),
             ];
             let staged = outs.iter().all(|o| {
                 let items = Tensor::schedule_all(&[o]).unwrap();

@@ -700,10 +700,14 @@ fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
     stage_opts(ast, &o, t, min_inv)
 }
 
-/// An axis short enough to take whole into a staged kernel's register block or step, where no
-/// power of two divides it usefully (a convolution's row of 11 or 13, a window of 3).
+/// The amount of an axis a staged kernel's register block or step may take where no power of
+/// two divides it usefully: its largest divisor up to 16 when that is not a power of two (a
+/// convolution's row of 11 whole, 13 of a row of 26, a window of 3, 13 of a vocabulary of 65).
 fn short_axis(size: usize) -> Option<usize> {
-    (size <= 16 && !size.is_power_of_two()).then_some(size)
+    (1..=16)
+        .rev()
+        .find(|d| size % d == 0)
+        .filter(|d| !d.is_power_of_two())
 }
 
 /// The amounts a staged kernel's register block tries along an axis of `size`.
