@@ -256,7 +256,7 @@ async function setup(config, resume, recovered = null) {
   const ring = tidy(() => new Tensor(new Float32Array(R), [R]).realize());
   S = {
     config, task, info, notice, data, model, opt, ring, step: 0, losses: [], evals: [], kernels: null,
-    profiled: false, beamDone: false, lastCheckpoint: 0, beamImported,
+    profiled: false, beamDone: false, lastCheckpoint: 0, beamImported, reading: new Set(),
   };
   S.trainStep = makeStep();
   S.fresh = true;
@@ -419,7 +419,7 @@ async function trainLoop(pending) {
       pending.push(snap.data().then((v) => {
         for (let k = 0; k < n; k++) S.losses[first + k] = v[R - n + k];
         done(first + n);
-      }).finally(() => snap.dispose()));
+      }).finally(reading(snap)));
       // Keep `ahead` chunks queued beyond the one being read (default 1).
       if (pending.length > (config.ahead ?? 1)) await pending.shift();
       else await nextTask();
@@ -427,7 +427,7 @@ async function trainLoop(pending) {
     if (config.evalEvery > 0 && Math.floor(S.step / config.evalEvery) > Math.floor(first / config.evalEvery)) {
       const t = S.task.evaluate(S);
       const at = S.step;
-      pending.push(t.data().then((v) => S.evals.push(S.task.evalPoint(at, v))).finally(() => t.dispose()));
+      pending.push(t.data().then((v) => S.evals.push(S.task.evalPoint(at, v))).finally(reading(t)));
     }
     if (!S.profiled && S.trainStep.launches > 0 && config.metrics !== "sync" && S.step < config.steps) {
       await Promise.all(pending.splice(0));
@@ -557,10 +557,24 @@ async function recover(msg) {
   if (S.step !== checkpointed) status(`recovered, but the checkpoint was at step ${S.step}, not ${checkpointed}`);
 }
 
+/**
+ * `t`, being read back, kept with the session: the returned function disposes it once read. A
+ * read on a lost device may never settle, so the session disposes what is still being read.
+ */
+function reading(t) {
+  const set = S.reading;
+  set.add(t);
+  return () => {
+    set.delete(t);
+    t.dispose();
+  };
+}
+
 /** Dispose every tensor of the session (before it is made again). */
 function disposeSession() {
   const old = S;
   S = null;
+  for (const t of old.reading) t.dispose();
   old.ring.dispose();
   old.task.dispose(old);
   old.opt.free();
