@@ -18,7 +18,7 @@ mod model;
 use model::Model;
 use wgrad::codegen::c::CRenderer;
 use wgrad::codegen::lower::{gathers_per_output, loads_per_output, lower};
-use wgrad::codegen::{compile, compile_plan, default_plan, OptTarget, Plan, Target};
+use wgrad::codegen::{compile, compile_plan, default_plan, LinearKernel, OptTarget, Plan, Target};
 use wgrad::nn::optim::{Adam, Optimizer};
 use wgrad::nn::state::get_parameters;
 use wgrad::schedule::ScheduleItem;
@@ -66,30 +66,37 @@ struct Shape {
     staged: bool,
 }
 
+/// Every kernel `items` compile to for `target` (a split reduce's two stages each).
+fn kernels_of(items: &[ScheduleItem], target: &Target) -> Vec<LinearKernel> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            ScheduleItem::Kernel { ast, .. } => Some(compile(ast, target).stages),
+            _ => None,
+        })
+        .flatten()
+        .map(|s| s.kernel)
+        .collect()
+}
+
 fn gpu_shapes(bs: usize) -> Vec<Shape> {
     Context::new().dev(Device::Interp).run(|| {
         let (all, _params) = step(bs, 1);
         let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
         let target = Target::new(OptTarget::Gpu);
         let mut out = vec![];
-        for item in &items {
-            let ScheduleItem::Kernel { ast, .. } = item else {
-                continue;
-            };
-            for s in compile(ast, &target).stages {
-                let k = &s.kernel;
-                let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
-                if let Err(e) = common::validate_wgsl(&wgsl) {
-                    panic!("{}: invalid WGSL: {e}\n{wgsl}", k.name);
-                }
-                out.push(Shape {
-                    name: k.name.clone(),
-                    invocations: k.global_size,
-                    loop_iterations: k.loop_iterations(),
-                    ops: k.ops_per_item() * k.global_size as u64,
-                    staged: staged(k),
-                });
+        for k in &kernels_of(&items, &target) {
+            let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
+            if let Err(e) = common::validate_wgsl(&wgsl) {
+                panic!("{}: invalid WGSL: {e}\n{wgsl}", k.name);
             }
+            out.push(Shape {
+                name: k.name.clone(),
+                invocations: k.global_size,
+                loop_iterations: k.loop_iterations(),
+                ops: k.ops_per_item() * k.global_size as u64,
+                staged: staged(k),
+            });
         }
         out
     })
@@ -134,27 +141,22 @@ fn the_training_step_is_gpu_shaped() {
 /// invocation, and loads executed per multiply-add (distinct load sites per stored output,
 /// times outputs stored, times loop iterations, over the kernel's ops / 2).
 fn shapes_for(items: &[ScheduleItem], target: &Target) -> Vec<(String, usize, u64, u64, bool)> {
-    let mut out = vec![];
-    for item in items {
-        let ScheduleItem::Kernel { ast, .. } = item else {
-            continue;
-        };
-        for s in compile(ast, target).stages {
-            let k = &s.kernel;
-            out.push((
+    kernels_of(items, target)
+        .iter()
+        .map(|k| {
+            (
                 k.name.clone(),
                 k.global_size,
                 k.loop_iterations(),
                 k.ops_per_item() * k.global_size as u64,
                 staged(k),
-            ));
-        }
-    }
-    out
+            )
+        })
+        .collect()
 }
 
 /// Whether a kernel stages tiles in workgroup memory (waits for its workgroup inside a loop).
-fn staged(k: &wgrad::codegen::LinearKernel) -> bool {
+fn staged(k: &LinearKernel) -> bool {
     let mut depth = 0;
     for i in &k.insts {
         match i {
@@ -463,21 +465,12 @@ fn staged_convolutions_equal_unoptimized_ones() {
     let conv2 = Context::new().dev(Device::Interp).run(|| {
         let all = step(16, 7).0;
         let items = Tensor::schedule_all(&all.iter().collect::<Vec<_>>()).unwrap();
-        let mut names = vec![];
-        for item in &items {
-            let ScheduleItem::Kernel { ast, .. } = item else {
-                continue;
-            };
-            for s in compile(ast, &target).stages {
-                let k = &s.kernel;
-                let fmas = k.fmas_per_item() * k.global_size as u64;
-                // conv2's: 16 images x 64 channels x 11 x 11 outputs, 32 x 3 x 3 each.
-                if fmas == 16 * 64 * 121 * 288 {
-                    names.push((k.name.clone(), staged(k), k.global_loads_per_fma()));
-                }
-            }
-        }
-        names
+        kernels_of(&items, &target)
+            .iter()
+            // conv2's: 16 images x 64 channels x 11 x 11 outputs, 32 x 3 x 3 each.
+            .filter(|k| k.fmas_per_item() * k.global_size as u64 == 16 * 64 * 121 * 288)
+            .map(|k| (k.name.clone(), staged(k), k.global_loads_per_fma()))
+            .collect::<Vec<_>>()
     });
     assert_eq!(conv2.len(), 3, "{conv2:?}");
     for (name, staged, loads) in &conv2 {
@@ -537,21 +530,15 @@ fn gpt_step() -> Vec<Tensor> {
 /// multiply-adds, global loads per multiply-add). Each one's WGSL validates.
 fn fma_kernels(items: &[ScheduleItem], target: &Target, min_fmas: u64) -> Vec<(String, f64, f64)> {
     let mut out = vec![];
-    for item in items {
-        let ScheduleItem::Kernel { ast, .. } = item else {
-            continue;
-        };
-        for s in compile(ast, target).stages {
-            let k = &s.kernel;
-            let per = k.global_loads_per_fma();
-            let fmas = (k.fmas_per_item() * k.global_size as u64) as f64;
-            if fmas >= min_fmas as f64 {
-                let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
-                if let Err(e) = common::validate_wgsl(&wgsl) {
-                    panic!("{}: {e}\n{wgsl}", k.name);
-                }
-                out.push((k.name.clone(), fmas, per));
+    for k in &kernels_of(items, target) {
+        let per = k.global_loads_per_fma();
+        let fmas = (k.fmas_per_item() * k.global_size as u64) as f64;
+        if fmas >= min_fmas as f64 {
+            let wgsl = wgrad::codegen::wgsl::render_wgsl(k);
+            if let Err(e) = common::validate_wgsl(&wgsl) {
+                panic!("{}: {e}\n{wgsl}", k.name);
             }
+            out.push((k.name.clone(), fmas, per));
         }
     }
     out
@@ -561,7 +548,7 @@ fn fma_kernels(items: &[ScheduleItem], target: &Target, min_fmas: u64) -> Vec<(S
 /// workgroup memory, the most 32-byte memory segments any warp (32 consecutive invocations of a
 /// workgroup) touches in the first step, over the fewest its bytes need. Evaluated from the
 /// lowered kernel's index arithmetic for the first, a middle and the last workgroup.
-fn tile_load_segments(k: &wgrad::codegen::LinearKernel) -> Vec<f64> {
+fn tile_load_segments(k: &LinearKernel) -> Vec<f64> {
     use wgrad::codegen::Inst;
     // The registers the values stored into workgroup memory are computed from (a tile may
     // hold a value computed from loads).
@@ -777,22 +764,14 @@ fn staged_tiles_load_in_whole_segments() {
         let mut worst = 0f64;
         let mut kernels = 0;
         for (what, items) in [("matmul", &square), ("CNN", &cnn), ("GPT", &gpt)] {
-            for item in items {
-                let ScheduleItem::Kernel { ast, .. } = item else {
-                    continue;
-                };
-                for s in compile(ast, &target).stages {
-                    if !staged(&s.kernel) {
-                        continue;
-                    }
-                    let r = tile_load_segments(&s.kernel);
-                    report += &format!("  {what} {:<28} {r:.2?}\n", s.kernel.name);
-                    assert!(!r.is_empty(), "{}: no tile load found", s.kernel.name);
-                    let most = r.iter().copied().fold(0.0, f64::max);
-                    assert!(what != "matmul" || most == 1.0, "{}: {r:?}", s.kernel.name);
-                    worst = worst.max(most);
-                    kernels += 1;
-                }
+            for k in kernels_of(items, &target).iter().filter(|k| staged(k)) {
+                let r = tile_load_segments(k);
+                report += &format!("  {what} {:<28} {r:.2?}\n", k.name);
+                assert!(!r.is_empty(), "{}: no tile load found", k.name);
+                let most = r.iter().copied().fold(0.0, f64::max);
+                assert!(what != "matmul" || most == 1.0, "{}: {r:?}", k.name);
+                worst = worst.max(most);
+                kernels += 1;
             }
         }
         eprintln!("{kernels} staged kernels; segments per warp over the fewest:\n{report}");

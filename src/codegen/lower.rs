@@ -20,8 +20,9 @@
 //!   cooperatively (neighbouring invocations read neighbouring elements), waits, and each
 //!   invocation reduces the step from there. A load whose tile would be read in runs of fewer
 //!   than `MIN_RUN` consecutive elements (a convolution's weights, stepped along the input
-//!   channels: one element per channel and window position) is read directly instead. A tiled matmul: with 16x16 invocations of 4x4
-//!   outputs each and steps of 16, 1/32 global loads per multiply-add instead of 1/2.
+//!   channels: one element per channel and window position) is read directly instead. A tiled
+//!   matmul: with 16x16 invocations of 4x4 outputs each and steps of 16, 1/32 global loads per
+//!   multiply-add instead of 1/2.
 //!
 //! Without local or group actions a kernel is *flat*: invocation `gidx` computes output (block)
 //! `gidx`, and the renderer picks the workgroup size. With them it is *structured*: invocation
