@@ -13,7 +13,9 @@
 // > 0; model.safetensors downloaded from the page loads back (through the file input, into a
 // fresh model) to identical predictions; a corrupt upload shows an error while training goes on;
 // a reload resumes at the checkpointed step; the GPU device lost mid-training (`loseDevice()`)
-// is re-initialised in the worker and training resumes from the last checkpoint. Screenshots before and after training go to
+// is re-initialised in the worker and training resumes from the last checkpoint (a page call in
+// flight at the loss fails with it, and the worker's live tensors, counted once everything has
+// settled, are as many after the recovery as before). Screenshots before and after training go to
 // --shots (default target/demo-shots). --runahead instead times the same training with
 // stall-free metrics and with a readback every step, and prints both. --beam trains 6 steps with
 // BEAM=2 (the search runs in the worker), then reloads: every tuned kernel must come from
@@ -102,6 +104,15 @@ async function waitFor(page, fn, seconds, what, arg) {
     }
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * Live tensors in the worker once training has stopped and no call of the page's is in flight
+ * (a call's tensors live until it replies; the strip refreshes when training stops).
+ */
+async function settledTensors(page) {
+  await waitFor(page, () => !window.wgradDemo.running && window.wgradDemo.callsInFlight() === 0, 60, "the page's calls to reply");
+  return (await page.evaluate(() => window.wgradDemo.info())).liveTensors;
 }
 
 const trainQuery = (extra = {}) => ({ model: MODEL, bs: BS, steps: STEPS, lr: MODEL === "mlp" ? 0.003 : 0.001,
@@ -265,30 +276,34 @@ async function endToEnd() {
   // worker starts WebGPU again and resumes from the last checkpoint, in the same page.
   if ((await page.evaluate(() => window.wgradDemo.device)) === "webgpu") {
     const end = more + 90;
-    // Live tensors between runs (no readback in flight), before the loss and after the recovery.
-    const idle = await page.evaluate(() => window.wgradDemo.liveTensors);
+    const idle = await settledTensors(page);
     await page.fill("#steps", String(end));
     await page.dispatchEvent("#steps", "change");
     await page.evaluate(() => window.wgradDemo.start());
     await waitFor(page, (n) => window.wgradDemo.checkpointStep > n && window.wgradDemo.step > window.wgradDemo.checkpointStep + 5,
       300, "a checkpoint during training", more + 10);
-    const atLoss = await page.evaluate(async () => ({
-      ckpt: window.wgradDemo.checkpointStep, ...(await window.wgradDemo.loseDevice()),
-    }));
+    // A call of the page's (test images, as the strip's refresh makes) is in flight at the loss.
+    const atLoss = await page.evaluate(async () => {
+      window.wgradInFlight = window.wgradDemo.testImages(20, 0).then(() => "replied", (e) => `failed: ${e.message}`);
+      return { ckpt: window.wgradDemo.checkpointStep, ...(await window.wgradDemo.loseDevice()) };
+    });
     await waitFor(page, () => window.wgradDemo.recovered, 300, "the recovery from the device loss");
     await train(page, { until: end });
     const rec = await page.evaluate(() => ({
       recovered: window.wgradDemo.recovered, step: window.wgradDemo.step, losses: window.wgradDemo.losses,
-      errors: window.wgradDemo.errors, notice: document.getElementById("notice").textContent, tensors: window.wgradDemo.liveTensors,
+      errors: window.wgradDemo.errors, notice: document.getElementById("notice").textContent,
     }));
+    const inFlight = await page.evaluate(() => Promise.race([window.wgradInFlight, new Promise((ok) => setTimeout(() => ok("pending"), 10000))]));
+    rec.tensors = await settledTensors(page);
     check(/device lost/i.test(rec.recovered.error), `the recovery's error does not name the device loss: ${rec.recovered.error}`);
     check(rec.recovered.resumedAt === atLoss.ckpt, `resumed at step ${rec.recovered.resumedAt}, the last checkpoint was at ${atLoss.ckpt}`);
     check(rec.step === end && rec.losses.length === end && rec.losses.every(Number.isFinite), `after the recovery: step ${rec.step}, ${rec.losses.length} losses`);
     check(rec.errors.length === 0, `errors on the page after the recovery: ${JSON.stringify(rec.errors)}`);
     check(/lost at step/.test(rec.notice), `the page's notice: ${rec.notice}`);
+    check(/device lost/i.test(inFlight), `the call in flight at the loss: ${inFlight}`);
     check(rec.tensors === idle, `live tensors ${idle} before the loss, ${rec.tensors} after the recovery`);
     console.log(`ok: device lost at step ${atLoss.step} ("${rec.recovered.error}"); WebGPU re-initialised in the worker, resumed from the ` +
-      `checkpoint at step ${rec.recovered.resumedAt} and trained on to ${rec.step}; live tensors ${idle} before, ${rec.tensors} after`);
+      `checkpoint at step ${rec.recovered.resumedAt} and trained on to ${rec.step}; live tensors ${idle} before, ${rec.tensors} after; the call in flight failed with the loss`);
     await page.screenshot({ path: join(SHOTS, "recovered.png") });
   }
 

@@ -4,7 +4,8 @@
 // line and the samples streaming in. All engine work happens in www/train_worker.js; this thread
 // only draws, so the page stays responsive while training. `window.wgradDemo` exposes the state
 // and `start()` (queued until the engine is ready), `pause()`, `predict(pixels)` (784 numbers
-// 0..255 → 10 probabilities; MNIST), `generate({ prompt, n, temperature, topK })` (GPT) for tests.
+// 0..255 → 10 probabilities; MNIST), `generate({ prompt, n, temperature, topK })` (GPT), `info()`
+// (the worker's step, kernels and live tensors) and `callsInFlight()` for tests.
 
 const $ = (id) => document.getElementById(id);
 const q = new URLSearchParams(location.search);
@@ -338,6 +339,8 @@ demo.testImages = (n, start) => call("testImages", n, start);
 demo.save = () => call("save");
 demo.profile = () => call("profile");
 demo.loseDevice = () => call("loseDevice");
+demo.info = () => call("info");
+demo.callsInFlight = () => calls.size;
 demo.generate = (opts = {}) => call("generate", opts);
 // Resolves once the new worker is starting (not yet ready).
 demo.reset = () =>

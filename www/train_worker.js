@@ -104,8 +104,7 @@ const mnistTask = {
       const x = new Tensor(Float32Array.from(pixels), [1, 1, 28, 28]);
       const p = tidy(() => withContext({ NO_GRAD: 1 }, () => S.model.forward(x).softmax(1)));
       x.dispose();
-      const v = await p.data();
-      p.dispose();
+      const [v] = await readBack(p);
       return Array.from(v);
     },
     /** `n` test images from `start` (pixels 0..255 and labels). */
@@ -114,9 +113,7 @@ const mnistTask = {
       n = Math.max(1, Math.min(n | 0, 64));
       start = Math.max(0, Math.min(start | 0, total - n));
       const [xs, ys] = tidy(() => [S.data.xTest.slice(0, start, start + n), S.data.yTest.slice(0, start, start + n)]);
-      const [pix, lab] = await Promise.all([xs.data(), ys.data()]);
-      xs.dispose();
-      ys.dispose();
+      const [pix, lab] = await readBack(xs, ys);
       return { pixels: Array.from(pix), labels: Array.from(lab), start };
     },
     /** A strip of random test images with the model's predictions. */
@@ -128,8 +125,7 @@ const mnistTask = {
         const x = S.data.xTest.index(i), y = S.data.yTest.index(i);
         return [x, y, S.model.forward(x.cast("float32")).argmax(1)];
       }));
-      const [pix, lab, pr] = await Promise.all([xs.data(), ys.data(), pred.data()]);
-      [xs, ys, pred].forEach((t) => t.dispose());
+      const [pix, lab, pr] = await readBack(xs, ys, pred);
       return { pixels: pix, labels: Array.from(lab), preds: Array.from(pr) };
     },
   },
@@ -516,7 +512,9 @@ const ops = {
     loseDevice();
     return { step: S.step };
   },
-  info: () => ({ step: S.step, kernels: S.kernels, launches: S.trainStep.launches }),
+  info: () => ({
+    step: S.step, kernels: S.kernels, launches: S.trainStep.launches, liveTensors: globalCounters().liveTensors,
+  }),
 };
 
 let pauseWanted = false;
@@ -568,6 +566,19 @@ function reading(t) {
     set.delete(t);
     t.dispose();
   };
+}
+
+/**
+ * The values of `tensors`, which are disposed once read (the page's calls read this way: a call
+ * in flight when the device is lost must not keep its tensors live).
+ */
+async function readBack(...tensors) {
+  const release = tensors.map(reading);
+  try {
+    return await Promise.all(tensors.map((t) => t.data()));
+  } finally {
+    release.forEach((f) => f());
+  }
 }
 
 /** Dispose every tensor of the session (before it is made again). */
