@@ -5,7 +5,8 @@
 //! - **GPU**: enough invocations to fill the device and short loops per invocation. A
 //!   matmul-like reduce stages its operand tiles in workgroup memory (`stage_opts`: a register
 //!   block, a workgroup and a step chosen for the fewest loads per multiply-add), split into
-//!   parts first where it is too long or too narrow to stage whole. Any other reduce with few
+//!   parts first where it is too long or too narrow to stage whole; smaller workgroups where
+//!   only those stage (an output axis of 65 takes a register block of 13). Any other reduce with few
 //!   outputs or a long loop is grouped (split across a workgroup's invocations) and, when that is
 //!   not enough, split across workgroups, choosing by a simple time model: a kernel takes its
 //!   loop length times the waves of invocations the device runs one after another. Register
@@ -255,14 +256,29 @@ pub fn split_for(ast: &KernelAst, t: &Target, nested: bool) -> Option<(usize, us
                 })
         }
         OptTarget::Gpu => {
-            // A reduce staged in workgroup memory stays one kernel; one too long, or with too
-            // few outputs, to stage is split into the fewest parts whose first kernel stages (a
-            // weight gradient: a matmul over every row of the batch).
-            if staged_gpu_opts(ast, t).is_some() {
+            // A reduce staged in workgroup memory with full workgroups stays one kernel (a
+            // part of a split, with any); one too long, or with too few outputs, to stage is
+            // split into the fewest parts whose first kernel stages (a weight gradient: a matmul
+            // over every row of the batch).
+            if stage_plan(ast, t, false).is_some() || nested && stage_plan(ast, t, true).is_some() {
                 return None;
             }
-            if let Some(s) = split_to_stage(ast, &axes, t) {
-                return Some(s);
+            // With full workgroups, unless smaller ones stage for a fraction of the cost (the
+            // GPT's output layer's weight gradient: a vocabulary of 65 blocked by 13), whole or
+            // split (the whole kernel where that costs no more).
+            let full = split_to_stage(ast, &axes, t, false);
+            let whole = stage_plan(ast, t, true).map(|p| p.0);
+            let small = split_to_stage(ast, &axes, t, true);
+            let cost = |c: Option<((usize, usize), f64)>| c.map_or(f64::INFINITY, |c| c.1);
+            let least = whole.unwrap_or(f64::INFINITY).min(cost(small));
+            if full.is_some() && cost(full) <= SMALL_WORKGROUP_GAIN * least {
+                return full.map(|c| c.0);
+            }
+            if whole.is_some_and(|w| w <= cost(small)) {
+                return None;
+            }
+            if small.is_some() {
+                return small.map(|c| c.0);
             }
             let aligned = aligned_reduce(ast).is_some();
             let (_, g0, t0) = gpu_group(out, &axes, aligned, t);
@@ -347,22 +363,34 @@ fn restream_split(ast: &KernelAst, axes: &[(usize, usize)]) -> Option<(usize, us
         .or_else(|| cands.iter().copied().max_by_key(|&(_, p)| p))
 }
 
+/// How many times cheaper (`stage_opts`' cost) a plan with smaller workgroups than
+/// `STAGE_LOCALS[0]` must be to replace a split that stages with full ones: the cost counts
+/// loads, not the latency fewer invocations in flight hide less of (on the GPT, only the output
+/// layer's weight gradient, 5.6 against 0.85, and the CNN's dense layer's, 5.5 against 1.05,
+/// take smaller workgroups; the MLP's weight gradients, 1.5 against 0.69-1.25, keep theirs).
+const SMALL_WORKGROUP_GAIN: f64 = 3.0;
+
 /// Parts splits try to make a reduce stageable (`split_to_stage`).
 const STAGE_SPLITS: [usize; 5] = [2, 4, 8, 16, 32];
 
 /// The fewest parts (of `STAGE_SPLITS`, dividing a reduce axis) a split of `ast`'s reduce needs
-/// for its first kernel to be staged in workgroup memory (`staged_gpu_opts`).
-fn split_to_stage(ast: &KernelAst, axes: &[(usize, usize)], t: &Target) -> Option<(usize, usize)> {
+/// for its first kernel to be staged in workgroup memory (`stage_plan`, with full workgroups or
+/// `small` ones), with that kernel's cost.
+fn split_to_stage(
+    ast: &KernelAst,
+    axes: &[(usize, usize)],
+    t: &Target,
+    small: bool,
+) -> Option<((usize, usize), f64)> {
     if !t.tiles {
         return None;
     }
     STAGE_SPLITS.into_iter().find_map(|p| {
         axes.iter()
             .filter(|&&(_, size)| size % p == 0 && size > p)
-            .map(|&(axis, _)| (axis, p))
-            .find(|&(axis, p)| {
-                super::split::split(ast, axis, p)
-                    .is_some_and(|s| staged_gpu_opts(&s.first, t).is_some())
+            .find_map(|&(axis, _)| {
+                let s = super::split::split(ast, axis, p)?;
+                stage_plan(&s.first, t, small).map(|c| ((axis, p), c.0))
             })
     })
 }
@@ -679,7 +707,19 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
 /// (`Target::parallel / 8`), not `gpu_parallel`'s quarter of what the GPU keeps. (On an H200,
 /// 1024x1024x1024 with 4x4 outputs per invocation, 65,536 invocations: 25 TFLOP/s; with 2x4
 /// for 131,072, as `gpu_parallel` asks: 15.)
+///
+/// Where no plan with full workgroups stages (too few outputs for the register block it needs:
+/// the GPT's output layer, whose vocabulary of 65 takes a block of 13), smaller workgroups may,
+/// counting workgroup-memory reads every invocation shares as broadcasts (`small`).
 fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
+    stage_plan(ast, t, false)
+        .or_else(|| stage_plan(ast, t, true))
+        .map(|p| p.1)
+}
+
+/// `staged_gpu_opts` with full workgroups, or (`small`) down to the smallest of `STAGE_LOCALS`,
+/// with its cost (`stage_opts`).
+fn stage_plan(ast: &KernelAst, t: &Target, small: bool) -> Option<(f64, Opts)> {
     let (out, axes) = reduce_of(ast)?;
     let rlen: usize = axes.iter().map(|a| a.1).product();
     let min_inv = (t.parallel / SM_THREADS).max(1) * STAGE_LOCALS[0];
@@ -697,7 +737,12 @@ fn staged_gpu_opts(ast: &KernelAst, t: &Target) -> Option<Opts> {
         1,
         None,
     );
-    stage_opts(ast, &o, t, min_inv)
+    if small {
+        let least = min_inv / STAGE_LOCALS[0] * STAGE_LOCALS[STAGE_LOCALS.len() - 1];
+        stage_opts(ast, &o, t, least, true)
+    } else {
+        stage_opts(ast, &o, t, min_inv, false)
+    }
 }
 
 /// The amount of an axis a staged kernel's register block or step may take where no power of
@@ -752,7 +797,17 @@ const GLOBAL_PER_SHARED: f64 = 8.0;
 /// workgroup's outputs times the step, and the loads read directly where their tiles would be
 /// scattered, weighted by `GLOBAL_PER_SHARED`; plus workgroup-memory ones, the register
 /// block's), within the target's workgroup memory and keeping a workgroup per multiprocessor.
-fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<Opts> {
+/// `broadcasts`: a workgroup-memory read whose address no invocation of the workgroup varies
+/// (an operand that depends on none of its axes) costs nothing (one read serves them all).
+/// Returns the plan with its cost (weighted loads per multiply-add, broadcasts free, so that
+/// plans of both kinds compare).
+fn stage_opts(
+    ast: &KernelAst,
+    o: &Opts,
+    t: &Target,
+    min_inv: usize,
+    broadcasts: bool,
+) -> Option<(f64, Opts)> {
     if !o.local.is_empty() || o.group.is_some() || o.unroll.is_some() {
         return None;
     }
@@ -795,7 +850,7 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
         }
     }
     let workgroups_min = (t.parallel / SM_THREADS).max(1);
-    let mut best: Option<(f64, Opts)> = None;
+    let mut best: Option<(f64, f64, Opts)> = None;
     let mut consider = |c: Opts, step: usize, up: &[usize]| {
         let wg = c.local_size();
         let outs: usize = up.iter().product();
@@ -813,7 +868,17 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
         // that shares no operand (a row of a convolution's outputs, whose inputs overlap only
         // in the window) gains nothing there that the caches do not give it already. (On an
         // H200 conv2's forward with a row of 11 outputs per invocation ran 1.8x slower staged.)
-        let shared = unstaged_loads_per_fma(&staged, up);
+        let varying: Vec<Operand> = staged
+            .iter()
+            .filter(|l| c.local.iter().any(|&(a, _)| l.deps[a]))
+            .cloned()
+            .collect();
+        let spread = unstaged_loads_per_fma(&varying, up);
+        let shared = if broadcasts {
+            spread
+        } else {
+            unstaged_loads_per_fma(&staged, up)
+        };
         if shared > 1.0 {
             return;
         }
@@ -838,7 +903,7 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
         let global = lens.iter().sum::<usize>() as f64 / (outs * wg * step) as f64 + direct;
         let cost = GLOBAL_PER_SHARED * global + shared;
         if best.as_ref().is_none_or(|b| cost < b.0) && check(ast, &c).is_ok() {
-            best = Some((cost, c));
+            best = Some((cost, GLOBAL_PER_SHARED * global + spread, c));
         }
     };
     for block in &blocks {
@@ -884,8 +949,8 @@ fn stage_opts(ast: &KernelAst, o: &Opts, t: &Target, min_inv: usize) -> Option<O
         }
     }
     let unstaged = unstaged_loads_per_fma(&loads, &up0);
-    let (cost, c) = best?;
-    (cost < GLOBAL_PER_SHARED * unstaged).then_some(c)
+    let (cost, comparable, c) = best?;
+    (cost < GLOBAL_PER_SHARED * unstaged).then_some((comparable, c))
 }
 
 /// The cost per output of a kernel on a software GPU adapter: its loads inside reduce loops,
