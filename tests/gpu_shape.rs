@@ -726,10 +726,16 @@ fn gpu_matmuls_and_convolutions_stage_their_tiles() {
         let (cnn_with, tiled) = memory_summary(&with);
         let (cnn_without, _) = memory_summary(&fma_kernels(&cnn, &untiled, 1 << 20));
         assert!(tiled >= 0.9, "{report}");
-        assert!(cnn_with * 8.0 <= cnn_without, "{report}");
+        assert!(cnn_with * 10.0 <= cnn_without, "{report}");
         let conv2: Vec<_> = with.iter().filter(|k| k.1 > 280e6).collect();
         assert_eq!(conv2.len(), 3, "{report}");
         assert!(conv2.iter().all(|k| k.2 <= 0.125), "{report}");
+        // Above 1/8: conv1's forward and weight gradient only (24.9M multiply-adds each).
+        let over: Vec<_> = with.iter().filter(|k| k.2 > 0.125).collect();
+        assert!(
+            over.len() <= 2 && over.iter().all(|k| (k.1 - 24.9e6).abs() < 0.1e6),
+            "{report}"
+        );
         let with = fma_kernels(&gpt, &target, 1 << 20);
         let (gpt_with, tiled) = memory_summary(&with);
         let (gpt_without, _) = memory_summary(&fma_kernels(&gpt, &untiled, 1 << 20));
