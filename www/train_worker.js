@@ -556,8 +556,8 @@ async function recover(msg) {
 }
 
 /**
- * `t`, being read back, kept with the session: the returned function disposes it once read. A
- * read on a lost device may never settle, so the session disposes what is still being read.
+ * `t`, being read back, kept with the session: the returned function disposes it once read (or
+ * once its read failed). The session disposes what is still being read when it is made again.
  */
 function reading(t) {
   const set = S.reading;

@@ -260,14 +260,17 @@ pub fn split_for(ast: &KernelAst, t: &Target, nested: bool) -> Option<(usize, us
             // part of a split, with any); one too long, or with too few outputs, to stage is
             // split into the fewest parts whose first kernel stages (a weight gradient: a matmul
             // over every row of the batch).
-            if stage_plan(ast, t, false).is_some() || nested && stage_plan(ast, t, true).is_some() {
+            if stage_plan(ast, t, false).is_some() {
+                return None;
+            }
+            let whole = stage_plan(ast, t, true).map(|p| p.0);
+            if nested && whole.is_some() {
                 return None;
             }
             // With full workgroups, unless smaller ones stage for a fraction of the cost (the
             // GPT's output layer's weight gradient: a vocabulary of 65 blocked by 13), whole or
             // split (the whole kernel where that costs no more).
             let full = split_to_stage(ast, &axes, t, false);
-            let whole = stage_plan(ast, t, true).map(|p| p.0);
             let small = split_to_stage(ast, &axes, t, true);
             let cost = |c: Option<((usize, usize), f64)>| c.map_or(f64::INFINITY, |c| c.1);
             let least = whole.unwrap_or(f64::INFINITY).min(cost(small));
