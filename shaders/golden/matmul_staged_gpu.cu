@@ -17,8 +17,8 @@ extern "C" __global__ void __launch_bounds__(256) r_2_128_128_1(float *__restric
     const int v22 = (v15 + v21);
     const int v133 = (v132 + v22);
     const int v23 = (v12 * 2);
-    const int v30 = (v11 * 32);
-    const int v31 = (v12 + v30);
+    const int v27 = (v11 * 32);
+    const int v28 = (v12 + v27);
     const int v7 = (v6 % 4);
     const int v56 = (v7 * 2048);
     const int v57 = (v12 * 64);
@@ -26,10 +26,10 @@ extern "C" __global__ void __launch_bounds__(256) r_2_128_128_1(float *__restric
     const int v9 = (wgid / 16);
     const int v32 = (v9 * 32);
     const int v63 = (v12 + 16);
-    const int v65 = (v63 + v30);
+    const int v64 = (v63 + v27);
     const int v74 = (v58 + 1024);
     const int v77 = (lidx % 32);
-    const int v79 = (v15 + v77);
+    const int v80 = (v15 + v77);
     const int v94 = (v9 * 4096);
     const int v78 = (lidx / 32);
     const int v97 = (v78 * 128);
@@ -42,9 +42,9 @@ extern "C" __global__ void __launch_bounds__(256) r_2_128_128_1(float *__restric
     float acc154 = 0.0f;
     for (int r25 = 0; r25 < 2; r25++) {
       __syncthreads();
-      const int v28 = (r25 * 16);
-      const int v29 = (v28 + v11);
-      const int v44 = (v32 + v29);
+      const int v30 = (r25 * 16);
+      const int v31 = (v30 + v11);
+      const int v44 = (v32 + v31);
       const int v59 = (v58 + v44);
       const float v60 = b1[v59];
       const int v75 = (v74 + v44);
@@ -52,13 +52,13 @@ extern "C" __global__ void __launch_bounds__(256) r_2_128_128_1(float *__restric
       const int v95 = (r25 * 2048);
       const int v96 = (v94 + v95);
       const int v98 = (v96 + v97);
-      const int v99 = (v79 + v98);
+      const int v99 = (v80 + v98);
       const float v100 = b2[v99];
       const int v110 = (v98 + 1024);
-      const int v111 = (v79 + v110);
+      const int v111 = (v80 + v110);
       const float v112 = b2[v111];
-      s0[v31] = v60;
-      s0[v65] = v76;
+      s0[v28] = v60;
+      s0[v64] = v76;
       s1[lidx] = v100;
       s1[v62] = v112;
       __syncthreads();

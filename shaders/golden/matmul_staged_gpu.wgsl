@@ -27,8 +27,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let v22: i32 = (v15 + v21);
     let v133: i32 = (v132 + v22);
     let v23: i32 = (v12 * 2i);
-    let v30: i32 = (v11 * 32i);
-    let v31: i32 = (v12 + v30);
+    let v27: i32 = (v11 * 32i);
+    let v28: i32 = (v12 + v27);
     let v7: i32 = (v6 % 4i);
     let v56: i32 = (v7 * 2048i);
     let v57: i32 = (v12 * 64i);
@@ -36,10 +36,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let v9: i32 = (wgid / 16i);
     let v32: i32 = (v9 * 32i);
     let v63: i32 = (v12 + 16i);
-    let v65: i32 = (v63 + v30);
+    let v64: i32 = (v63 + v27);
     let v74: i32 = (v58 + 1024i);
     let v77: i32 = (lidx % 32i);
-    let v79: i32 = (v15 + v77);
+    let v80: i32 = (v15 + v77);
     let v94: i32 = (v9 * 4096i);
     let v78: i32 = (lidx / 32i);
     let v97: i32 = (v78 * 128i);
@@ -52,9 +52,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc154: f32 = 0.0f;
     for (var r25: i32 = 0i; r25 < 2i; r25++) {
       workgroupBarrier();
-      let v28: i32 = (r25 * 16i);
-      let v29: i32 = (v28 + v11);
-      let v44: i32 = (v32 + v29);
+      let v30: i32 = (r25 * 16i);
+      let v31: i32 = (v30 + v11);
+      let v44: i32 = (v32 + v31);
       let v59: i32 = (v58 + v44);
       let v60: f32 = b1[v59];
       let v75: i32 = (v74 + v44);
@@ -62,13 +62,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let v95: i32 = (r25 * 2048i);
       let v96: i32 = (v94 + v95);
       let v98: i32 = (v96 + v97);
-      let v99: i32 = (v79 + v98);
+      let v99: i32 = (v80 + v98);
       let v100: f32 = b2[v99];
       let v110: i32 = (v98 + 1024i);
-      let v111: i32 = (v79 + v110);
+      let v111: i32 = (v80 + v110);
       let v112: f32 = b2[v111];
-      s0[v31] = v60;
-      s0[v65] = v76;
+      s0[v28] = v60;
+      s0[v64] = v76;
       s1[lidx] = v100;
       s1[v62] = v112;
       workgroupBarrier();

@@ -286,6 +286,17 @@ pub struct Operand<'a> {
     /// The axes along which it reads consecutive elements (a convolution's input: along the
     /// output's column and the window's).
     pub contiguous: Vec<usize>,
+    /// Per axis, the index's stride along it where the index depends on it through that one
+    /// linear term only and the gate not at all; `None` otherwise. Two axes with one stride
+    /// (a convolution's output column and window column) read the element at their sum.
+    pub stride: Vec<Option<i64>>,
+}
+
+impl Operand<'_> {
+    /// Whether the operand reads the same element at `a + 1, b` as at `a, b + 1`.
+    fn sums(&self, a: usize, b: usize) -> bool {
+        a != b && self.stride[a].is_some_and(|s| s != 0) && self.stride[a] == self.stride[b]
+    }
 }
 
 /// The operands `stage` can act on: the loads and views of the aligned reduce's input reached
@@ -346,10 +357,21 @@ pub fn stageable_operands(k: &KernelAst) -> Vec<Operand<'_>> {
                 .filter(|t| t.1 == 1)
                 .filter_map(|t| idx.iter().position(|&r| r == t.0))
                 .collect();
+            let stride = (0..full.len())
+                .map(|a| {
+                    let bit = 1 << a;
+                    let other = ts
+                        .iter()
+                        .any(|t| t.0 != idx[a] && g.ranges[t.0 as usize] & bit != 0);
+                    let own = ts.iter().filter(|t| t.0 == idx[a]).map(|t| t.1).sum();
+                    (!other && g.ranges[ok as usize] & bit == 0).then_some(own)
+                })
+                .collect();
             axes.iter().any(|&a| deps[a]).then_some(Operand {
                 node: n,
                 deps,
                 contiguous,
+                stride,
             })
         })
         .collect()
@@ -357,12 +379,13 @@ pub fn stageable_operands(k: &KernelAst) -> Vec<Operand<'_>> {
 
 /// The tile extents (per axis of the reduce's input shape) of every load `o.stage` stages:
 /// along an output axis, the workgroup's outputs where the load depends on it; along the staged
-/// axis, the step; 1 elsewhere. Loads that do not depend on the staged axis, or would be read
-/// in runs shorter than `MIN_RUN`, are not staged.
+/// axis, the step; 1 elsewhere (a tile that reads the staged axis summed with an output axis
+/// holds their sums: `Tile::merged`). Loads that do not depend on the staged axis, or would be
+/// read in runs shorter than `MIN_RUN`, are not staged.
 pub fn tiles(k: &KernelAst, o: &Opts) -> Vec<Vec<usize>> {
     tiles_of(k, &stageable_operands(k), o)
         .into_iter()
-        .map(|t| t.1)
+        .map(|t| t.1.ext)
         .collect()
 }
 
@@ -372,14 +395,24 @@ pub fn tiles(k: &KernelAst, o: &Opts) -> Vec<Vec<usize>> {
 /// read one element per batch, ran 1.2x slower on an H200).
 pub const MIN_RUN: usize = 4;
 
-/// `tiles` for loads found by `stageable_operands`: each staged load with its tile's extents
-/// and the axis its elements are numbered along (the contiguous one where the tile is
-/// longest). Loads whose tile along it is shorter than `MIN_RUN` are not staged.
-pub fn tiles_of<'a>(
-    k: &KernelAst,
-    loads: &[Operand<'a>],
-    o: &Opts,
-) -> Vec<(&'a AstNode, Vec<usize>, Option<usize>)> {
+/// A staged load's tile in workgroup memory.
+#[derive(Clone, Debug)]
+pub struct Tile {
+    /// Extent per axis of the reduce's input shape.
+    pub ext: Vec<usize>,
+    /// The axis its elements are numbered along last (the contiguous one where the tile is
+    /// longest).
+    pub along: Option<usize>,
+    /// The output axis whose sum with the staged axis the load reads (a convolution's output
+    /// column and window column): the tile holds the `n + step - 1` elements the workgroup's
+    /// `n` outputs along it need for a step, not `n * step`; its extent along the staged axis
+    /// is 1.
+    pub merged: Option<usize>,
+}
+
+/// `tiles` for loads found by `stageable_operands`. Loads whose tile along the axis they read
+/// consecutive elements on is shorter than `MIN_RUN` are not staged.
+pub fn tiles_of<'a>(k: &KernelAst, loads: &[Operand<'a>], o: &Opts) -> Vec<(&'a AstNode, Tile)> {
     let Some((axis, step)) = o.stage else {
         return vec![];
     };
@@ -394,7 +427,7 @@ pub fn tiles_of<'a>(
         .iter()
         .filter(|l| l.deps.get(axis) == Some(&true))
         .map(|l| {
-            let ext: Vec<usize> = (0..l.deps.len())
+            let mut ext: Vec<usize> = (0..l.deps.len())
                 .map(|a| {
                     if a == axis {
                         step
@@ -405,14 +438,20 @@ pub fn tiles_of<'a>(
                     }
                 })
                 .collect();
+            let merged = (0..ext.len()).find(|&a| ext[a] > 1 && a != axis && l.sums(a, axis));
+            if let Some(a) = merged {
+                ext[a] += step - 1;
+                ext[axis] = 1;
+            }
             let along = l
                 .contiguous
                 .iter()
                 .copied()
                 .max_by_key(|&a| (ext[a], Reverse(a)));
-            (l.node, ext, along)
+            let tile = Tile { ext, along, merged };
+            (l.node, tile)
         })
-        .filter(|t| t.2.is_none_or(|a| t.1[a] >= MIN_RUN))
+        .filter(|(_, t)| t.along.is_none_or(|a| t.ext[a] >= MIN_RUN))
         .collect()
 }
 
@@ -458,9 +497,8 @@ struct Ctx {
 struct Staging {
     axis: usize,
     step: usize,
-    /// Per staged load: its address (to recognize it), the load, its tile's extents, and the
-    /// axis it reads consecutive elements along.
-    tiles: Vec<(usize, AstNode, Vec<usize>, Option<usize>)>,
+    /// Per staged load: its address (to recognize it), the load and its tile.
+    tiles: Vec<(usize, AstNode, Tile)>,
     /// The workgroup array of each tile (once made).
     ids: Vec<u32>,
     /// The first output of the workgroup along every output axis.
@@ -518,7 +556,7 @@ pub fn lower(k: &KernelAst, o: &Opts) -> Lowered {
         step,
         tiles: tiles_of(k, &stageable_operands(k), &o)
             .into_iter()
-            .map(|(n, ext, c)| (n as *const AstNode as usize, n.clone(), ext, c))
+            .map(|(n, t)| (n as *const AstNode as usize, n.clone(), t))
             .collect(),
         ids: vec![],
         origin: vec![],
@@ -774,12 +812,16 @@ fn lower_exact(g: &mut KGraph, n: &AstNode, idx: &[Ref], gate: Ref, ctx: &mut Ct
             if ctx.in_tile.is_some() && staged(n, ctx).is_some() =>
         {
             let (ti, id) = staged(n, ctx).unwrap_or_default();
-            let (at, sync) = ctx.in_tile.clone().unwrap_or_default();
-            let (ext, axis) = ctx
-                .stage
-                .as_ref()
-                .map_or((&[][..], 0), |s| (s.tiles[ti].2.as_slice(), s.axis));
-            let pos = tile_pos(g, ext, axis, &at);
+            let (mut at, sync) = ctx.in_tile.clone().unwrap_or_default();
+            let Some(s) = ctx.stage.as_ref() else {
+                unreachable!("staged loads are lowered in a staged reduce")
+            };
+            let (tile, axis) = (&s.tiles[ti].2, s.axis);
+            if let Some(m) = tile.merged {
+                // The element at the sum of the output's place and the step's.
+                at[m] = g.add(at[m], at[axis]);
+            }
+            let pos = tile_pos(g, &tile.ext, axis, &at);
             g.load_staged(id, n.dtype, pos, sync)
         }
         AstOp::Load { slot, st } => {
@@ -1008,7 +1050,8 @@ fn lower_staged(
                 (s.tiles.clone(), s.origin.clone(), s.lidx, s.local_size);
             let mut stores = vec![];
             let mut ids = vec![];
-            for (_, load, ext, contiguous) in &tiles {
+            for (_, load, tile) in &tiles {
+                let (ext, contiguous) = (&tile.ext, &tile.along);
                 let len: usize = ext.iter().product();
                 // Each invocation stores `len / local` elements (rounded up), `local` apart, so
                 // that neighbouring invocations read neighbouring elements of global memory:
@@ -1054,21 +1097,34 @@ fn lower_staged(
                             let scaled = g.mul(c[a], vv);
                             coord[a] = g.add(scaled, l);
                         }
+                        let pos = tile_pos(g, ext, axis, &coord);
+                        let mut at = coord.clone();
+                        if let Some(m) = tile.merged {
+                            // Element `u` of a merged tile: output `u` at the step's start
+                            // for the workgroup's outputs, then the last output further on in
+                            // the step (both coordinates within their axes).
+                            let u = coord[m];
+                            let last = g.int((ext[m] - step) as i64);
+                            let past = g.lt(last, u);
+                            let neg = g.int(-(ext[m] as i64 - step as i64));
+                            let over = g.add(u, neg);
+                            at[axis] = g.where_(past, over, zero);
+                            at[m] = g.where_(past, last, u);
+                        }
                         let full: Vec<Ref> = (0..rank)
                             .map(|a| {
                                 if a == axis {
-                                    let r = range_of(a).unwrap_or(coord[a]);
+                                    let r = range_of(a).unwrap_or(at[a]);
                                     let st = g.int(step as i64);
                                     let scaled = g.mul(r, st);
-                                    g.add(scaled, coord[a])
+                                    g.add(scaled, at[a])
                                 } else if let Some(r) = range_of(a) {
                                     r
                                 } else {
-                                    g.add(origin[a], coord[a])
+                                    g.add(origin[a], at[a])
                                 }
                             })
                             .collect();
-                        let pos = tile_pos(g, ext, axis, &coord);
                         let (val, pos) = match inside {
                             Some(inside) => {
                                 let ok = g.and(gate, inside);

@@ -758,6 +758,15 @@ fn short_axis(size: usize) -> Option<usize> {
         .filter(|d| !d.is_power_of_two())
 }
 
+/// A workgroup's split that takes the whole of a short axis of `size` (`short_axis`: a
+/// convolution's window of 3) times the largest power of two keeping it within `max`
+/// invocations, where that fills whole warps of 32: (3, 64) for a window of 3.
+fn short_local(size: usize, max: usize) -> Option<(usize, usize)> {
+    let s = short_axis(size).filter(|&s| s == size)?;
+    let p = (max / s).checked_ilog2().map(|k| 1usize << k)?;
+    (s * p % 32 == 0).then_some((s, p))
+}
+
 /// The amounts a staged kernel's register block tries along an axis of `size`.
 fn block_sizes(size: usize) -> impl Iterator<Item = usize> {
     [1, 2, 4, 8, 16].into_iter().chain(short_axis(size))
@@ -889,7 +898,7 @@ fn stage_opts(
         // array padded to match.
         let lens: Vec<usize> = tiles
             .iter()
-            .map(|t| t.1.iter().product::<usize>().next_multiple_of(wg))
+            .map(|t| t.1.ext.iter().product::<usize>().next_multiple_of(wg))
             .collect();
         let bytes: usize = lens.iter().sum::<usize>() * 4;
         if tiles.is_empty() || bytes > t.max_shared {
@@ -915,12 +924,20 @@ fn stage_opts(
             let steps = STAGE_STEPS.into_iter().chain(short_axis(size));
             for step in steps.filter(|s| size % s == 0) {
                 for wg in STAGE_LOCALS.into_iter().filter(|&w| w <= t.max_local) {
-                    // One axis, or two with the workgroup split between them.
+                    // One axis, or two with the workgroup split between them: powers of two,
+                    // or (`short_local`) the whole of a short axis times a power of two.
                     for (i, &a1) in free.iter().enumerate() {
                         for &a2 in free[i..].iter() {
-                            let mut l1 = if a1 == a2 { wg } else { 1 };
-                            while l1 <= wg {
-                                let l2 = wg / l1;
+                            let short = short_local(shape[a1] / up[a1], wg)
+                                .into_iter()
+                                .chain(short_local(shape[a2] / up[a2], wg).map(|(s, p)| (p, s)))
+                                .filter(|_| a1 != a2);
+                            let pow2 = if a1 == a2 { wg } else { 1 };
+                            let splits = std::iter::successors(Some(pow2), |l| Some(l * 2))
+                                .take_while(|&l| l <= wg)
+                                .map(|l| (l, wg / l))
+                                .chain(short);
+                            for (l1, l2) in splits {
                                 let fits = |a: usize, l: usize| (shape[a] / up[a]) % l == 0;
                                 let ok = if a1 == a2 {
                                     fits(a1, wg)
@@ -943,7 +960,6 @@ fn stage_opts(
                                     };
                                     consider(c, step, &up);
                                 }
-                                l1 *= 2;
                             }
                         }
                     }
