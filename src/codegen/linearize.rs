@@ -19,7 +19,7 @@ use super::lower::{Effect, Lowered};
 use crate::dtype::DType;
 use crate::kernel::{FastMap, FastSet};
 use crate::kernel::{KGraph, KOp, Ref};
-use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::ops::{exec_binary, exec_unary, BinaryOp, ReduceOp, UnaryOp};
 
 /// A register: each instruction that defines one writes a new number (SSA), except
 /// accumulators, which reduce steps update.
@@ -365,13 +365,94 @@ impl LinearKernel {
     /// convolution's operands are reused from registers and workgroup memory. (1/2 for 4x4
     /// outputs per invocation; a tile staged in workgroup memory divides it by the workgroup's
     /// share.) Infinite for a kernel without multiply-adds.
+    ///
+    /// A load whose gate follows from the invocation's place in its workgroup alone (a staged
+    /// tile's last round, which only the invocations still inside the tile load) counts for
+    /// the share of invocations it holds for: the others read nothing (CUDA) or one address
+    /// the whole warp shares (WGSL's `select` reads element 0).
     pub fn global_loads_per_fma(&self) -> f64 {
-        let loads = self.per_trip(|i| match i {
-            Inst::Load { .. } => 1,
-            Inst::LoadVec { .. } => 4,
-            _ => 0,
-        });
-        loads as f64 / self.fmas_per_item() as f64
+        // Where the registers an index-and-constant gate may use are defined.
+        let def: FastMap<Reg, usize> = self
+            .insts
+            .iter()
+            .enumerate()
+            .filter_map(|(p, i)| match i {
+                Inst::Const { dst, .. }
+                | Inst::Lidx { dst }
+                | Inst::Unary { dst, .. }
+                | Inst::Binary { dst, .. }
+                | Inst::Where { dst, .. } => Some((*dst, p)),
+                _ => None,
+            })
+            .collect();
+        let share = |gate: &Option<Reg>| gate.map_or(1.0, |g| self.lidx_share(g, &def));
+        let mut mult = vec![1f64];
+        let mut loads = 0f64;
+        for i in &self.insts {
+            let m = *mult.last().unwrap_or(&1.0);
+            match i {
+                Inst::Loop { size, .. } => mult.push(m * *size as f64),
+                Inst::EndLoop => {
+                    mult.pop();
+                }
+                Inst::Load { gate, .. } => loads += m * share(gate),
+                Inst::LoadVec { .. } => loads += m * 4.0,
+                _ => {}
+            }
+        }
+        loads / self.fmas_per_item() as f64
+    }
+    /// The share of a workgroup's invocations for which `gate` holds where that follows from
+    /// their index in the workgroup and constants alone (the smallest share of such terms of a
+    /// conjunction); 1 where it does not.
+    fn lidx_share(&self, gate: Reg, def: &FastMap<Reg, usize>) -> f64 {
+        if self.local_size > 1 {
+            let held: Option<usize> = (0..self.local_size)
+                .map(|l| {
+                    self.eval_lidx(gate, l as f64, def)
+                        .map(|v| usize::from(v != 0.0))
+                })
+                .sum();
+            if let Some(n) = held {
+                return n as f64 / self.local_size as f64;
+            }
+        }
+        match def.get(&gate).map(|&p| &self.insts[p]) {
+            Some(Inst::Binary {
+                op: BinaryOp::And,
+                a,
+                b,
+                ..
+            }) => self.lidx_share(*a, def).min(self.lidx_share(*b, def)),
+            _ => 1.0,
+        }
+    }
+    /// The value of register `r` for the invocation at `lidx` in its workgroup, if it is
+    /// computed from that index and constants alone.
+    fn eval_lidx(&self, r: Reg, lidx: f64, def: &FastMap<Reg, usize>) -> Option<f64> {
+        Some(match &self.insts[*def.get(&r)?] {
+            Inst::Const { bits, .. } => f64::from_bits(*bits),
+            Inst::Lidx { .. } => lidx,
+            Inst::Unary { op, dtype, a, .. } => {
+                exec_unary(*op, *dtype, self.eval_lidx(*a, lidx, def)?)
+            }
+            Inst::Binary {
+                op, dtype, a, b, ..
+            } => exec_binary(
+                *op,
+                *dtype,
+                self.eval_lidx(*a, lidx, def)?,
+                self.eval_lidx(*b, lidx, def)?,
+            ),
+            Inst::Where { c, a, b, .. } => {
+                if self.eval_lidx(*c, lidx, def)? != 0.0 {
+                    self.eval_lidx(*a, lidx, def)?
+                } else {
+                    self.eval_lidx(*b, lidx, def)?
+                }
+            }
+            _ => return None,
+        })
     }
     /// Fused multiply-adds per invocation, loop bodies counted by their trip counts.
     pub fn fmas_per_item(&self) -> u64 {

@@ -1371,6 +1371,23 @@ mod tests {
     }
 
     #[test]
+    fn a_tiles_last_round_counts_the_invocations_that_load() {
+        // 4x4 invocations, steps of 5: tiles of 20 elements load in a round of 16 and one of
+        // 4 (the other 12 invocations gated off by their index alone).
+        let o = Opts {
+            local: vec![(0, 4), (2, 4)],
+            stage: Some((1, 5)),
+            ..Opts::default()
+        };
+        let k = matmul(8, 10, 8);
+        assert_eq!(tiles(&k, &o), [vec![4, 5, 1], vec![1, 5, 4]]);
+        let lk = crate::codegen::linear_kernel_with(&k, &o);
+        assert_eq!(lk.shared, [(DType::F32, 32), (DType::F32, 32)]);
+        // Per step and invocation: 2 x 20 / 16 elements loaded, 5 multiply-adds.
+        assert_eq!(lk.global_loads_per_fma(), 40.0 / 16.0 / 5.0, "{lk}");
+    }
+
+    #[test]
     fn stage_needs_a_workgroup_and_no_group() {
         let k = matmul(32, 64, 48);
         let no_local = Opts {

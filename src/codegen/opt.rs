@@ -758,6 +758,52 @@ fn short_axis(size: usize) -> Option<usize> {
         .filter(|d| !d.is_power_of_two())
 }
 
+/// The workgroups of about `wg` invocations a staged kernel tries over the output axes `free`
+/// (`left`: the outputs per axis the register block leaves): `wg` along one axis, or split
+/// between two in powers of two; or the whole of a short axis (`short_local`) times a power of
+/// two split between up to two others.
+fn workgroups(free: &[usize], left: &[usize], wg: usize) -> Vec<Vec<(usize, usize)>> {
+    let fits = |l: &[(usize, usize)]| l.iter().all(|&(a, n)| left[a] % n == 0);
+    let pow2 = |n: usize| {
+        std::iter::successors(Some(1usize), |l| Some(l * 2)).take_while(move |&l| l <= n)
+    };
+    let mut out: Vec<Vec<(usize, usize)>> = vec![];
+    let mut add = |l: Vec<(usize, usize)>| {
+        let mut l: Vec<(usize, usize)> = l.into_iter().filter(|x| x.1 > 1).collect();
+        l.sort_unstable();
+        if fits(&l) && !out.contains(&l) {
+            out.push(l);
+        }
+    };
+    for (i, &a1) in free.iter().enumerate() {
+        for &a2 in &free[i..] {
+            for l1 in pow2(wg) {
+                add(if a1 == a2 {
+                    vec![(a1, wg)]
+                } else {
+                    vec![(a1, l1), (a2, wg / l1)]
+                });
+            }
+        }
+    }
+    for &a in free {
+        let Some((s, p)) = short_local(left[a], wg) else {
+            continue;
+        };
+        let others: Vec<usize> = free.iter().copied().filter(|&b| b != a).collect();
+        for (i, &b) in others.iter().enumerate() {
+            for &c in &others[i..] {
+                for lb in pow2(p) {
+                    let lc = if b == c { 1 } else { p / lb };
+                    let lb = if b == c { p } else { lb };
+                    add(vec![(a, s), (b, lb), (c, lc)]);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A workgroup's split that takes the whole of a short axis of `size` (`short_axis`: a
 /// convolution's window of 3) times the largest power of two keeping it within `max`
 /// invocations, where that fills whole warps of 32: (3, 64) for a window of 3.
@@ -924,44 +970,15 @@ fn stage_opts(
             let steps = STAGE_STEPS.into_iter().chain(short_axis(size));
             for step in steps.filter(|s| size % s == 0) {
                 for wg in STAGE_LOCALS.into_iter().filter(|&w| w <= t.max_local) {
-                    // One axis, or two with the workgroup split between them: powers of two,
-                    // or (`short_local`) the whole of a short axis times a power of two.
-                    for (i, &a1) in free.iter().enumerate() {
-                        for &a2 in free[i..].iter() {
-                            let short = short_local(shape[a1] / up[a1], wg)
-                                .into_iter()
-                                .chain(short_local(shape[a2] / up[a2], wg).map(|(s, p)| (p, s)))
-                                .filter(|_| a1 != a2);
-                            let pow2 = if a1 == a2 { wg } else { 1 };
-                            let splits = std::iter::successors(Some(pow2), |l| Some(l * 2))
-                                .take_while(|&l| l <= wg)
-                                .map(|l| (l, wg / l))
-                                .chain(short);
-                            for (l1, l2) in splits {
-                                let fits = |a: usize, l: usize| (shape[a] / up[a]) % l == 0;
-                                let ok = if a1 == a2 {
-                                    fits(a1, wg)
-                                } else {
-                                    fits(a1, l1) && fits(a2, l2)
-                                };
-                                if ok {
-                                    let c = Opts {
-                                        upcast: block.clone(),
-                                        local: if a1 == a2 {
-                                            vec![(a1, wg)]
-                                        } else {
-                                            [(a1, l1), (a2, l2)]
-                                                .into_iter()
-                                                .filter(|l| l.1 > 1)
-                                                .collect()
-                                        },
-                                        stage: Some((axis, step)),
-                                        ..Opts::default()
-                                    };
-                                    consider(c, step, &up);
-                                }
-                            }
-                        }
+                    let left: Vec<usize> = (0..rank).map(|a| shape[a] / up[a]).collect();
+                    for local in workgroups(&free, &left, wg) {
+                        let c = Opts {
+                            upcast: block.clone(),
+                            local,
+                            stage: Some((axis, step)),
+                            ..Opts::default()
+                        };
+                        consider(c, step, &up);
                     }
                 }
             }
