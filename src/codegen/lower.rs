@@ -20,7 +20,9 @@
 //!   cooperatively (neighbouring invocations read neighbouring elements), waits, and each
 //!   invocation reduces the step from there. A load whose tile would be read in runs of fewer
 //!   than `MIN_RUN` consecutive elements (a convolution's weights, stepped along the input
-//!   channels: one element per channel and window position) is read directly instead. A tiled
+//!   channels: one element per channel and window position) is read directly instead; one that
+//!   reads the sum of an output axis and the staged one (a convolution's output column plus its
+//!   window column) keeps the `n + step - 1` sums its `n` outputs need, not `n x step`. A tiled
 //!   matmul: with 16x16 invocations of 4x4 outputs each and steps of 16, 1/32 global loads per
 //!   multiply-add instead of 1/2.
 //!

@@ -848,8 +848,8 @@ fn unstaged_loads_per_fma(loads: &[Operand], up: &[usize]) -> f64 {
 const GLOBAL_PER_SHARED: f64 = 8.0;
 
 /// `o` (the heuristic's upcasts for an unstaged kernel) staged in workgroup memory
-/// (`Opts::stage`) where that costs less than it: a workgroup of `STAGE_LOCALS` invocations
-/// over up to two output axes, a step of `STAGE_STEPS` (or a whole short axis), and a register
+/// (`Opts::stage`) where that costs less than it: a workgroup of up to `STAGE_LOCALS`
+/// invocations over output axes (`workgroups`), a step of `STAGE_STEPS` (or a whole short axis), and a register
 /// block of up to `MAX_UPCAST_GPU` outputs over up to two axes keeping `min_inv` invocations;
 /// chosen for the fewest loads per multiply-add (global ones: tile elements over the
 /// workgroup's outputs times the step, and the loads read directly where their tiles would be
