@@ -385,21 +385,11 @@ impl LinearKernel {
                 _ => None,
             })
             .collect();
-        let share = |gate: &Option<Reg>| gate.map_or(1.0, |g| self.lidx_share(g, &def));
-        let mut mult = vec![1f64];
-        let mut loads = 0f64;
-        for i in &self.insts {
-            let m = *mult.last().unwrap_or(&1.0);
-            match i {
-                Inst::Loop { size, .. } => mult.push(m * *size as f64),
-                Inst::EndLoop => {
-                    mult.pop();
-                }
-                Inst::Load { gate, .. } => loads += m * share(gate),
-                Inst::LoadVec { .. } => loads += m * 4.0,
-                _ => {}
-            }
-        }
+        let loads = self.per_trip(|i| match i {
+            Inst::Load { gate, .. } => gate.map_or(1.0, |g| self.lidx_share(g, &def)),
+            Inst::LoadVec { .. } => 4.0,
+            _ => 0.0,
+        });
         loads / self.fmas_per_item() as f64
     }
     /// The share of a workgroup's invocations for which `gate` holds where that follows from
@@ -456,17 +446,17 @@ impl LinearKernel {
     }
     /// Fused multiply-adds per invocation, loop bodies counted by their trip counts.
     pub fn fmas_per_item(&self) -> u64 {
-        self.per_trip(|i| u64::from(matches!(i, Inst::Acc { fused: Some(_), .. })))
+        self.per_trip(|i| f64::from(u8::from(matches!(i, Inst::Acc { fused: Some(_), .. })))) as u64
     }
     /// The sum of `count` over the instructions one invocation runs, each counted as often as
-    /// the loops around it run.
-    fn per_trip(&self, count: impl Fn(&Inst) -> u64) -> u64 {
-        let mut mult = vec![1u64];
-        let mut total = 0u64;
+    /// the loops around it run (whole counts stay exact: f64 holds integers up to 2^53).
+    fn per_trip(&self, count: impl Fn(&Inst) -> f64) -> f64 {
+        let mut mult = vec![1f64];
+        let mut total = 0f64;
         for i in &self.insts {
-            let m = *mult.last().unwrap_or(&1);
+            let m = *mult.last().unwrap_or(&1.0);
             match i {
-                Inst::Loop { size, .. } => mult.push(m * *size as u64),
+                Inst::Loop { size, .. } => mult.push(m * *size as f64),
                 Inst::EndLoop => {
                     mult.pop();
                 }
@@ -482,12 +472,13 @@ impl LinearKernel {
     /// Scalar ops per invocation, counting loop bodies by their trip counts (for FLOP counters
     /// and for deciding whether to split work across threads).
     pub fn ops_per_item(&self) -> u64 {
-        self.per_trip(|i| {
-            u64::from(matches!(
+        let op = |i: &Inst| {
+            matches!(
                 i,
                 Inst::Unary { .. } | Inst::Binary { .. } | Inst::Where { .. } | Inst::Acc { .. }
-            ))
-        })
+            )
+        };
+        self.per_trip(|i| f64::from(u8::from(op(i)))) as u64
     }
 }
 

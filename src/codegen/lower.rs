@@ -1105,10 +1105,9 @@ fn lower_staged(
                             // Element `u` of a merged tile: output `u` at the step's start
                             // for the workgroup's outputs, then the last output further on in
                             // the step (both coordinates within their axes).
-                            let u = coord[m];
-                            let last = g.int((ext[m] - step) as i64);
+                            let (u, n) = (coord[m], (ext[m] - step) as i64);
+                            let (last, neg) = (g.int(n), g.int(-n));
                             let past = g.lt(last, u);
-                            let neg = g.int(-(ext[m] as i64 - step as i64));
                             let over = g.add(u, neg);
                             at[axis] = g.where_(past, over, zero);
                             at[m] = g.where_(past, last, u);
