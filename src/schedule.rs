@@ -111,6 +111,14 @@ fn empty_below(n: &Arc<UOp>) -> bool {
     }
 }
 
+/// Whether reading `n` (through views) never computes anything again: it is a buffer in memory,
+/// or a reduce, which the scheduler computes once and keeps in a buffer of its own for every
+/// kernel that reads it other than element for element (a matmul's output read transposed).
+pub(crate) fn read_not_recomputed(n: &Arc<UOp>) -> bool {
+    let base = chain(n).0;
+    base.is_realized() || matches!(base.op, Op::Reduce(..))
+}
+
 /// Follow movement ops down to the node they view, returning it and the view from it.
 pub(crate) fn chain(n: &Arc<UOp>) -> (Arc<UOp>, ShapeTracker) {
     let mut ops = vec![];

@@ -1059,6 +1059,75 @@ fn cpu_matmuls_read_their_right_operand_in_row_order() {
     })
 }
 
+/// Attention's scores `q @ k.T` on the CPU, `q` and `k` slices of one projection's output (a
+/// reduce, computed in the same step): `k.T` is copied into row order too, so the scores' vectors
+/// load it whole, and the backward pass reads the projection through the copy (its gradients
+/// equal those of the product written out, the projection computed once).
+#[test]
+fn cpu_attention_scores_read_the_keys_in_row_order() {
+    Context::new().dev(Device::Interp).run(|| {
+        Tensor::manual_seed(5);
+        let x = Tensor::randn(&[2, 64, 32]).unwrap().realize().unwrap();
+        let w = Tensor::randn(&[32, 64]).unwrap().realize().unwrap();
+        let scores = |x: &Tensor, w: &Tensor, written_out: bool| {
+            let qk = x.matmul(w).unwrap();
+            let q = qk.shrink(&[(0, 2), (0, 64), (0, 32)]).unwrap();
+            let k = qk.shrink(&[(0, 2), (0, 64), (32, 64)]).unwrap();
+            if written_out {
+                // (2, 64, 1, 32) * (2, 1, 64, 32) summed over the last axis: no copy.
+                let p = q
+                    .unsqueeze(2)
+                    .unwrap()
+                    .mul(k.unsqueeze(1).unwrap())
+                    .unwrap();
+                p.sum(-1, false).unwrap()
+            } else {
+                q.matmul(&k.transpose(-1, -2).unwrap()).unwrap()
+            }
+        };
+        let s = scores(&x, &w, false);
+        let items = Tensor::schedule_all(&[&s]).unwrap();
+        let kernels: Vec<_> = items
+            .iter()
+            .filter_map(|i| match i {
+                ScheduleItem::Kernel { ast, .. } => Some(ast),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kernels.len(),
+            3,
+            "the projection, the copy of k.T, the scores"
+        );
+        for lanes in [8, 16] {
+            let target = Target {
+                lanes,
+                ..Target::new(OptTarget::Cpu)
+            };
+            let plan = default_plan(kernels[2], &target);
+            let k = &compile_plan(kernels[2], &plan).unwrap().stages[0].kernel;
+            let packs = wgrad::codegen::vectorize::packs(k, lanes);
+            assert!(!packs.is_empty(), "{plan:?}");
+            let gathered = packs
+                .iter()
+                .filter(|p| format!("{:?}", p.expr).contains("Gather"))
+                .count();
+            assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
+        }
+        let grads = |written_out: bool| {
+            let (x, w) = (x.detach(), w.detach());
+            x.set_requires_grad(true);
+            w.set_requires_grad(true);
+            let s = scores(&x, &w, written_out);
+            let loss = s.square().unwrap().sum((), false).unwrap();
+            loss.backward().unwrap();
+            let v = |t: Tensor| t.to_vec::<f32>().unwrap();
+            (v(s), v(x.grad().unwrap()), v(w.grad().unwrap()))
+        };
+        assert_eq!(grads(false), grads(true));
+    })
+}
+
 /// On the CPU, a Linear's weight gradient after a LayerNorm, `dW = dyᵀ (x̂ · γ)` (the GPT's
 /// q/k/v and MLP weights), is vectorized so its multiply-adds broadcast loaded values (`dy`,
 /// one broadcast load each), with `x̂ · γ` one vector product per step (γ's load hoisted),

@@ -510,27 +510,28 @@ impl Tensor {
 }
 
 /// Whether a CPU matmul should copy its right operand `b` (..., k, m), read by `n` rows, into
-/// (k, m) order first: where it is a view of a buffer in memory whose columns are strided and
-/// whose k axis is contiguous (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it), no
-/// vector of consecutive outputs loads consecutive elements of it, and each multiply-add's
-/// operand is gathered lane by lane. A copy reads and writes it once; the matmul then reads it
-/// `n` times with vector loads.
+/// (k, m) order first: where it is a view of a buffer in memory or of a reduce (attention's
+/// `q @ k.T`, `k` a slice of a projection's output) whose columns are strided and whose k axis is
+/// contiguous (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it), no vector of
+/// consecutive outputs loads consecutive elements of it, and each multiply-add's operand is
+/// gathered lane by lane. A copy reads and writes it once; the matmul then reads it `n` times
+/// with vector loads.
 fn rows_apart(b: &Tensor, n: usize) -> bool {
     let node = b.node();
     let cpu = node.device.backend().target().kind == crate::codegen::OptTarget::Cpu;
     if !cpu || n < 16 || node.is_realized() {
         return false;
     }
-    // Only a view of a buffer in memory (a weight): the backward pass reads the buffer itself
-    // (`grad::through_copies`), which a computed operand would have to be computed again for.
-    let (base, st) = crate::schedule::chain(&node);
+    // Only a view of what is read without computing it again (a weight, a projection's output):
+    // the backward pass reads it through the copy (`grad::through_copies`).
+    let (_, st) = crate::schedule::chain(&node);
     let [v] = st.views.as_slice() else {
         return false;
     };
     let d = v.shape.len();
     // A batch axis broadcast over (stride 0) would be copied once per batch: left alone.
     let batch_broadcast = (0..d.saturating_sub(2)).any(|a| v.strides[a] == 0 && v.shape[a] > 1);
-    base.is_realized()
+    crate::schedule::read_not_recomputed(&node)
         && !batch_broadcast
         && d >= 2
         && v.shape[d - 1] > 1

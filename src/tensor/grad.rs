@@ -13,11 +13,11 @@ fn t(n: &Arc<UOp>) -> Tensor {
     Tensor::from_node(n.clone())
 }
 
-/// `n` read through the contiguous copies of views of buffers in memory below its own views: the
-/// same values, in the order of the view the copy was made from. A copy that gives the forward
-/// pass a layout (a CPU matmul's weight, copied so that its columns are contiguous: `matmul`)
-/// would give the backward pass's products the transposed layout again; reading the weight there
-/// keeps both in the order that vectorizes.
+/// `n` read through the contiguous copies of views of buffers in memory (or of reduces) below its
+/// own views: the same values, in the order of the view the copy was made from. A copy that gives
+/// the forward pass a layout (a CPU matmul's weight or attention's keys, copied so that their
+/// columns are contiguous: `matmul`) would give the backward pass's products the transposed
+/// layout again; reading the original there keeps both in the order that vectorizes.
 fn through_copies(n: &Arc<UOp>) -> Arc<UOp> {
     if n.is_realized() {
         return n.clone();
@@ -30,10 +30,10 @@ fn through_copies(n: &Arc<UOp>) -> Arc<UOp> {
         }
         return UOp::new(n.op.clone(), n.dtype, n.shape.clone(), n.device, vec![s]);
     }
-    // A view of a buffer in memory: reading it computes nothing again (a view of a computed
-    // node could be fused into the copy by an earlier schedule and computed again here).
+    // A view of a buffer in memory or of a reduce: reading it computes nothing again (a view of
+    // an elementwise expression could be fused into the copy and computed again here).
     let view = |s: &Arc<UOp>| {
-        s.op.is_movement() && !s.is_realized() && crate::schedule::chain(s).0.is_realized()
+        s.op.is_movement() && !s.is_realized() && crate::schedule::read_not_recomputed(s)
     };
     if n.op == Op::Contiguous && view(&src[0]) {
         return src[0].clone();
