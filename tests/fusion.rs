@@ -5,6 +5,7 @@
 
 mod common;
 
+use wgrad::codegen::OptTarget;
 use wgrad::schedule::ScheduleItem;
 use wgrad::{Context, CrossEntropyOpts, Device, GlobalCounters, Result, Tensor};
 
@@ -56,6 +57,43 @@ fn softmax_is_at_most_three_kernels() {
     for row in v.chunks(10) {
         assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
     }
+}
+
+/// A layer norm's `x̂ · γ` feeding a matmul is one multiply that the matmul would compute again
+/// for every tile of its output columns. Where kernels keep operands in registers only (a
+/// CPU-kind optimizer target, the interpreter's) it gets a kernel of its own; shaped for a GPU,
+/// whose kernels stage it in workgroup memory, it stays inlined. An operation of one buffer
+/// (`2 · x̂`) costs no second load and stays inlined everywhere.
+#[test]
+fn a_product_of_two_buffers_broadcast_into_a_matmul_is_kept_in_memory_on_the_cpu() {
+    let (xhat, gamma, w) = (data(&[64, 64]), data(&[64]), data(&[64, 48]));
+    let count = |target: OptTarget, f: &dyn Fn() -> Result<Tensor>| {
+        Context::new().opt_target(target).run(|| kernels(f))
+    };
+    let normed = || xhat.mul(&gamma)?.matmul(&w);
+    assert_eq!(count(OptTarget::Cpu, &normed), 2, "x̂ · γ, then the matmul");
+    assert_eq!(
+        count(OptTarget::Gpu, &normed),
+        1,
+        "the matmul, x̂ · γ inlined"
+    );
+    let scaled = || xhat.mul(2.0)?.matmul(&w);
+    assert_eq!(count(OptTarget::Cpu, &scaled), 1);
+    // The same values either way (to rounding: the two targets' plans sum in other orders).
+    let values = |target: OptTarget| {
+        Context::new()
+            .dev(Device::Interp)
+            .opt_target(target)
+            .run(|| normed().unwrap().to_vec::<f32>().unwrap())
+    };
+    let (cpu, gpu) = (values(OptTarget::Cpu), values(OptTarget::Gpu));
+    assert_eq!(cpu.len(), 64 * 48);
+    let worst = cpu
+        .iter()
+        .zip(&gpu)
+        .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-5, "largest difference {worst}");
 }
 
 /// One SGD step of a 2-layer MLP (forward, backward, update) realized as one schedule.
