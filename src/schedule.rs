@@ -166,7 +166,7 @@ struct Builder<'a> {
 /// Whether kernels for `device` keep their operands in registers only, with no workgroup memory
 /// to stage them in: a CPU-kind optimizer target (the CPU and WASM backends, the interpreter),
 /// unless a `Context` or `OPT_TARGET` asks for another kind.
-fn register_tiles(device: crate::device::Device) -> bool {
+pub(crate) fn register_tiles(device: crate::device::Device) -> bool {
     let kind = crate::context::opt_target().unwrap_or_else(|| device.backend().target().kind);
     kind == crate::codegen::OptTarget::Cpu
 }

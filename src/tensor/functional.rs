@@ -509,8 +509,8 @@ impl Tensor {
     }
 }
 
-/// Whether a CPU matmul should copy its right operand `b` (..., k, m), read by `n` rows, into
-/// (k, m) order first: where it is a view of a buffer in memory or of a reduce (attention's
+/// Whether a CPU matmul (kernels shaped for a CPU-kind target: `schedule::register_tiles`)
+/// should copy its right operand `b` (..., k, m), read by `n` rows, into (k, m) order first: where it is a view of a buffer in memory or of a reduce (attention's
 /// `q @ k.T`, `k` a slice of a projection's output) whose columns are strided and whose k axis is
 /// contiguous (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it), no vector of
 /// consecutive outputs loads consecutive elements of it, and each multiply-add's operand is
@@ -518,8 +518,7 @@ impl Tensor {
 /// with vector loads.
 fn rows_apart(b: &Tensor, n: usize) -> bool {
     let node = b.node();
-    let cpu = node.device.backend().target().kind == crate::codegen::OptTarget::Cpu;
-    if !cpu || n < 16 || node.is_realized() {
+    if !crate::schedule::register_tiles(node.device) || n < 16 || node.is_realized() {
         return false;
     }
     // Only a view of what is read without computing it again (a weight, a projection's output):
