@@ -1013,6 +1013,37 @@ fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
     );
 }
 
+/// The kernels of a schedule, in order.
+fn asts(items: &[ScheduleItem]) -> Vec<&wgrad::kernel::KernelAst> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ScheduleItem::Kernel { ast, .. } => Some(ast),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `ast`'s default CPU plan, at 8 lanes and at 16, computes vectors whose operands are loaded
+/// whole or broadcast, none gathered lane by lane.
+fn assert_cpu_vectors_gather_nothing(ast: &wgrad::kernel::KernelAst) {
+    for lanes in [8, 16] {
+        let target = Target {
+            lanes,
+            ..Target::new(OptTarget::Cpu)
+        };
+        let plan = default_plan(ast, &target);
+        let k = &compile_plan(ast, &plan).unwrap().stages[0].kernel;
+        let packs = wgrad::codegen::vectorize::packs(k, lanes);
+        assert!(!packs.is_empty(), "{plan:?}");
+        let gathered = packs
+            .iter()
+            .filter(|p| format!("{:?}", p.expr).contains("Gather"))
+            .count();
+        assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
+    }
+}
+
 /// A CPU matmul whose right operand is read across its rows (`x @ W.T` with `W` stored
 /// (out, in), as `nn::Linear` keeps it) copies it into row order first: the matmul's vectors
 /// of outputs then load it whole instead of gathering it lane by lane, at 8 lanes and at 16.
@@ -1026,29 +1057,9 @@ fn cpu_matmuls_read_their_right_operand_in_row_order() {
         let w = Tensor::randn(&[256, 128]).unwrap().realize().unwrap();
         let y = x.linear(&w.t().unwrap(), None).unwrap();
         let items = Tensor::schedule_all(&[&y]).unwrap();
-        let kernels: Vec<_> = items
-            .iter()
-            .filter_map(|i| match i {
-                ScheduleItem::Kernel { ast, .. } => Some(ast),
-                _ => None,
-            })
-            .collect();
+        let kernels = asts(&items);
         assert_eq!(kernels.len(), 2, "the copy of W.T, then the matmul");
-        for lanes in [8, 16] {
-            let target = Target {
-                lanes,
-                ..Target::new(OptTarget::Cpu)
-            };
-            let plan = default_plan(kernels[1], &target);
-            let k = &compile_plan(kernels[1], &plan).unwrap().stages[0].kernel;
-            let packs = wgrad::codegen::vectorize::packs(k, lanes);
-            assert!(!packs.is_empty(), "{plan:?}");
-            let gathered = packs
-                .iter()
-                .filter(|p| format!("{:?}", p.expr).contains("Gather"))
-                .count();
-            assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
-        }
+        assert_cpu_vectors_gather_nothing(kernels[1]);
         // Gradients through the copy equal those of the product written out.
         let backward = |y: Tensor| {
             y.square()
@@ -1105,33 +1116,10 @@ fn cpu_attention_scores_read_the_keys_in_row_order() {
         };
         let s = scores(&x, &w, false);
         let items = Tensor::schedule_all(&[&s]).unwrap();
-        let kernels: Vec<_> = items
-            .iter()
-            .filter_map(|i| match i {
-                ScheduleItem::Kernel { ast, .. } => Some(ast),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            kernels.len(),
-            3,
-            "the projection, the copy of k.T, the scores"
-        );
-        for lanes in [8, 16] {
-            let target = Target {
-                lanes,
-                ..Target::new(OptTarget::Cpu)
-            };
-            let plan = default_plan(kernels[2], &target);
-            let k = &compile_plan(kernels[2], &plan).unwrap().stages[0].kernel;
-            let packs = wgrad::codegen::vectorize::packs(k, lanes);
-            assert!(!packs.is_empty(), "{plan:?}");
-            let gathered = packs
-                .iter()
-                .filter(|p| format!("{:?}", p.expr).contains("Gather"))
-                .count();
-            assert_eq!(gathered, 0, "{lanes} lanes, {plan:?}: {packs:?}");
-        }
+        let kernels = asts(&items);
+        let what = "the projection, the copy of k.T, the scores";
+        assert_eq!(kernels.len(), 3, "{what}");
+        assert_cpu_vectors_gather_nothing(kernels[2]);
         let grads = |written_out: bool| {
             let (x, w) = (x.detach(), w.detach());
             x.set_requires_grad(true);
