@@ -510,12 +510,13 @@ impl Tensor {
 }
 
 /// Whether a CPU matmul (kernels shaped for a CPU-kind target: `schedule::register_tiles`)
-/// should copy its right operand `b` (..., k, m), read by `n` rows, into (k, m) order first: where it is a view of a buffer in memory or of a reduce (attention's
-/// `q @ k.T`, `k` a slice of a projection's output) whose columns are strided and whose k axis is
-/// contiguous (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it), no vector of
-/// consecutive outputs loads consecutive elements of it, and each multiply-add's operand is
-/// gathered lane by lane. A copy reads and writes it once; the matmul then reads it `n` times
-/// with vector loads.
+/// should copy its right operand `b` (..., k, m), read by `n` rows, into (k, m) order first:
+/// where it is a view of a buffer in memory or of a reduce (attention's `q @ k.T`, `k` a slice
+/// of a projection's output) whose columns are strided and whose k axis is contiguous
+/// (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it), no vector of consecutive
+/// outputs loads consecutive elements of it, and each multiply-add's operand is gathered lane
+/// by lane. A copy reads and writes it once; the matmul then reads it `n` times with vector
+/// loads.
 fn rows_apart(b: &Tensor, n: usize) -> bool {
     let node = b.node();
     if !crate::schedule::register_tiles(node.device) || n < 16 || node.is_realized() {
