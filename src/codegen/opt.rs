@@ -776,13 +776,10 @@ fn workgroups(free: &[usize], left: &[usize], wg: usize) -> Vec<Vec<(usize, usiz
         }
     };
     for (i, &a1) in free.iter().enumerate() {
-        for &a2 in &free[i..] {
+        add(vec![(a1, wg)]);
+        for &a2 in &free[i + 1..] {
             for l1 in pow2(wg) {
-                add(if a1 == a2 {
-                    vec![(a1, wg)]
-                } else {
-                    vec![(a1, l1), (a2, wg / l1)]
-                });
+                add(vec![(a1, l1), (a2, wg / l1)]);
             }
         }
     }
@@ -849,12 +846,13 @@ const GLOBAL_PER_SHARED: f64 = 8.0;
 
 /// `o` (the heuristic's upcasts for an unstaged kernel) staged in workgroup memory
 /// (`Opts::stage`) where that costs less than it: a workgroup of up to `STAGE_LOCALS`
-/// invocations over output axes (`workgroups`), a step of `STAGE_STEPS` (or a whole short axis), and a register
-/// block of up to `MAX_UPCAST_GPU` outputs over up to two axes keeping `min_inv` invocations;
-/// chosen for the fewest loads per multiply-add (global ones: tile elements over the
-/// workgroup's outputs times the step, and the loads read directly where their tiles would be
-/// scattered, weighted by `GLOBAL_PER_SHARED`; plus workgroup-memory ones, the register
-/// block's), within the target's workgroup memory and keeping a workgroup per multiprocessor.
+/// invocations over output axes (`workgroups`), a step of `STAGE_STEPS` (or a whole short
+/// axis), and a register block of up to `MAX_UPCAST_GPU` outputs over up to two axes keeping
+/// `min_inv` invocations; chosen for the fewest loads per multiply-add (global ones: tile
+/// elements over the workgroup's outputs times the step, and the loads read directly where
+/// their tiles would be scattered, weighted by `GLOBAL_PER_SHARED`; plus workgroup-memory ones,
+/// the register block's), within the target's workgroup memory and keeping a workgroup per
+/// multiprocessor.
 /// `broadcasts`: a workgroup-memory read whose address no invocation of the workgroup varies
 /// (an operand that depends on none of its axes) costs nothing (one read serves them all).
 /// Returns the plan with its cost (weighted loads per multiply-add, broadcasts free, so that
@@ -966,11 +964,11 @@ fn stage_opts(
     };
     for block in &blocks {
         let up = per_axis(block);
+        let left: Vec<usize> = (0..rank).map(|a| shape[a] / up[a]).collect();
         for &(axis, size) in &raxes {
             let steps = STAGE_STEPS.into_iter().chain(short_axis(size));
             for step in steps.filter(|s| size % s == 0) {
                 for wg in STAGE_LOCALS.into_iter().filter(|&w| w <= t.max_local) {
-                    let left: Vec<usize> = (0..rank).map(|a| shape[a] / up[a]).collect();
                     for local in workgroups(&free, &left, wg) {
                         let c = Opts {
                             upcast: block.clone(),
