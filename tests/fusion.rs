@@ -259,3 +259,50 @@ fn a_reduce_read_through_a_shared_view_is_computed_once() {
         }
     });
 }
+
+/// The divisions (`Div`, `Recip`) over at least as many elements as `x` has, in the graph of
+/// `f(x)` and of x's gradient: each is a vector division for every element, in every kernel
+/// that computes it (several times the cost of a multiply). A division over rows (a softmax's
+/// sums, broadcast) is not counted: a kernel computes it once per row.
+fn divisions_per_element(shape: &[usize], f: impl Fn(&Tensor) -> Result<Tensor>) -> usize {
+    use std::collections::HashSet;
+    use wgrad::ops::{BinaryOp, Op, UnaryOp};
+    Context::new().dev(Device::Interp).run(|| {
+        let x = data(shape);
+        x.set_requires_grad(true);
+        let y = f(&x).unwrap();
+        y.mul(&data(shape))
+            .unwrap()
+            .sum((), false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        let g = x.grad().expect("gradient");
+        let (mut seen, mut stack, mut n) = (HashSet::new(), vec![y.node(), g.node()], 0);
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u.id) {
+                continue;
+            }
+            let divides = matches!(u.op, Op::Binary(BinaryOp::Div) | Op::Unary(UnaryOp::Recip));
+            n += usize::from(divides && u.numel() >= x.numel());
+            stack.extend(u.src());
+        }
+        n
+    })
+}
+
+/// Sigmoid (and tanh, GELU, SiLU built on it) divides once per element, forward and backward
+/// together: the backward reuses the forward's reciprocal (a quotient's rule would divide twice
+/// more). Softmax divides once per row, and attention's scale is a product.
+#[test]
+fn activations_and_softmax_divide_once_per_element_at_most() {
+    let s = [6, 16];
+    assert_eq!(divisions_per_element(&s, |x| x.sigmoid()), 1);
+    assert_eq!(divisions_per_element(&s, |x| x.tanh()), 1);
+    assert_eq!(divisions_per_element(&s, |x| x.gelu()), 1);
+    assert_eq!(divisions_per_element(&s, |x| x.silu()), 1);
+    assert_eq!(divisions_per_element(&s, |x| x.softmax(-1)), 0);
+    let qk = [2, 16, 8];
+    let sdpa = |x: &Tensor| x.scaled_dot_product_attention(x, x, None, 0.0, true, false);
+    assert_eq!(divisions_per_element(&qk, sdpa), 0);
+}

@@ -397,7 +397,7 @@ impl Tensor {
         }
         let scores = self
             .matmul(&key.transpose(-2, -1)?)?
-            .div((d as f64).sqrt())?;
+            .mul(1.0 / (d as f64).sqrt())?;
         let (l, s) = (qs[qs.len() - 2], ks[ks.len() - 2]);
         let scores = match (is_causal, attn_mask) {
             (true, Some(_)) => bail!(Shape, "{OP}: give attn_mask or is_causal, not both"),

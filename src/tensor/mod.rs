@@ -1557,14 +1557,16 @@ impl Tensor {
     }
     /// `1 / (1 + exp(-x))` as `1 / (1 + e)` or `e / (1 + e)` with `e = exp(-|x|)`: nothing
     /// overflows at saturated inputs, forward or backward (the derivative via the primitives
-    /// stays finite), and the tail keeps its tiny values.
+    /// stays finite), and the tail keeps its tiny values. The quotient is a product with the
+    /// reciprocal, whose derivative reuses it (`-r²`): the backward pass divides once per
+    /// element, where a quotient's rule divides twice more (`g / d`, `g·n / d²`).
     pub fn sigmoid(&self) -> Result<Tensor> {
         let x = self.to_float("sigmoid")?;
         // The branch is chosen by the sign of x, not through |x|, whose kink at 0 would cut the
         // derivative there.
         let pos = x.ge(0.0)?;
         let e = pos.where_(&x.neg()?, &x)?.exp()?;
-        pos.where_(1.0, &e)?.div(&e.add(1.0)?)
+        pos.where_(1.0, &e)?.mul(&e.add(1.0)?.reciprocal()?)
     }
     /// The hyperbolic tangent, elementwise.
     pub fn tanh(&self) -> Result<Tensor> {

@@ -262,7 +262,7 @@ impl Tensor {
         let x = self.to_float("softmax")?;
         let m = x.sub(x.max(axis, true)?.detach())?;
         let e = m.exp()?;
-        e.div(&e.sum(axis, true)?)
+        e.mul(&e.sum(axis, true)?.reciprocal()?)
     }
     /// `softmax(-x)`.
     pub fn softmin(&self, axis: isize) -> Result<Tensor> {
