@@ -948,8 +948,10 @@ fn staged_matmuls_equal_unoptimized_ones() {
 /// On the CPU a weight gradient whose inputs L2 cannot keep (`dW = dYᵀ X` over 4,096 rows of
 /// the medium GPT's MLP: 10 MiB) is split along the rows into parts that read at most 512 KiB,
 /// so the tiles of a part share their inputs from L2 (read whole per tile row, `X` streamed from
-/// L3 made it 3x slower); the forward matmul and the input gradient, which read their large
-/// operand once, stay one kernel. The split kernels compute what the unoptimized ones compute.
+/// L3 made it 3x slower); each part is whole rows, contiguous in memory (one batch of 128 rows,
+/// not every 32nd group of 4: rows 64 KiB apart); the forward matmul and the input gradient,
+/// which read their large operand once, stay one kernel. The split kernels compute what the
+/// unoptimized ones compute.
 #[test]
 fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
     let grads = || -> wgrad::Result<Vec<Tensor>> {
@@ -982,7 +984,23 @@ fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
                 .is_some();
             let out: usize = ast.root.shape.iter().product();
             match default_plan(ast, &target) {
-                Plan::Split { parts, .. } => split.push((out, parts)),
+                Plan::Split { parts, axis, .. } => {
+                    // The reduce's axes: the batch (32) outside the positions (128).
+                    let r = ast
+                        .root
+                        .find(
+                            &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
+                            &|_| false,
+                        )
+                        .unwrap();
+                    let wgrad::kernel::AstOp::Reduce(_, axes) = &r.op else {
+                        unreachable!()
+                    };
+                    let sizes: Vec<usize> = axes.iter().map(|&a| r.src[0].shape[a]).collect();
+                    assert_eq!(sizes, [32, 128], "reduce axes {axes:?}");
+                    assert_eq!(axis, axes[0], "split along the batch, parts of whole rows");
+                    split.push((out, parts))
+                }
                 Plan::One(_) if has_reduce && out >= 128 * 128 => one += 1,
                 Plan::One(_) => {}
             }

@@ -29,7 +29,8 @@ pub struct Split {
 }
 
 /// Split the reduce of `k` (its single reduce, wherever it is) over `axis` into `parts`, or
-/// `None` when that reduce has no such axis or `parts` is not below its length. Where `parts`
+/// `None` when that reduce has no such axis or `parts` exceeds its length (as many parts as
+/// the axis is long: each index a part, whose first kernel reduces the other axes). Where `parts`
 /// does not divide the axis, the first kernel's view pads it to `parts * ceil(len / parts)`
 /// with the reduce's identity (0 for a sum, through the padded view itself; for max and prod, a
 /// `where` of the pad's validity).
@@ -41,7 +42,7 @@ pub fn split(k: &KernelAst, axis: usize, parts: usize) -> Option<Split> {
     };
     let src = &r.src[0];
     let full = &src.shape;
-    if !axes.contains(&axis) || parts < 2 || parts >= full[axis] {
+    if !axes.contains(&axis) || parts < 2 || parts > full[axis] {
         return None;
     }
     // First kernel: view the source with the axis (padded to a multiple of `parts`) split into
@@ -411,9 +412,12 @@ mod tests {
         assert_eq!(s.first.root.shape, vec![8, 3, 1]);
         assert_eq!(s.first.root.src[0].shape, vec![8, 3, 9]);
         assert!(
-            split(&kernel(3, 64), 1, 64).is_none(),
-            "parts below the length"
+            split(&kernel(3, 64), 1, 65).is_none(),
+            "parts at most the length"
         );
+        // As many parts as the axis is long: each element a part.
+        let s = split(&kernel(3, 64), 1, 64).expect("splits");
+        assert_eq!(s.first.root.shape, vec![64, 3, 1]);
         assert!(
             split(&kernel(3, 64), 0, 3).is_none(),
             "axis 0 is not reduced"
