@@ -271,7 +271,7 @@ fn divisions_per_element(shape: &[usize], f: impl Fn(&Tensor) -> Result<Tensor>)
         let x = data(shape);
         x.set_requires_grad(true);
         let y = f(&x).unwrap();
-        y.mul(&data(shape))
+        y.mul(data(shape))
             .unwrap()
             .sum((), false)
             .unwrap()
