@@ -224,13 +224,15 @@ fn a_bigger_gpu_gets_more_invocations() {
                     assert!(*iters <= 2048, "{name} loops {iters} times per invocation");
                 }
             }
+            // (Named after their outputs, with the reduce's axis between: the products' axes
+            // follow their right operands, row-major here.)
             let wgrad = (
-                invocations(&small, "_512_128"),
-                invocations(&big, "_512_128"),
+                invocations(&small, "_512_1_128"),
+                invocations(&big, "_512_1_128"),
             );
             let matmul = (
-                invocations(&small, "_1024_1024"),
-                invocations(&big, "_1024_1024"),
+                invocations(&small, "_1024_1_1024"),
+                invocations(&big, "_1024_1_1024"),
             );
             eprintln!("weight gradient {wgrad:?}, matmul {matmul:?} invocations (default, H200)");
 
@@ -1457,4 +1459,88 @@ fn cpu_weight_gradients_share_vector_loads() {
             "the weight gradient's first kernel at 8 and 16 lanes"
         );
     });
+}
+
+/// A matmul's gradient with respect to a row-major right operand (attention's values, sliced
+/// from a projection's output; a weight stored (in, out)) is written in the operand's own
+/// order: the product's axes follow its layout. So the CPU kernel that assembles the
+/// projection's gradient from its slices (pads added: a concatenation) loads and stores whole
+/// vectors, each slice's run under one condition, nothing gathered lane by lane. (Ordered the
+/// other way, the reduce wrote the values' gradient transposed and the concatenation read it
+/// across rows: the medium GPT's q/k/v gradient, scalar code, 4x slower.)
+#[test]
+fn cpu_concatenated_gradients_load_and_store_whole_vectors() {
+    let grad = || -> wgrad::Result<Tensor> {
+        Tensor::manual_seed(7);
+        let p = Tensor::randn(&[2, 16, 12])?.realize()?;
+        let w = Tensor::randn(&[2, 16, 64])?.realize()?;
+        let x = Tensor::randn(&[12, 384])?.realize()?;
+        x.set_requires_grad(true);
+        // Slices of x as two heads of 64, as attention splits its values: each gradient comes
+        // back through the heads' permute, so its reduce has a buffer of its own.
+        let heads = |lo: usize| -> wgrad::Result<Tensor> {
+            let h = x.shrink(&[(0, 12), (lo, lo + 128)])?;
+            h.reshape(&[12, 2, 64])?.permute(&[1, 0, 2])
+        };
+        let mut loss = Tensor::zeros(&[])?;
+        for (k, s) in [(0, 1.0), (1, -0.5), (2, 0.25)] {
+            let y = p.matmul(&heads(128 * k)?)?.mul(&w)?.mul(s)?;
+            loss = loss.add(&y.sum((), false)?)?;
+        }
+        loss.backward()?;
+        Ok(x.grad().expect("gradient"))
+    };
+    Context::new().dev(Device::Interp).run(|| {
+        let g = grad().unwrap();
+        let items = Tensor::schedule_all(&[&g]).unwrap();
+        let ast = &asts(&items)[items.len() - 1];
+        assert_eq!(ast.root.shape, [12, 384]);
+        assert!(ast
+            .root
+            .find(
+                &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
+                &|_| false
+            )
+            .is_none());
+        let target = Target::new(OptTarget::Cpu);
+        let plan = default_plan(ast, &target);
+        let k = &compile_plan(ast, &plan).unwrap().stages[0].kernel;
+        let packs = wgrad::codegen::vectorize::store_packs(k, 16);
+        // 384 outputs a row in vectors of 16 (a row of up to 64 per invocation).
+        assert!(!packs.is_empty(), "{plan:?}");
+        let stores: usize = k
+            .insts
+            .iter()
+            .map(|i| match i {
+                wgrad::codegen::Inst::Store { .. } => 1,
+                wgrad::codegen::Inst::StoreVec { vals, .. } => vals.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(
+            packs.iter().map(|p| p.width).sum::<usize>(),
+            stores,
+            "every store packed"
+        );
+        for p in &packs {
+            let e = format!("{:?}", p.expr);
+            assert!(!e.contains("Gather"), "{e}");
+            assert!(
+                e.contains("gate: Some"),
+                "each slice loaded under its condition: {e}"
+            );
+        }
+    });
+    if !common::usable(Device::Cpu) {
+        return common::skip(&["cpu"], "cpu concatenated gradients", "no C compiler");
+    }
+    let run = |dev: Device| -> Vec<Vec<f32>> {
+        let v = Context::new().dev(dev).run(|| grad()?.to_vec_f32());
+        vec![v.unwrap_or_else(|e| panic!("{dev}: {e}"))]
+    };
+    assert_close(
+        "concatenated gradients on the CPU",
+        &run(Device::Cpu),
+        &run(Device::Interp),
+    );
 }

@@ -1147,6 +1147,7 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
                 base,
                 offset,
                 stride,
+                ..
             } => {
                 let varies = regs.varying.contains(base);
                 if varies && b.vloads.insert((*slot, *base, *offset, *stride)) {

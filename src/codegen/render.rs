@@ -98,6 +98,12 @@ pub trait Renderer {
     fn vec_load(&self, slot: u32, _dt: DType, idx: &str, width: usize, _stride: i64) -> String {
         format!("{}(b{slot} + {idx})", self.vec_ty(width))
     }
+    /// Vector load `load` where bool `gate` holds, else 0 in every lane; the load must not run
+    /// where it does not (its elements may lie outside the buffer).
+    fn vec_gated(&self, gate: &str, load: &str, width: usize) -> String {
+        let zero = self.vec_gather(&[], width);
+        format!("({gate} ? {load} : {zero})")
+    }
     /// The lane-wise max of two f32 vectors, each lane as `binary(Max)` computes one (NaN
     /// included).
     fn vec_max(&self, a: &str, b: &str, _width: usize) -> String {
@@ -183,8 +189,8 @@ fn name(names: &HashMap<Reg, String>, r: Reg) -> String {
 }
 
 /// A vector load as the packs of a loop body share it: (slot, dtype, base, offset, width,
-/// stride).
-type VLoadKey = (u32, DType, Reg, i64, usize, i64);
+/// stride, gate).
+type VLoadKey = (u32, DType, Reg, i64, usize, i64, Option<Reg>);
 
 /// Every vector load of `e`, outermost first.
 fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
@@ -194,9 +200,10 @@ fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
         base,
         offset,
         stride,
+        gate,
     } = *e
     {
-        out.push((slot, dtype, base, offset, w, stride));
+        out.push((slot, dtype, base, offset, w, stride, gate));
     }
     for c in e.children() {
         vloads(c, w, out);
@@ -205,14 +212,18 @@ fn vloads(e: &VExpr, w: usize, out: &mut Vec<VLoadKey>) {
 
 /// A vector load, spelled.
 fn vec_load(key: VLoadKey, names: &HashMap<Reg, String>, d: &dyn Renderer) -> String {
-    let (slot, dtype, base, offset, w, stride) = key;
-    d.vec_load(
+    let (slot, dtype, base, offset, w, stride, gate) = key;
+    let load = d.vec_load(
         slot,
         dtype,
         &lane_index(&name(names, base), offset as usize),
         w,
         stride,
-    )
+    );
+    match gate {
+        Some(g) => d.vec_gated(&name(names, g), &load, w),
+        None => load,
+    }
 }
 
 /// Spells vector expressions of `w` lanes, each operation once: an operation is bound to a
@@ -263,8 +274,9 @@ impl<'a> VecWriter<'a> {
                 base,
                 offset,
                 stride,
+                gate,
             } => {
-                let key = (*slot, *dtype, *base, *offset, w, *stride);
+                let key = (*slot, *dtype, *base, *offset, w, *stride, *gate);
                 return match self.shared.get(&key) {
                     Some((n, _)) => n.clone(),
                     None => vec_load(key, self.names, d),

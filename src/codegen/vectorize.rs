@@ -48,6 +48,9 @@ pub enum VExpr {
         offset: i64,
         /// Elements between lanes.
         stride: i64,
+        /// The bool register every lane's load is gated by, if any: the vector is loaded where it
+        /// holds and is 0 where it does not (a padded view's run of lanes inside one region).
+        gate: Option<Reg>,
     },
     /// One scalar per lane (0 in spare lanes).
     Gather(Vec<Reg>),
@@ -80,7 +83,7 @@ impl VExpr {
     pub fn regs(&self) -> Vec<Reg> {
         let mut out = match self {
             VExpr::Splat(r) | VExpr::SplatMask(r) => vec![*r],
-            VExpr::Load { base, .. } => vec![*base],
+            VExpr::Load { base, gate, .. } => std::iter::once(*base).chain(*gate).collect(),
             VExpr::Gather(l) => l.clone(),
             VExpr::IntCmp(_, a, b) => a.iter().chain(b).copied().collect(),
             _ => vec![],
@@ -166,14 +169,16 @@ impl Affine {
 /// What defines a register, as far as packing cares.
 #[derive(Clone, Debug)]
 enum Def {
-    /// An ungated f32 load at `index`, which is register `reg` plus `offset` (a `LoadVec`
-    /// lane included), or a u8 load cast to f32 (`dtype` U8: an image's pixels).
+    /// An f32 load at `index`, which is register `reg` plus `offset` (a `LoadVec` lane
+    /// included), gated by `gate` or not, or an ungated u8 load cast to f32 (`dtype` U8: an
+    /// image's pixels).
     Load {
         slot: u32,
         dtype: DType,
         index: Affine,
         reg: Reg,
         offset: i64,
+        gate: Option<Reg>,
     },
     Binary(BinaryOp, Reg, Reg),
     /// A comparison of f32 registers.
@@ -371,7 +376,7 @@ impl Analysis {
                 slot,
                 dtype: DType::F32,
                 idx,
-                gate: None,
+                gate,
             } => {
                 let index = self.int(idx);
                 self.defs.insert(
@@ -382,6 +387,7 @@ impl Analysis {
                         index,
                         reg: idx,
                         offset: 0,
+                        gate,
                     },
                 );
             }
@@ -411,6 +417,7 @@ impl Analysis {
                         index,
                         reg: idx,
                         offset: 0,
+                        gate: None,
                     },
                 );
             }
@@ -430,6 +437,7 @@ impl Analysis {
                         index,
                         reg: idx,
                         offset,
+                        gate: None,
                     };
                     self.defs.insert(*d, def);
                 }
@@ -482,8 +490,10 @@ impl Analysis {
                 index,
                 reg,
                 offset,
+                gate,
             } => {
-                // Lanes one element apart, or (f32) two: a window's columns.
+                // Lanes one element apart, or (f32) two: a window's columns; gated loads only
+                // where one register gates every lane (the vector is loaded or not as a whole).
                 let stride = match defs[1] {
                     Def::Load { index: i, .. } => i.konst - index.konst,
                     _ => 0,
@@ -491,9 +501,13 @@ impl Analysis {
                 let strided = stride == 1 || (stride == 2 && *dtype == DType::F32);
                 let regular = defs.iter().enumerate().all(|(j, d)| match d {
                     Def::Load {
-                        slot: s, index: i, ..
+                        slot: s,
+                        index: i,
+                        gate: g,
+                        ..
                     } => {
                         s == slot
+                            && g == gate
                             && i.terms == index.terms
                             && i.konst == index.konst + j as i64 * stride
                     }
@@ -503,13 +517,14 @@ impl Analysis {
                     return gather();
                 }
                 // Lane 0's own index register: defined before, and in scope at, every step.
-                let (slot, dtype, base, offset) = (*slot, *dtype, *reg, *offset);
+                let (slot, dtype, base, offset, gate) = (*slot, *dtype, *reg, *offset, *gate);
                 VExpr::Load {
                     slot,
                     dtype,
                     base,
                     offset,
                     stride,
+                    gate,
                 }
             }
             Def::Binary(op, _, _) => {
@@ -711,6 +726,7 @@ impl Analysis {
                 base: reg,
                 offset: 0,
                 stride: 1,
+                gate: None,
             }),
             _ => None,
         }
@@ -1230,6 +1246,63 @@ mod tests {
         assert!(matches!(k.insts[p[0].end], Inst::EndLoop));
         let src = crate::codegen::c::render_c(&k);
         assert!(src.contains("vacc") && src.contains("ld8(b1 + "), "{src}");
+    }
+
+    /// `out[8i + j] = (8i + j < 16 ? x[8i + j] : 0)`, j in 0..8, the gate of each lane built
+    /// as the lowering builds a padded view's: the rewrite rules make it `i < 2` for every lane
+    /// of the row (`shared`), or leave one per lane (a pad edge inside the row, at 13).
+    fn padded_row(edge: i64) -> LinearKernel {
+        let mut g = KGraph::new();
+        let i = g.gidx(4);
+        let eight = g.int(8);
+        let base = g.mul(i, eight);
+        let e = g.int(edge);
+        let mut effects = vec![];
+        for j in 0..8 {
+            let oj = g.int(j);
+            let idx = g.add(base, oj);
+            let gate = g.lt(idx, e);
+            let x = g.load(1, DType::F32, idx, gate);
+            effects.push(Effect::Store {
+                slot: 0,
+                idx,
+                val: x,
+                gate: None,
+            });
+        }
+        linearized(g, effects, DType::F32)
+    }
+
+    #[test]
+    fn a_row_of_loads_under_one_gate_is_one_gated_vector_load() {
+        let k = padded_row(16);
+        let p = store_packs(&k, 8);
+        assert_eq!(p.len(), 1, "{k}");
+        assert_eq!(p[0].width, 8);
+        assert!(
+            matches!(
+                p[0].expr,
+                VExpr::Load {
+                    gate: Some(_),
+                    stride: 1,
+                    ..
+                }
+            ),
+            "{:?}",
+            p[0].expr
+        );
+        let src = crate::codegen::c::render_c(&k);
+        assert!(src.contains(" ? ld8(b1 + "), "{src}");
+        // An edge inside the row: lanes 0-4 are `i < 2`, lanes 5-7 `i < 1`. No vector spans
+        // both; the first four lanes (a 4-lane store of the lowering) share one gate.
+        let k = padded_row(13);
+        let p = store_packs(&k, 8);
+        assert!(p.iter().all(|p| p.width <= 4), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|p| p.offset == 0 && matches!(p.expr, VExpr::Load { gate: Some(_), .. })),
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -701,7 +701,14 @@ impl<'a> Emitter<'a> {
                 base,
                 offset,
                 stride,
+                gate,
             } => {
+                // A gated load runs only where its gate holds (its elements may lie outside
+                // the memory), 0 in every lane elsewhere.
+                if let Some(g) = gate {
+                    self.get(s, *g);
+                    s.if_(BlockType::Result(ValType::V128));
+                }
                 let addr = |s: &mut InstructionSink| {
                     s.local_get(*slot);
                     self.get(s, *base);
@@ -728,6 +735,11 @@ impl<'a> Emitter<'a> {
                     _ => {
                         s.v128_load(mem(0, 0));
                     }
+                }
+                if gate.is_some() {
+                    s.else_();
+                    s.f32_const(0.0f32.into()).f32x4_splat();
+                    s.end();
                 }
             }
             VExpr::Gather(regs) => self.lanes(s, regs, true),

@@ -330,6 +330,8 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
                 Some(g.bool_const(true))
             } else if ba.0 >= bb.1 {
                 Some(g.bool_const(false))
+            } else if int {
+                compare_by_factor(g, a, b)
             } else {
                 None
             }
@@ -363,6 +365,68 @@ fn binary(g: &mut KGraph, op: BinaryOp, dtype: DType, a: Ref, b: Ref) -> Option<
         }
         _ => None,
     }
+}
+
+/// `x < K` or `K < x` (K a constant) with `x = f*S + R`, `R` the terms `f` does not divide
+/// and the constant's remainder, whose bounds stay in `[0, f)`, decided by `S` alone where `R`
+/// cannot change the answer (the constant's quotient moves to the bound):
+/// with `K = f*q + m`, `x < K` is `S < q` when `R >= m` always and `S < q + 1` when `R < m`
+/// always; `K < x` is `q - 1 < S` when `R > m` always and `q < S` when `R <= m` always. An
+/// upcast lane's index `64*i + lane` against a pad's edge at 128 is `i < 2` for every lane:
+/// one condition for a whole row of lanes, which a vector can test once.
+fn compare_by_factor(g: &mut KGraph, a: Ref, b: Ref) -> Option<Ref> {
+    let (x, bound, x_left) = match (g.const_value(a), g.const_value(b)) {
+        (None, Some(c)) => (a, c as i64, true),
+        (Some(c), None) => (b, c as i64, false),
+        _ => return None,
+    };
+    let (mut ts, mut k) = (vec![], 0i64);
+    terms(g, x, 1, &mut ts, &mut k);
+    let mut factors: Vec<i64> = ts.iter().map(|t| t.1).filter(|&c| c > 1).collect();
+    factors.sort_unstable_by(|p, q| q.cmp(p));
+    factors.dedup();
+    for f in factors {
+        let (mut hi, mut lo) = (vec![], vec![]);
+        let (mut rlo, mut rhi) = (k.rem_euclid(f) as f64, k.rem_euclid(f) as f64);
+        let mut fits = true;
+        for &(r, c) in &ts {
+            if c % f == 0 {
+                hi.push((r, c / f));
+            } else {
+                let rb = g.bounds[r as usize];
+                fits &= c > 0 && rb.0 >= 0.0;
+                rlo += c as f64 * rb.0;
+                rhi += c as f64 * rb.1;
+                lo.push((r, c));
+            }
+        }
+        if !fits || hi.is_empty() || rhi >= f as f64 {
+            continue;
+        }
+        // S's constant moves to the bound, so that every lane compares the same node.
+        let (q, m) = (
+            bound.div_euclid(f) - k.div_euclid(f),
+            bound.rem_euclid(f) as f64,
+        );
+        let s = build_sum(g, &hi, 0);
+        let cmp = |g: &mut KGraph, l: Ref, r: Ref| g.binary(BinaryOp::CmpLt, l, r);
+        if x_left {
+            if rlo >= m {
+                let q = g.int(q);
+                return Some(cmp(g, s, q));
+            } else if rhi < m {
+                let q = g.int(q + 1);
+                return Some(cmp(g, s, q));
+            }
+        } else if rlo > m {
+            let q = g.int(q - 1);
+            return Some(cmp(g, q, s));
+        } else if rhi <= m {
+            let q = g.int(q);
+            return Some(cmp(g, q, s));
+        }
+    }
+    None
 }
 
 /// Undo an unravel: `x%a * k + (x/a) * a*k` is `x * k` (also where x is itself `y/c` and
@@ -856,6 +920,56 @@ mod tests {
             }
             op => unreachable!("{op:?}"),
         }
+    }
+
+    /// `x` against a constant, evaluated: the comparison a rewritten node stands for.
+    fn eval_lt(g: &KGraph, n: Ref, x: i64, r: i64) -> bool {
+        let node = g.node(n).clone();
+        match node.op {
+            KOp::Const(bits) => f64::from_bits(bits) != 0.0,
+            KOp::Binary(BinaryOp::CmpLt) => eval(g, node.src[0], x, r) < eval(g, node.src[1], x, r),
+            op => unreachable!("{op:?}"),
+        }
+    }
+
+    #[test]
+    fn a_comparison_drops_the_terms_that_cannot_change_it() {
+        // A row of 64 lanes at 64*x against a pad's edges at 128: one condition for all.
+        let mut g = KGraph::new();
+        let x = g.gidx(6);
+        let (c64, c128, c2, c1) = (g.int(64), g.int(128), g.int(2), g.int(1));
+        let x64 = g.mul(x, c64);
+        let below = g.lt(x, c2);
+        let above = g.lt(c1, x);
+        for lane in 0..64 {
+            let l = g.int(lane);
+            let e = g.add(x64, l);
+            assert_eq!(g.lt(e, c128), below, "lane {lane}");
+            let l1 = g.int(lane + 1);
+            let e1 = g.add(x64, l1);
+            assert_eq!(g.lt(c128, e1), above, "lane {lane}");
+        }
+        // With a loop variable among the dropped terms, and a bound the rest can straddle (kept):
+        // every case still compares as the original does.
+        let r = g.range(4);
+        let c8 = g.int(8);
+        let x8 = g.mul(x, c8);
+        let e = g.add(x8, r);
+        let two = g.int(2);
+        let e = g.add(e, two);
+        for k in [0i64, 3, 8, 15, 16, 17, 20, 26, 40, 47] {
+            let kk = g.int(k);
+            let (lt, gt) = (g.lt(e, kk), g.lt(kk, e));
+            for xv in 0..6 {
+                for rv in 0..4 {
+                    let v = 8 * xv + rv + 2;
+                    assert_eq!(eval_lt(&g, lt, xv, rv), v < k, "{v} < {k}");
+                    assert_eq!(eval_lt(&g, gt, xv, rv), k < v, "{k} < {v}");
+                }
+            }
+        }
+        let c16 = g.int(16);
+        assert_eq!(g.lt(e, c16), below, "8x + r + 2 < 16 is x < 2");
     }
 
     #[test]

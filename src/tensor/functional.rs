@@ -86,15 +86,24 @@ impl Tensor {
                 b.dtype()
             );
         }
+        let by_columns = columns_in_memory(&b);
         let b = if rows_apart(&b, ash[ash.len() - 2]) {
             b.contiguous()
         } else {
             b
         };
-        // (..., n, 1, k) * (..., 1, m, k) summed over k.
-        let a = a.unsqueeze(-2)?;
-        let b = b.transpose(-1, -2)?.unsqueeze(-3)?;
-        let mut out = a.mul(&b)?.sum(-1, false)?;
+        // The product's axes follow b's order in memory, and so does b's gradient (a reduce
+        // over the rows of a, written in the order of the product's axes): a row-major b, such
+        // as attention's values, gets its gradient in rows, not transposed for the kernel that
+        // reads it next.
+        let mut out = if by_columns {
+            // (..., n, 1, k) * (..., 1, m, k) summed over k.
+            let b = b.transpose(-1, -2)?.unsqueeze(-3)?;
+            a.unsqueeze(-2)?.mul(&b)?.sum(-1, false)?
+        } else {
+            // (..., n, k, 1) * (..., 1, k, m) summed over k.
+            a.unsqueeze(-1)?.mul(&b.unsqueeze(-3)?)?.sum(-2, false)?
+        };
         if sa.len() == 1 {
             out = out.squeeze(Some(-2))?;
         }
@@ -507,6 +516,18 @@ impl Tensor {
         }
         Ok(x)
     }
+}
+
+/// Whether `b` (..., k, m) is a view that is contiguous along k, not m: the transpose of a
+/// row-major matrix (`x @ W.T` with W stored (out, in), as `nn::Linear` keeps it; attention's
+/// `k.T`).
+fn columns_in_memory(b: &Tensor) -> bool {
+    let (_, st) = crate::schedule::chain(&b.node());
+    let [v] = st.views.as_slice() else {
+        return false;
+    };
+    let d = v.shape.len();
+    d >= 2 && v.strides[d - 2] != 0 && v.strides[d - 2].abs() < v.strides[d - 1].abs()
 }
 
 /// Whether a CPU matmul (kernels shaped for a CPU-kind target: `schedule::register_tiles`)
