@@ -977,24 +977,16 @@ fn cpu_weight_gradients_split_into_parts_that_stay_in_l2() {
             let ScheduleItem::Kernel { ast, .. } = item else {
                 continue;
             };
-            let has_reduce = ast
-                .root
-                .find(
-                    &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
-                    &|_| false,
-                )
-                .is_some();
+            let reduce = ast.root.find(
+                &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
+                &|_| false,
+            );
+            let has_reduce = reduce.is_some();
             let out: usize = ast.root.shape.iter().product();
             match default_plan(ast, &target) {
                 Plan::Split { parts, axis, .. } => {
                     // The reduce's axes: the batch (32) outside the positions (128).
-                    let r = ast
-                        .root
-                        .find(
-                            &|n| matches!(n.op, wgrad::kernel::AstOp::Reduce(..)),
-                            &|_| false,
-                        )
-                        .unwrap();
+                    let r = reduce.expect("a split kernel has a reduce");
                     let wgrad::kernel::AstOp::Reduce(_, axes) = &r.op else {
                         unreachable!()
                     };

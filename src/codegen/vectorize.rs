@@ -4,7 +4,7 @@
 //! expression over consecutive elements of a buffer (an upcast along an axis that is
 //! contiguous in an operand), the loop keeps them in one vector and computes the expression
 //! once as a vector: contiguous loads become one vector load (every other element, a pooling
-//! window's columns, two loads and a shuffle), a value shared by every lane is broadcast, and
+//! window's columns, two loads and a shuffle; a run that one condition gates, loaded under it), a value shared by every lane is broadcast, and
 //! anything else is gathered lane by lane. Sums and maxes pack; the expression may add, multiply,
 //! divide, negate, take maxima, reciprocals and exponentials, compare (f32 values, or bytes with a
 //! constant: a causal mask), negate masks, select and turn comparisons into 1.0 or 0.0 (a ReLU
@@ -1248,9 +1248,9 @@ mod tests {
         assert!(src.contains("vacc") && src.contains("ld8(b1 + "), "{src}");
     }
 
-    /// `out[8i + j] = (8i + j < 16 ? x[8i + j] : 0)`, j in 0..8, the gate of each lane built
-    /// as the lowering builds a padded view's: the rewrite rules make it `i < 2` for every lane
-    /// of the row (`shared`), or leave one per lane (a pad edge inside the row, at 13).
+    /// `out[8i + j] = (8i + j < edge ? x[8i + j] : 0)`, j in 0..8, each lane's gate built as
+    /// the lowering builds a padded view's: the rewrite rules make it `i < 2` for every lane
+    /// of the row at edge 16, and leave two conditions at 13 (an edge inside the row).
     fn padded_row(edge: i64) -> LinearKernel {
         let mut g = KGraph::new();
         let i = g.gidx(4);
