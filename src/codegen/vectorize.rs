@@ -4,12 +4,13 @@
 //! expression over consecutive elements of a buffer (an upcast along an axis that is
 //! contiguous in an operand), the loop keeps them in one vector and computes the expression
 //! once as a vector: contiguous loads become one vector load (every other element, a pooling
-//! window's columns, two loads and a shuffle; a run that one condition gates, loaded under it), a value shared by every lane is broadcast, and
-//! anything else is gathered lane by lane. Sums and maxes pack; the expression may add, multiply,
-//! divide, negate, take maxima, reciprocals and exponentials, compare (f32 values, or bytes with a
-//! constant: a causal mask), negate masks, select and turn comparisons into 1.0 or 0.0 (a ReLU
-//! inside a max-pool, and its tie count), each lane as the scalar code computes it. After the loop
-//! nest the lanes are written back into the scalar accumulators. Every lane still sums its own
+//! window's columns, two loads and a shuffle; a run that one condition gates, loaded under
+//! it), a value shared by every lane is broadcast, and anything else is gathered lane by lane.
+//! Sums and maxes pack; the expression may add, multiply, divide, negate, take maxima,
+//! reciprocals and exponentials, compare (f32 values, or bytes with a constant: a causal mask),
+//! negate masks, select and turn comparisons into 1.0 or 0.0 (a ReLU inside a max-pool, and its
+//! tie count), each lane as the scalar code computes it. After the loop nest the lanes are
+//! written back into the scalar accumulators. Every lane still sums its own
 //! terms in the same order, so the results are bit-identical to the scalar kernel.
 //!
 //! Stores pack the same way (`store_packs`): a run of stores to consecutive elements whose
