@@ -84,6 +84,14 @@ function call(op, ...args) {
   });
 }
 
+/** Whether a background call (a drawing's prediction, the strip's refresh) failed for a reason
+ * the page reports otherwise: the worker was restarted, or the GPU device was lost (the worker
+ * recovers from the last checkpoint by itself and the notice says so; the next call runs on the
+ * new device). */
+function reportedElsewhere(e) {
+  return /restarted|device lost/i.test(String(e?.message ?? e));
+}
+
 function showError(msg) {
   demo.errors.push(msg);
   const e = $("error");
@@ -478,7 +486,7 @@ async function predictPad() {
   try {
     renderBars(await demo.predict(padPixels()));
   } catch (e) {
-    if (!String(e.message).includes("restarted")) showError(`predict failed: ${e.message}`);
+    if (!reportedElsewhere(e)) showError(`predict failed: ${e.message}`);
   } finally {
     predicting = false;
     if (again) {
@@ -526,7 +534,7 @@ async function refreshStrip() {
       strip.append(cell);
     }
   } catch (e) {
-    if (!String(e.message).includes("restarted")) showError(`test images: ${e.message}`);
+    if (!reportedElsewhere(e)) showError(`test images: ${e.message}`);
   } finally {
     stripBusy = false;
   }
