@@ -362,7 +362,7 @@ fn restream_split(ast: &KernelAst, axes: &[(usize, usize)]) -> Option<(usize, us
     let whole = axes
         .iter()
         .filter(|&&(a, s)| s > 1 && axes.iter().any(|&(b, t)| b > a && t > 1))
-        .map(|&(a, s)| (a, s));
+        .copied();
     let cands: Vec<(usize, usize)> = whole
         .chain(candidates(axes))
         .filter(|&(a, p)| part_len(axes, a, p) >= CPU_MIN_PART)

@@ -386,7 +386,7 @@ fn compare_by_factor(g: &mut KGraph, a: Ref, b: Ref) -> Option<Ref> {
     factors.sort_unstable_by(|p, q| q.cmp(p));
     factors.dedup();
     for f in factors {
-        let (mut hi, mut lo) = (vec![], vec![]);
+        let mut hi = vec![];
         let (mut rlo, mut rhi) = (k.rem_euclid(f) as f64, k.rem_euclid(f) as f64);
         let mut fits = true;
         for &(r, c) in &ts {
@@ -397,7 +397,6 @@ fn compare_by_factor(g: &mut KGraph, a: Ref, b: Ref) -> Option<Ref> {
                 fits &= c > 0 && rb.0 >= 0.0;
                 rlo += c as f64 * rb.0;
                 rhi += c as f64 * rb.1;
-                lo.push((r, c));
             }
         }
         if !fits || hi.is_empty() || rhi >= f as f64 {
