@@ -1389,7 +1389,10 @@ fn cpu_elementwise_rows_vectorize_reciprocals() {
 /// operand. The lowering loads runs of four consecutive scalars together (`LoadVec`); the
 /// CPU cost model once took broadcasts of those for computed values (a shuffle each) and chose
 /// two parts of the split at once instead, loading two vectors per two multiply-adds: 1.5x
-/// slower on the medium GPT's weight gradients.
+/// slower on the medium GPT's weight gradients. Its vector lanes run along the gradient's
+/// rows, so each vector is stored whole: the mirror image, as costly in its loops, put them
+/// down its columns, and the C compiler transposed every register tile before storing it
+/// (the medium GPT's weight gradients 10% slower).
 #[test]
 fn cpu_weight_gradients_share_vector_loads() {
     Context::new().dev(Device::Interp).run(|| {
@@ -1442,6 +1445,15 @@ fn cpu_weight_gradients_share_vector_loads() {
                     k.name,
                     packs.len(),
                     loads.len()
+                );
+                // Its vector lanes are consecutive outputs, stored as they are: no transpose.
+                let stores = wgrad::codegen::vectorize::acc_lane_stores(k, &packs);
+                assert!(
+                    !stores.is_empty() && stores.values().all(|&in_order| in_order),
+                    "{} at {lanes} lanes: lanes stored across rows ({} of {} stores)",
+                    k.name,
+                    stores.values().filter(|&&o| !o).count(),
+                    stores.len()
                 );
                 checked += 1;
             }

@@ -136,6 +136,13 @@ const FOLD_SHARE: f64 = 0.2;
 const TRANSCENDENTAL_OPS: u64 = 22;
 /// The longest reduce the CPU search also tries with a loop unrolled (`window_unrolls`).
 const WINDOW: usize = 16;
+/// Shuffle cycles a CPU kernel spends per output whose lane of a vector accumulator runs along
+/// another axis of the output than its neighbours': GCC transposes the vectors (a weight
+/// gradient's 32x4 register tile: about 220 shuffles for 128 outputs).
+const TRANSPOSE_CYCLES: f64 = 1.75;
+/// Costs within this share of each other, of upcasts of as many outputs, are a tie the CPU's
+/// store cost decides (`best_upcast`).
+const TIE: f64 = 1e-3;
 /// Cycles the CPU cost adds per cache line a kernel's reduce loops read for one output
 /// (`lines_per_output`): small, so that it decides between choices the cycle model finds
 /// alike (rows read whole against many rows far apart: a max-pooling window's 16 batches at
@@ -444,6 +451,8 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
             let base = Opts::default();
             if t.kind == OptTarget::Cpu {
                 let cost = |l: &Lowered| cpu_cycles_per_output(ast, l, t.lanes);
+                let stores = |l: &Lowered| cpu_store_cycles_per_output(ast, l, t.lanes);
+                let ties: Option<&dyn Fn(&Lowered) -> f64> = Some(&stores);
                 let max = if is_window(ast) {
                     MAX_UPCAST_WINDOW
                 } else {
@@ -463,7 +472,8 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                 // loads 9).
                 let pair = (t.lanes > c::VECTOR_LANES).then_some(2 * t.lanes);
                 let plain = window_unrolls(ast, base.clone()).into_iter().map(|b| {
-                    let (o, l) = best_upcast(ast, b, max, 4 * cores, 1, &cost, CPU_BEAM, pair);
+                    let (o, l) =
+                        best_upcast(ast, b, max, 4 * cores, 1, &cost, ties, CPU_BEAM, pair);
                     (cost(&l), o)
                 });
                 // A reduce whose rows lie along the loop (a softmax's max and sum, a layer
@@ -473,7 +483,7 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                     let n = b.lanes.map_or(1, |l| l.1);
                     let folded = |l: &Lowered| cost(l) + n as f64;
                     let (o, l) =
-                        best_upcast(ast, b, max / n, 4 * cores, 1, &folded, CPU_BEAM, None);
+                        best_upcast(ast, b, max / n, 4 * cores, 1, &folded, ties, CPU_BEAM, None);
                     (folded(&l), o)
                 });
                 let o = plain
@@ -494,6 +504,7 @@ pub fn default_opts(ast: &KernelAst, t: &Target) -> Opts {
                     4 * cores,
                     1,
                     &soft_gpu_cost,
+                    None,
                     1,
                     None,
                 )
@@ -678,6 +689,7 @@ pub fn gpu_opts(ast: &KernelAst, t: &Target) -> Opts {
             min_inv,
             g,
             &loads_per_output,
+            None,
             1,
             None,
         );
@@ -746,6 +758,7 @@ fn stage_plan(ast: &KernelAst, t: &Target, small: bool) -> Option<(f64, Opts)> {
         min_inv,
         1,
         &loads_per_output,
+        None,
         1,
         None,
     );
@@ -1273,6 +1286,68 @@ fn cpu_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
     cycles / stores.max(1.0) + LINE_CYCLES * lines_per_output(l)
 }
 
+/// Estimated cycles per output a CPU kernel spends after its loops, storing its outputs and
+/// computing their epilogue: a store writes one lane, a vector store (the vectorizer's packed
+/// run, or a vector accumulator's lanes in order, which GCC writes back whole) `width` at once
+/// and computes the epilogue once per vector; a vector accumulator's lanes along another axis
+/// of the output are transposed first (`TRANSPOSE_CYCLES`). It breaks the upcast search's ties
+/// (`best_upcast`): mirror-image plans whose loops cost the same, with the vector lanes on one
+/// output axis or the other. (Added to the loop cost in full, it outweighed differences that
+/// model sees too faintly: conv1's row of 13 outputs for 8 channels, 5 of them transposed,
+/// lost to 4 channels of 2 batches, which ran 1.75x slower.)
+fn cpu_store_cycles_per_output(ast: &KernelAst, l: &Lowered, lanes: usize) -> f64 {
+    use crate::kernel::FastMap;
+    let k = super::linear_kernel_of(ast, l);
+    let packs = vectorize::packs(&k, lanes);
+    let mut store_lanes: FastMap<usize, f64> = FastMap::default();
+    for p in vectorize::store_packs(&k, lanes) {
+        for &i in &p.insts {
+            store_lanes.insert(i, p.width as f64);
+        }
+    }
+    let acc_stores = vectorize::acc_lane_stores(&k, &packs);
+    // Stores (lanes), those written lane by lane, transposed, and vector stores; the epilogue's
+    // scalar operations; each by the trip counts of the loops around it.
+    let (mut stores, mut scalar, mut transposed, mut vector) = (0.0f64, 0.0, 0.0, 0.0);
+    let (mut epilogue, mut after_loops, mut mult) = (0.0f64, false, vec![1.0f64]);
+    for (i, inst) in k.insts.iter().enumerate() {
+        let m = *mult.last().unwrap_or(&1.0);
+        match inst {
+            Inst::Loop { size, .. } => mult.push(m * *size as f64),
+            Inst::EndLoop => {
+                mult.pop();
+                after_loops = true;
+            }
+            Inst::Store { .. } | Inst::StoreVec { .. } => {
+                let n = if matches!(inst, Inst::Store { .. }) {
+                    m
+                } else {
+                    4.0 * m
+                };
+                stores += n;
+                match (store_lanes.get(&i), acc_stores.get(&i)) {
+                    (Some(&w), _) => vector += n / w,
+                    (None, Some(true)) => vector += n / lanes as f64,
+                    (None, Some(false)) => transposed += n,
+                    (None, None) => scalar += n,
+                }
+            }
+            Inst::Unary { op, dtype, .. } if after_loops && dtype.is_float() => {
+                epilogue += m * if *op == UnaryOp::Exp2 { EXP2_OPS } else { 1.0 }
+            }
+            Inst::Binary { dtype, .. } | Inst::Where { dtype, .. }
+                if after_loops && dtype.is_float() =>
+            {
+                epilogue += m
+            }
+            _ => {}
+        }
+    }
+    let epilogue_share = (scalar + transposed + vector) / stores.max(1.0);
+    let cycles = scalar + transposed * TRANSPOSE_CYCLES + vector + epilogue / 2.0 * epilogue_share;
+    cycles / stores.max(1.0)
+}
+
 /// Each of `cands` lowered and costed, in order: on every core where there are several (the
 /// search of one large kernel is often the last work of a first step, the other cores idle).
 fn lower_all(
@@ -1319,6 +1394,7 @@ fn best_upcast(
     min_inv: usize,
     per_out: usize,
     cost: &(dyn Fn(&Lowered) -> f64 + Sync),
+    ties: Option<&dyn Fn(&Lowered) -> f64>,
     beam: usize,
     pair: Option<usize>,
 ) -> (Opts, Lowered) {
@@ -1355,8 +1431,11 @@ fn best_upcast(
         v
     };
     let mut best = (cost(&plain), plain, base.clone());
+    // `ties` of the best, once a tie needs it.
+    let mut best_tie: Option<f64> = None;
     // Each round extends the `beam` cheapest choices of the last by one more axis; a choice
-    // replaces the best only where it is 5% cheaper (fewer upcasts otherwise).
+    // replaces the best only where it is 5% cheaper (fewer upcasts otherwise), or where it
+    // costs the same (`TIE`) for as many outputs and `ties` finds it cheaper.
     let mut frontier = vec![base];
     for _round in 0..3 {
         let mut next: Vec<(f64, Opts)> = vec![];
@@ -1372,10 +1451,22 @@ fn best_upcast(
             }
         }
         for (cand, (c, l)) in cands.iter().zip(lower_all(ast, &cands, cost)) {
+            next.push((c, cand.clone()));
             if c < best.0 * 0.95 {
                 best = (c, l, cand.clone());
+                best_tie = None;
+                continue;
             }
-            next.push((c, cand.clone()));
+            let outputs = |o: &Opts| o.upcast.iter().map(|u| u.1).product::<usize>();
+            let Some(ties) = ties else { continue };
+            if (c - best.0).abs() <= best.0 * TIE && outputs(cand) == outputs(&best.2) {
+                let theirs = *best_tie.get_or_insert_with(|| ties(&best.1));
+                let mine = ties(&l);
+                if mine < theirs {
+                    best = (c, l, cand.clone());
+                    best_tie = Some(mine);
+                }
+            }
         }
         if beam == 1 {
             // Greedy: go on from the best only, while it improves.

@@ -1063,6 +1063,56 @@ pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
     out
 }
 
+/// How the lanes of `packs`' vector accumulators are stored, where they are stored as they are
+/// (no epilogue): for each store instruction writing such lanes, whether every lane it writes
+/// lies next to the one its neighbouring lane in the vector writes. Lanes stored in order to
+/// consecutive elements are written back as vector stores by the C compiler (GCC's SLP
+/// vectorizer); lanes along another axis of the output (a weight gradient vectorized along its
+/// rows) are transposed through shuffles first.
+pub fn acc_lane_stores(k: &LinearKernel, packs: &[Pack]) -> FastMap<usize, bool> {
+    let an = Analysis::new(k);
+    let lane_of: FastMap<Reg, (usize, usize)> = packs
+        .iter()
+        .enumerate()
+        .flat_map(|(p, pack)| pack.accs.iter().enumerate().map(move |(j, &r)| (r, (p, j))))
+        .collect();
+    // (pack, lane) -> (store instruction, slot, index).
+    let mut stored: FastMap<(usize, usize), (usize, u32, Affine)> = FastMap::default();
+    for (i, inst) in k.insts.iter().enumerate() {
+        let (slot, idx, vals) = match inst {
+            Inst::Store {
+                slot,
+                idx,
+                val,
+                gate: None,
+                ..
+            } => (*slot, *idx, std::slice::from_ref(val)),
+            Inst::StoreVec {
+                slot, idx, vals, ..
+            } => (*slot, *idx, &vals[..]),
+            _ => continue,
+        };
+        for (j, v) in vals.iter().enumerate() {
+            if let Some(&lane) = lane_of.get(v) {
+                let mut index = an.int(idx);
+                index.konst += j as i64;
+                stored.insert(lane, (i, slot, index));
+            }
+        }
+    }
+    let mut out: FastMap<usize, bool> = FastMap::default();
+    for (&(p, j), st) in &stored {
+        let beside = |l: Option<usize>, d: i64| {
+            l.and_then(|l| stored.get(&(p, l))).is_some_and(|o| {
+                o.1 == st.1 && o.2.terms == st.2.terms && o.2.konst == st.2.konst + d
+            })
+        };
+        let in_order = beside(j.checked_add(1), 1) || beside(j.checked_sub(1), -1);
+        *out.entry(st.0).or_insert(true) &= in_order;
+    }
+    out
+}
+
 /// What `pack_run` consults: the analysis, each register's readers, each accumulator's
 /// definition, the loop depth before each instruction, and the expressions packed so far for
 /// runs of values.
