@@ -7,7 +7,7 @@
 use crate::dtype::DType;
 use crate::error::{bail, Result};
 use crate::kernel::{AstNode, AstOp, KernelAst};
-use crate::ops::Op;
+use crate::ops::{Op, UnaryOp};
 use crate::runtime::Buffer;
 use crate::shape::{ShapeTracker, MAX_NUMEL};
 use crate::uop::UOp;
@@ -297,7 +297,16 @@ impl Builder<'_> {
             // read once per consumer: fewer bytes where (uses - 1) * (reads - 1) > 2.
             let uses = self.g.uses.get(&base.id).copied().unwrap_or(0);
             if uses >= 2 && base.numel() >= SHARED_MIN_ELEMENTS {
-                let reads = self.reads(&base, &mut HashSet::new());
+                // Small operands (a row's mean broadcast over it) read next to nothing, unless
+                // each consumer would compute an exponential again for every element (a
+                // softmax's numerator, which its row sum, its product and their gradients
+                // read: recomputed, the medium GPT's step ran 12 ms slower on the CPU).
+                let full = if self.transcendental(&base, &mut HashSet::new()) {
+                    0
+                } else {
+                    base.numel()
+                };
+                let reads = self.reads_of(&base, &mut HashSet::new(), full);
                 if (uses - 1) * reads.saturating_sub(1) > 2 {
                     self.materialize.insert(base.id);
                     return self.build(n, exact);
@@ -338,11 +347,17 @@ impl Builder<'_> {
     /// The buffers (realized or materialized nodes, or kernels of their own) an inlined `b`
     /// reads, counted once each (`seen`: the nodes visited), up to 16.
     fn reads(&self, b: &Arc<UOp>, seen: &mut HashSet<u64>) -> usize {
+        self.reads_of(b, seen, 0)
+    }
+
+    /// `reads`, leaving out buffers of at most an eighth of `full` elements (a row's max or
+    /// mean broadcast over the row: cached, it costs a fraction of a read of the whole).
+    fn reads_of(&self, b: &Arc<UOp>, seen: &mut HashSet<u64>, full: usize) -> usize {
         if !seen.insert(b.id) {
             return 0;
         }
         if b.is_realized() || !b.op.is_elementwise() || self.materialize.contains(&b.id) {
-            return 1;
+            return usize::from(b.numel() * 8 > full);
         }
         let mut n = 0;
         for s in b.src().iter().filter(|s| !empty_below(s)) {
@@ -350,12 +365,30 @@ impl Builder<'_> {
             if matches!(sb.op, Op::Const(_) | Op::Iota) {
                 continue;
             }
-            n += self.reads(&sb, seen);
+            n += self.reads_of(&sb, seen, full);
             if n >= 16 {
                 break;
             }
         }
         n
+    }
+
+    /// Whether an inlined `b` computes an exponential, a logarithm or a sine.
+    fn transcendental(&self, b: &Arc<UOp>, seen: &mut HashSet<u64>) -> bool {
+        if !seen.insert(b.id)
+            || b.is_realized()
+            || !b.op.is_elementwise()
+            || self.materialize.contains(&b.id)
+        {
+            return false;
+        }
+        matches!(
+            b.op,
+            Op::Unary(UnaryOp::Exp2 | UnaryOp::Log2 | UnaryOp::Sin)
+        ) || b
+            .src()
+            .iter()
+            .any(|s| self.transcendental(&chain(s).0, seen))
     }
 
     /// Elementwise ops an inlined `b` would compute (capped; shared subexpressions counted once

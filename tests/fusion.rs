@@ -144,6 +144,50 @@ fn mlp_training_step_kernel_count() {
     });
 }
 
+/// A pre-LayerNorm block's input (`x`, read by the norm and by the residual add) through a
+/// layer norm, its gain and a matmul, forward and backward. The centred input `x - mean` is
+/// read by the variance, the normalized output and the gradients, but reading it inline costs
+/// one read of `x` (the row's mean, broadcast, stays in cache): no kernel of its own.
+#[test]
+fn a_layer_norm_step_computes_its_centred_input_inline() {
+    Context::new().dev(Device::Interp).training(true).run(|| {
+        let x = data(&[8, 32, 64]);
+        let (g, w) = (data(&[64]), data(&[64, 48]));
+        for t in [&x, &g, &w] {
+            t.set_requires_grad(true);
+        }
+        let y = x.layernorm(-1, 1e-5).unwrap().mul(&g).unwrap();
+        let loss = y
+            .matmul(&w)
+            .unwrap()
+            .square()
+            .unwrap()
+            .mean((), false)
+            .unwrap();
+        loss.backward().unwrap();
+        let grads: Vec<Tensor> = [&x, &g, &w].iter().map(|t| t.grad().unwrap()).collect();
+        let mut all: Vec<&Tensor> = grads.iter().collect();
+        all.push(&loss);
+        let items = Tensor::schedule_all(&all).unwrap();
+        let centred = items
+            .iter()
+            .filter(|it| match it {
+                ScheduleItem::Kernel { ast, .. } => {
+                    let text = format!("{ast}");
+                    ast.root.shape == [8, 32, 64]
+                        && !text.contains("Reduce")
+                        && text.contains("Neg")
+                        && text.lines().filter(|l| l.contains("= Load")).count() == 2
+                }
+                _ => false,
+            })
+            .count();
+        assert_eq!(centred, 0, "kernels computing x - mean alone");
+        // (15 with it in memory.)
+        assert!(items.len() <= 13, "{} kernels", items.len());
+    });
+}
+
 #[test]
 fn kernels_respect_the_buffer_limit() {
     let ts: Vec<Tensor> = (0..7)
