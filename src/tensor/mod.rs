@@ -1575,10 +1575,14 @@ impl Tensor {
     /// GELU, tanh approximation.
     pub fn gelu(&self) -> Result<Tensor> {
         let x = self.to_float("gelu")?;
+        // 0.5 x (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³), computed as x σ(2u): the same
+        // function (1 + tanh(u) = 2σ(2u)) without the round trip `2σ - 1 + 1`. Its gradient
+        // takes 38 vector operations per 16 outputs where the tanh form took 46 (the medium
+        // GPT's MLP input gradient computes it after 128 multiply-adds per output).
         let inner = x
             .mul(&x.square()?.mul(0.044715)?.add(1.0)?)?
-            .mul((2.0 / std::f64::consts::PI).sqrt())?;
-        x.mul(0.5)?.mul(&inner.tanh()?.add(1.0)?)
+            .mul(2.0 * (2.0 / std::f64::consts::PI).sqrt())?;
+        x.mul(&inner.sigmoid()?)
     }
     /// `x * sigmoid(x)` (SiLU), elementwise.
     pub fn silu(&self) -> Result<Tensor> {
