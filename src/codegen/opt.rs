@@ -575,14 +575,30 @@ fn transposed_rows(ast: &KernelAst, min_inv: usize) -> Option<Opts> {
     let axis = (0..last)
         .rev()
         .find(|&a| st[a].unsigned_abs() == 1 && shape[a] >= 4)?;
-    [16, 8, 4]
+    // And a run along the output's rows too where it has one: a tile whose outputs are stored
+    // as vectors, each built from the loads of one column of the tile (8 lanes: a gather),
+    // not one scattered store per output.
+    let rows = [8, 4]
         .into_iter()
-        .filter(|&n| shape[axis] % n == 0 && out / n >= min_inv)
-        .map(|n| Opts {
-            upcast: vec![(axis, n)],
-            ..Opts::default()
+        .filter(|&m| shape[last] % m == 0)
+        .map(Some)
+        .chain([None]);
+    rows.flat_map(|m| {
+        [16, 8, 4].into_iter().map(move |n| {
+            let mut upcast = vec![(axis, n)];
+            upcast.extend(m.map(|m| (last, m)));
+            upcast
         })
-        .find(|o| check(ast, o).is_ok())
+    })
+    .filter(|u| {
+        let per: usize = u.iter().map(|a| a.1).product();
+        u.iter().all(|&(a, n)| shape[a] % n == 0) && out / per >= min_inv
+    })
+    .map(|upcast| Opts {
+        upcast,
+        ..Opts::default()
+    })
+    .find(|o| check(ast, o).is_ok())
 }
 
 /// The bases a CPU upcast search starts from: none, and for a window's reduce (at most
