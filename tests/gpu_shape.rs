@@ -1056,6 +1056,18 @@ fn assert_cpu_vectors_gather_nothing(ast: &wgrad::kernel::KernelAst) {
     }
 }
 
+/// Elements one invocation of `k` stores (a `StoreVec` stores four).
+fn stored_elements(k: &LinearKernel) -> usize {
+    k.insts
+        .iter()
+        .map(|i| match i {
+            wgrad::codegen::Inst::Store { .. } => 1,
+            wgrad::codegen::Inst::StoreVec { vals, .. } => vals.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// A CPU copy that transposes (a weight copied into row order for a matmul, attention's keys)
 /// reads rows of its input and stores rows of its output: each invocation a tile, every output
 /// stored in a vector of up to 8 built from one column of the tile, none scattered lane by
@@ -1079,15 +1091,7 @@ fn cpu_transposed_copies_store_whole_vectors() {
                 ..Target::new(OptTarget::Cpu)
             };
             let k = &compile(kernels[0], &target).stages[0].kernel;
-            let stores: usize = k
-                .insts
-                .iter()
-                .map(|i| match i {
-                    wgrad::codegen::Inst::Store { .. } => 1,
-                    wgrad::codegen::Inst::StoreVec { vals, .. } => vals.len(),
-                    _ => 0,
-                })
-                .sum();
+            let stores = stored_elements(k);
             let packs = wgrad::codegen::vectorize::store_packs(k, lanes);
             assert!(stores >= 32, "{} outputs per invocation", stores);
             assert_eq!(
@@ -1574,15 +1578,7 @@ fn cpu_concatenated_gradients_load_and_store_whole_vectors() {
         let packs = wgrad::codegen::vectorize::store_packs(k, 16);
         // 384 outputs a row in vectors of 16 (a row of up to 64 per invocation).
         assert!(!packs.is_empty(), "{plan:?}");
-        let stores: usize = k
-            .insts
-            .iter()
-            .map(|i| match i {
-                wgrad::codegen::Inst::Store { .. } => 1,
-                wgrad::codegen::Inst::StoreVec { vals, .. } => vals.len(),
-                _ => 0,
-            })
-            .sum();
+        let stores = stored_elements(k);
         assert_eq!(
             packs.iter().map(|p| p.width).sum::<usize>(),
             stores,
