@@ -899,7 +899,8 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
         (half, half, Gathers::WithExp2),
     ]);
     let memo = RefCell::new(FastMap::default());
-    let ctx = (&an, &readers, &defacc, depth_at.as_slice(), &memo);
+    let ends = RefCell::new(FastMap::default());
+    let ctx = (&an, &readers, &defacc, depth_at.as_slice(), &memo, &ends);
     for steps in bodies {
         let mut used = vec![false; steps.len()];
         for &(w, real, gathers) in &passes {
@@ -917,10 +918,10 @@ pub fn packs(k: &LinearKernel, width: usize) -> Vec<Pack> {
             };
             for t in strides {
                 for s in 0..steps.len() {
-                    let lanes: Vec<usize> = (0..real).map(|j| s + j * t).collect();
-                    if lanes.iter().any(|&l| l >= steps.len() || used[l]) {
+                    if (0..real).any(|j| s + j * t >= steps.len() || used[s + j * t]) {
                         continue;
                     }
+                    let lanes: Vec<usize> = (0..real).map(|j| s + j * t).collect();
                     let run: Vec<(usize, Reg, Reg)> = lanes.iter().map(|&l| steps[l]).collect();
                     if let Some(p) = pack_run(k, ctx, &run, w, gathers) {
                         out.push(p);
@@ -1001,6 +1002,12 @@ pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
     };
     let mut used = vec![false; lanes.len()];
     let mut out = vec![];
+    // The lanes at each (slot, constant part of the index), in order: a run's next lane is
+    // looked up, not searched for among all (a tile of 128 outputs has 128 lanes).
+    let mut at_konst: FastMap<(u32, i64), Vec<usize>> = FastMap::default();
+    for (l, lane) in lanes.iter().enumerate() {
+        at_konst.entry((lane.1, lane.2.konst)).or_default().push(l);
+    }
     // Each width from `width` down to half of `GATHER_LANES` (or of `width`, if less).
     let widths = std::iter::successors(Some(width), |&w| Some(w / 2))
         .take_while(|&w| w >= 2 && w >= width.min(GATHER_LANES) / 2);
@@ -1012,11 +1019,10 @@ pub fn store_packs(k: &LinearKernel, width: usize) -> Vec<StorePack> {
             }
             let mut run = vec![s];
             for j in 1..w as i64 {
-                let next = (0..lanes.len()).find(|&l| {
-                    !used[l]
-                        && lanes[l].1 == slot
-                        && lanes[l].2.terms == index.terms
-                        && lanes[l].2.konst == index.konst + j
+                let next = at_konst.get(&(slot, index.konst + j)).and_then(|ls| {
+                    ls.iter()
+                        .copied()
+                        .find(|&l| !used[l] && lanes[l].2.terms == index.terms)
                 });
                 match next {
                     Some(l) => run.push(l),
@@ -1141,11 +1147,12 @@ type Ctx<'a> = (
     &'a FastMap<Reg, usize>,
     &'a [usize],
     &'a RefCell<FastMap<Lanes, VExpr>>,
+    &'a RefCell<FastMap<(usize, usize), Option<usize>>>,
 );
 
 fn pack_run(
     k: &LinearKernel,
-    (an, readers, defacc, depth_at, memo): Ctx,
+    (an, readers, defacc, depth_at, memo, ends): Ctx,
     run: &[(usize, Reg, Reg)],
     width: usize,
     gathers: Gathers,
@@ -1160,9 +1167,12 @@ fn pack_run(
         return None;
     }
     let at = run.iter().map(|r| r.0).max()?;
-    // The loop nest ends where the depth falls back to the accumulators' own.
-    let end = (at..k.insts.len())
-        .find(|&i| matches!(k.insts[i], Inst::EndLoop) && depth_at[i] == depth + 1)?;
+    // The loop nest ends where the depth falls back to the accumulators' own (found once for
+    // each last step: the passes of `packs` try thousands of runs of a large upcast).
+    let end = (*ends.borrow_mut().entry((at, depth)).or_insert_with(|| {
+        (at..k.insts.len())
+            .find(|&i| matches!(k.insts[i], Inst::EndLoop) && depth_at[i] == depth + 1)
+    }))?;
     // Nothing but its own step may read an accumulator inside the loop.
     let first = *starts.iter().min()?;
     let steps: Vec<usize> = run.iter().map(|r| r.0).collect();
